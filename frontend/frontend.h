@@ -1,0 +1,73 @@
+/*
+ * frontend.h - ONNX models and tensor files in and out.
+ *
+ * The frontend is the only part of fxcc that sees protobuf.  It turns a
+ * ModelProto into a Graph (ir.h) and reads or writes tensors as .npy or ONNX
+ * TensorProto .pb files.  Every size it reads from a file is checked against
+ * the bytes actually present and against overflow before anything is
+ * allocated; malformed input yields a Diag entry naming the file, never a
+ * crash.
+ */
+#ifndef FXCC_FRONTEND_H
+#define FXCC_FRONTEND_H
+
+#include "../ir/ir.h"
+
+/* Newest default-domain opset this build accepts, and the oldest. */
+#define FX_MIN_OPSET 7
+int onnx_max_opset(void);
+
+typedef struct OnnxLoadOptions {
+    /* IR-3 models list initializers as graph inputs too.  By default such an
+     * input stays a placeholder whose default value is the initializer; with
+     * this flag it becomes a get_attr constant. */
+    bool freeze_input_defaults;
+} OnnxLoadOptions;
+
+/* ------------------------------------------------------------------------- */
+/* onnx_load.c                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Loads a model.  External data files are resolved next to the model and may
+ * not leave the model's folder.  Every unsupported op is reported (all of
+ * them, with node names) before FX_ERR_UNSUPPORTED is returned. */
+FxStatus onnx_load(const char *path, const OnnxLoadOptions *opt, Graph **out, Diag *d);
+/* The same from memory; base_dir (may be NULL: external data refused) is
+ * where external data files are looked up. */
+FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
+                          const char *base_dir, const OnnxLoadOptions *opt, Graph **out,
+                          Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* tensor_file.c: dispatch on the file's extension                            */
+/* ------------------------------------------------------------------------- */
+
+/* ".npy" or ".pb"; anything else is refused with a message. */
+FxStatus tensor_file_read(const char *path, Tensor **out, Diag *d);
+FxStatus tensor_file_write(const char *path, const Tensor *t, Diag *d);
+/* Reads a whole file into memory (size-checked); caller frees *data. */
+FxStatus file_read_all(const char *path, uint8_t **data, size_t *len, Diag *d);
+/* Writes atomically: to "path.tmp.PID", then rename. */
+FxStatus file_write_all(const char *path, const void *data, size_t len, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* npy.c: NumPy .npy, versions 1.0-3.0, little-endian, C order                */
+/* ------------------------------------------------------------------------- */
+
+/* float32, float64, int64, int32, int16, int8, uint8, uint16, uint32,
+ * uint64, bool. */
+FxStatus npy_read_buffer(const uint8_t *data, size_t len, const char *name, Tensor **out,
+                         Diag *d);
+/* Serializes t into a malloc'd buffer. */
+FxStatus npy_write_buffer(const Tensor *t, uint8_t **data, size_t *len, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* tensor_pb.c: a serialized onnx.TensorProto                                 */
+/* ------------------------------------------------------------------------- */
+
+FxStatus tensor_pb_read_buffer(const uint8_t *data, size_t len, const char *name,
+                               Tensor **out, Diag *d);
+FxStatus tensor_pb_write_buffer(const Tensor *t, const char *tensor_name, uint8_t **data,
+                                size_t *len, Diag *d);
+
+#endif

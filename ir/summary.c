@@ -1,0 +1,73 @@
+/*
+ * summary.c - what `fxcc inspect` reports under the graph: nodes per op,
+ * parameter count and bytes, and multiply-accumulates of the linear layers
+ * (the figure that predicts run time for CNNs and transformers).
+ */
+#include <string.h>
+
+#include "ir.h"
+
+static int64_t prod(const int64_t *v, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= v[i];
+    return p;
+}
+
+int64_t node_macs(const Node *n)
+{
+    if (!n->op || !n->shapes_known || n->num_args < 2 || !n->args[0] || !n->args[1])
+        return 0;
+    const TensorType *y = &n->out_types[0];
+    const TensorType *a = node_input_type(n, 0), *w = node_input_type(n, 1);
+    const char *op = n->op->name;
+    if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvInteger") == 0) {
+        /* every output element sums C_in/groups * kernel products */
+        return type_numel(y) * prod(w->dims, 1, w->rank);
+    }
+    if (strcmp(op, "ConvTranspose") == 0) {
+        /* every input element scatters into C_out/groups * kernel outputs */
+        return type_numel(a) * prod(w->dims, 1, w->rank);
+    }
+    if (strcmp(op, "Gemm") == 0) {
+        int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
+        return type_numel(y) * k;
+    }
+    if (strcmp(op, "MatMul") == 0 || strcmp(op, "MatMulInteger") == 0) {
+        int64_t k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
+        return type_numel(y) * k;
+    }
+    return 0;
+}
+
+void graph_summarize(const Graph *g, GraphSummary *s)
+{
+    memset(s, 0, sizeof *s);
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->opcode == FX_OPCODE_GET_ATTR && n->value) {
+            s->parameters += tensor_numel(n->value);
+            s->parameter_bytes += (int64_t)tensor_nbytes(n->value);
+        }
+        if (n->op && !(n->op->flags & FX_OPF_INTERNAL))
+            s->op_counts[op_kind(n->op)]++;
+        s->macs += node_macs(n);
+    }
+}
+
+void graph_print_summary(const Graph *g, FILE *out)
+{
+    GraphSummary s;
+    graph_summarize(g, &s);
+    int ops = 0;
+    for (int k = 0; k < FX_OP_COUNT_; k++)
+        ops += s.op_counts[k];
+    fprintf(out, "\nsummary: %d nodes, %d ops, opset %d\n", g->num_nodes, ops, g->opset);
+    /* op table order: fixed, so the report is deterministic */
+    for (int k = 0; k < FX_OP_COUNT_; k++)
+        if (s.op_counts[k])
+            fprintf(out, "  %-24s %d\n", op_by_kind((OpKind)k)->name, s.op_counts[k]);
+    fprintf(out, "parameters: %lld (%lld bytes)\n", (long long)s.parameters,
+            (long long)s.parameter_bytes);
+    fprintf(out, "MACs: %lld\n", (long long)s.macs);
+}

@@ -1,0 +1,356 @@
+/*
+ * conformance.c - runs the ONNX backend node tests through fxcc.
+ *
+ * Each test folder holds model.onnx and test_data_set_N/{input,output}_K.pb.
+ * A test PASSes when every output of every data set matches the reference
+ * within the ONNX backend's tolerances (rtol 1e-3, atol 1e-7 unless the table
+ * below loosens it for a named test), is UNSUPPORTED when fxcc refuses the
+ * model with FX_ERR_UNSUPPORTED (an op, a dtype, a data-dependent shape), and
+ * FAILs otherwise: wrong numbers, or any other error.
+ *
+ * With --expected FILE, the run fails when a test listed there does not pass
+ * (a regression); --write-expected FILE records the passing tests.
+ */
+#include <dirent.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frontend/frontend.h"
+
+#define DEFAULT_DATA_DIR "/usr/share/libonnx-testdata/data/node"
+
+typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_UNSUPPORTED } Result;
+static const char *const result_names[] = {"PASS", "FAIL", "UNSUPPORTED"};
+
+/* Tests whose reference data need a looser tolerance than the default, and why. */
+static const struct {
+    const char *test;
+    double rtol, atol;
+} tolerance_overrides[] = {
+    {NULL, 0, 0},
+};
+
+typedef struct Options {
+    const char *data_dir;
+    const char *expected;
+    const char *write_expected;
+    bool verbose;
+    char **patterns;
+    int num_patterns;
+} Options;
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted entries of dir whose names start with prefix; caller frees. */
+static int list_dir(const char *dir, const char *prefix, char ***out)
+{
+    DIR *dp = opendir(dir);
+    *out = NULL;
+    if (!dp)
+        return 0;
+    int count = 0, cap = 0;
+    char **names = NULL;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        if (count == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **grown = realloc(names, (size_t)cap * sizeof *names);
+            if (!grown)
+                break;
+            names = grown;
+        }
+        names[count++] = strdup(e->d_name);
+    }
+    closedir(dp);
+    qsort(names, (size_t)count, sizeof *names, compare_strings);
+    *out = names;
+    return count;
+}
+
+static void free_list(char **names, int count)
+{
+    for (int i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* input_0.pb, input_1.pb, ... in numeric order (input_10 after input_9). */
+static int read_numbered(const char *dir, const char *prefix, Tensor ***out, Diag *d,
+                         FxStatus *st)
+{
+    int count = 0;
+    Tensor **tensors = NULL;
+    *st = FX_OK;
+    for (;; count++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, count);
+        struct stat sb;
+        if (stat(path, &sb) != 0)
+            break;
+        Tensor **grown = realloc(tensors, (size_t)(count + 1) * sizeof *tensors);
+        if (!grown) {
+            *st = FX_ERR_NOMEM;
+            break;
+        }
+        tensors = grown;
+        tensors[count] = NULL;
+        if ((*st = tensor_file_read(path, &tensors[count], d)) != FX_OK)
+            break;
+    }
+    *out = tensors;
+    return count;
+}
+
+static void free_tensors(Tensor **t, int count)
+{
+    for (int i = 0; i < count; i++)
+        tensor_free(t[i]);
+    free(t);
+}
+
+static void tolerance_for(const char *test, double *rtol, double *atol)
+{
+    *rtol = 1e-3;
+    *atol = 1e-7;
+    for (size_t i = 0; tolerance_overrides[i].test; i++)
+        if (strcmp(tolerance_overrides[i].test, test) == 0) {
+            *rtol = tolerance_overrides[i].rtol;
+            *atol = tolerance_overrides[i].atol;
+        }
+}
+
+static Result run_data_set(const Graph *g, const char *set_dir, double rtol, double atol,
+                           char *why, size_t why_cap, Diag *d)
+{
+    Tensor **inputs = NULL, **expected = NULL, **actual = NULL;
+    FxStatus st;
+    int num_in = read_numbered(set_dir, "input", &inputs, d, &st);
+    Result r = RESULT_FAIL;
+    if (st != FX_OK) {
+        free_tensors(inputs, num_in);
+        return st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
+    }
+    int num_out = read_numbered(set_dir, "output", &expected, d, &st);
+    if (st != FX_OK) {
+        r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
+        goto done;
+    }
+    if (num_out != graph_num_outputs(g)) {
+        snprintf(why, why_cap, "%d reference outputs, graph has %d", num_out,
+                 graph_num_outputs(g));
+        goto done;
+    }
+    actual = calloc((size_t)num_out + 1, sizeof *actual);
+    if (!actual)
+        goto done;
+    st = interp_run(g, (const Tensor *const *)inputs, num_in, actual, num_out, NULL, NULL, d);
+    if (st != FX_OK) {
+        r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
+        goto done;
+    }
+    r = RESULT_PASS;
+    for (int k = 0; k < num_out; k++) {
+        CompareResult c = tensor_compare(actual[k], expected[k], rtol, atol);
+        if (c.ok)
+            continue;
+        r = RESULT_FAIL;
+        char ta[256], te[256];
+        if (c.mismatches < 0)
+            snprintf(why, why_cap, "output %d: got %s, expected %s", k,
+                     type_format(&actual[k]->type, ta, sizeof ta),
+                     type_format(&expected[k]->type, te, sizeof te));
+        else
+            snprintf(why, why_cap,
+                     "output %d: %lld mismatches, max abs %.3g, max rel %.3g, first bad "
+                     "index %lld (got %.7g, expected %.7g)",
+                     k, (long long)c.mismatches, c.max_abs, c.max_rel, (long long)c.worst_index,
+                     tensor_get_float(actual[k], c.worst_index),
+                     tensor_get_float(expected[k], c.worst_index));
+        break;
+    }
+done:
+    if (actual)
+        free_tensors(actual, num_out);
+    free_tensors(inputs, num_in);
+    free_tensors(expected, num_out);
+    return r;
+}
+
+static Result run_test(const Options *o, const char *name, char *why, size_t why_cap)
+{
+    char dir[4096], model[4200];
+    snprintf(dir, sizeof dir, "%s/%s", o->data_dir, name);
+    snprintf(model, sizeof model, "%s/model.onnx", dir);
+    Diag d;
+    diag_init(&d);
+    Graph *g = NULL;
+    Result r = RESULT_FAIL;
+    OnnxLoadOptions lo = {0};
+    FxStatus st = onnx_load(model, &lo, &g, &d);
+    if (st == FX_OK)
+        st = graph_propagate_shapes(g, NULL, 0, &d);
+    if (st == FX_OK)
+        st = graph_lint(g, true, &d);
+    if (st != FX_OK) {
+        r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
+    } else {
+        double rtol, atol;
+        tolerance_for(name, &rtol, &atol);
+        char **sets;
+        int num_sets = list_dir(dir, "test_data_set_", &sets);
+        r = num_sets ? RESULT_PASS : RESULT_FAIL;
+        if (!num_sets)
+            snprintf(why, why_cap, "no test data sets");
+        for (int s = 0; s < num_sets && r == RESULT_PASS; s++) {
+            char set_dir[8300];
+            snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
+            r = run_data_set(g, set_dir, rtol, atol, why, why_cap, &d);
+        }
+        free_list(sets, num_sets);
+    }
+    if (d.count && !why[0]) {
+        const DiagEntry *e = &d.entries[0];
+        snprintf(why, why_cap, "%s%s%s", e->node ? e->node : "", e->node ? ": " : "",
+                 e->message ? e->message : "");
+    }
+    diag_free(&d);
+    graph_free(g);
+    return r;
+}
+
+static bool selected(const Options *o, const char *name)
+{
+    if (o->num_patterns == 0)
+        return true;
+    for (int i = 0; i < o->num_patterns; i++)
+        if (fnmatch(o->patterns[i], name, 0) == 0)
+            return true;
+    return false;
+}
+
+static char **read_lines(const char *path, int *count)
+{
+    FILE *f = fopen(path, "r");
+    *count = 0;
+    if (!f)
+        return NULL;
+    char line[512];
+    char **lines = NULL;
+    int cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (!line[0] || line[0] == '#')
+            continue;
+        if (*count == cap) {
+            cap = cap ? cap * 2 : 256;
+            char **grown = realloc(lines, (size_t)cap * sizeof *lines);
+            if (!grown)
+                break;
+            lines = grown;
+        }
+        lines[(*count)++] = strdup(line);
+    }
+    fclose(f);
+    return lines;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: fxcc_conformance [--data DIR] [--expected FILE] [--write-expected FILE]\n"
+            "                        [--verbose] [PATTERN...]\n"
+            "Runs the ONNX backend node tests (default %s) through the interpreter.\n"
+            "PATTERNs are shell globs on test names, e.g. 'test_conv_*'.\n",
+            DEFAULT_DATA_DIR);
+}
+
+int main(int argc, char **argv)
+{
+    Options o = {.data_dir = DEFAULT_DATA_DIR};
+    o.patterns = calloc((size_t)argc, sizeof *o.patterns);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--data") == 0 && i + 1 < argc)
+            o.data_dir = argv[++i];
+        else if (strcmp(argv[i], "--expected") == 0 && i + 1 < argc)
+            o.expected = argv[++i];
+        else if (strcmp(argv[i], "--write-expected") == 0 && i + 1 < argc)
+            o.write_expected = argv[++i];
+        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0)
+            o.verbose = true;
+        else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            usage(stderr);
+            return 2;
+        } else
+            o.patterns[o.num_patterns++] = argv[i];
+    }
+    char **tests;
+    int num_tests = list_dir(o.data_dir, "test_", &tests);
+    if (!num_tests) {
+        fprintf(stderr, "fxcc_conformance: no tests found in %s\n", o.data_dir);
+        return 2;
+    }
+    int num_expected = 0;
+    char **expected = o.expected ? read_lines(o.expected, &num_expected) : NULL;
+    if (o.expected && !expected) {
+        fprintf(stderr, "fxcc_conformance: cannot read %s\n", o.expected);
+        return 2;
+    }
+    Result *results = calloc((size_t)num_tests, sizeof *results);
+    bool *ran = calloc((size_t)num_tests, sizeof *ran);
+    int totals[3] = {0, 0, 0};
+    for (int t = 0; t < num_tests; t++) {
+        if (!selected(&o, tests[t]))
+            continue;
+        char why[1024] = "";
+        results[t] = run_test(&o, tests[t], why, sizeof why);
+        ran[t] = true;
+        totals[results[t]]++;
+        if (o.verbose || o.num_patterns || results[t] == RESULT_FAIL)
+            printf("%-11s %s%s%s\n", result_names[results[t]], tests[t], why[0] ? "  " : "", why);
+    }
+    int regressions = 0;
+    for (int e = 0; e < num_expected; e++) {
+        int t = 0;
+        while (t < num_tests && strcmp(tests[t], expected[e]) != 0)
+            t++;
+        if (t == num_tests || !ran[t])
+            continue;
+        if (results[t] != RESULT_PASS) {
+            printf("REGRESSION  %s (expected to pass, got %s)\n", tests[t],
+                   result_names[results[t]]);
+            regressions++;
+        }
+    }
+    if (o.write_expected) {
+        FILE *f = fopen(o.write_expected, "w");
+        if (f) {
+            fprintf(f, "# ONNX backend node tests that pass in the interpreter.\n"
+                       "# Regenerate: fxcc_conformance --write-expected FILE\n");
+            for (int t = 0; t < num_tests; t++)
+                if (ran[t] && results[t] == RESULT_PASS)
+                    fprintf(f, "%s\n", tests[t]);
+            fclose(f);
+        }
+    }
+    printf("conformance totals: passed %d / failed %d / unsupported %d (of %d tests)\n",
+           totals[RESULT_PASS], totals[RESULT_FAIL], totals[RESULT_UNSUPPORTED],
+           totals[0] + totals[1] + totals[2]);
+    if (regressions)
+        printf("%d regression(s) against %s\n", regressions, o.expected);
+    free_list(tests, num_tests);
+    free_list(expected, num_expected);
+    free(results);
+    free(ran);
+    free(o.patterns);
+    return regressions ? 1 : 0;
+}

@@ -1,0 +1,330 @@
+/*
+ * fxcc.c - the command line.  Each subcommand parses its flags, calls the
+ * library and prints; no logic that a library function should hold lives
+ * here.  Errors go to stderr as "fxcc: error: ..." with exit status 1 (2 for
+ * a bad command line), and a command that writes files writes none of them
+ * unless everything before succeeded.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "frontend/frontend.h"
+
+enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
+
+typedef struct CommonArgs {
+    ShapeBinding bindings[MAX_BINDINGS];
+    int num_bindings;
+    bool freeze_defaults;
+} CommonArgs;
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "fxcc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'fxcc %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+static int fail(Diag *d)
+{
+    if (d->count == 0)
+        fprintf(stderr, "fxcc: error: failed\n");
+    diag_print(d, stderr);
+    return 1;
+}
+
+/* Parses the flags every model-reading command shares; returns 1 if argv[*i]
+ * was one of them, 0 if not, -1 on a bad value. */
+static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs *c, Diag *d)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--shape") == 0 || strncmp(a, "--shape=", 8) == 0) {
+        const char *v = a[7] == '=' ? a + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
+        if (!v) {
+            usage_error(cmd, "%s needs NAME=DIMS", "--shape");
+            return -1;
+        }
+        if (c->num_bindings == MAX_BINDINGS) {
+            usage_error(cmd, "too many %s options", "--shape");
+            return -1;
+        }
+        if (shape_binding_parse(v, &c->bindings[c->num_bindings], d) != FX_OK) {
+            diag_print(d, stderr);
+            return -1;
+        }
+        c->num_bindings++;
+        return 1;
+    }
+    if (strcmp(a, "--freeze-input-defaults") == 0) {
+        c->freeze_defaults = true;
+        return 1;
+    }
+    return 0;
+}
+
+static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Diag *d)
+{
+    OnnxLoadOptions lo = {.freeze_input_defaults = c->freeze_defaults};
+    FxStatus st = onnx_load(path, &lo, g, d);
+    if (st == FX_OK)
+        st = graph_propagate_shapes(*g, c->bindings, c->num_bindings, d);
+    if (st == FX_OK)
+        st = graph_lint(*g, true, d);
+    if (st != FX_OK) {
+        graph_free(*g);
+        *g = NULL;
+    }
+    return st;
+}
+
+/* --- inspect -------------------------------------------------------------- */
+
+static const char inspect_help[] =
+    "usage: fxcc inspect MODEL.onnx [--tabular] [--dot FILE] [--shape NAME=DIMS]...\n"
+    "\n"
+    "Loads MODEL.onnx, propagates shapes and prints the graph in FX's text form\n"
+    "(or as a table with --tabular), followed by a summary: nodes per op,\n"
+    "parameters and multiply-accumulates.\n"
+    "\n"
+    "  --tabular           print the graph like FX's print_tabular\n"
+    "  --dot FILE          also write the graph as Graphviz DOT to FILE\n"
+    "  --shape NAME=DIMS   bind the symbolic dimensions of input NAME,\n"
+    "                      e.g. --shape input=1x3x224x224 (repeatable)\n"
+    "  --freeze-input-defaults\n"
+    "                      IR-3 inputs that have an initializer become constants\n";
+
+static int cmd_inspect(int argc, char **argv)
+{
+    CommonArgs c = {0};
+    const char *model = NULL, *dot = NULL;
+    bool tabular = false;
+    Diag d;
+    diag_init(&d);
+    int rc = 0;
+    for (int i = 2; i < argc; i++) {
+        int r = parse_common("inspect", argc, argv, &i, &c, &d);
+        if (r < 0) {
+            diag_free(&d);
+            return EXIT_USAGE;
+        }
+        if (r)
+            continue;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(inspect_help, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--tabular") == 0) {
+            tabular = true;
+        } else if (strcmp(argv[i], "--dot") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("inspect", "%s needs a file name", "--dot");
+            dot = argv[++i];
+        } else if (argv[i][0] == '-') {
+            return usage_error("inspect", "unknown option '%s'", argv[i]);
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            return usage_error("inspect", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!model)
+        return usage_error("inspect", "%s", "no model given");
+    Graph *g = NULL;
+    if (load_model(model, &c, &g, &d) != FX_OK) {
+        rc = fail(&d);
+        diag_free(&d);
+        return rc;
+    }
+    if (dot) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len);
+        if (!mem) {
+            diag_error(&d, FX_ERR_NOMEM, "out of memory");
+        } else {
+            graph_print_dot(g, mem);
+            fclose(mem);
+            file_write_all(dot, text, len, &d);
+            free(text);
+        }
+        if (d.count) {
+            rc = fail(&d);
+            graph_free(g);
+            diag_free(&d);
+            return rc;
+        }
+    }
+    if (tabular)
+        graph_print_tabular(g, stdout);
+    else
+        graph_print(g, stdout);
+    graph_print_summary(g, stdout);
+    graph_free(g);
+    diag_free(&d);
+    return 0;
+}
+
+/* --- run ------------------------------------------------------------------ */
+
+static const char run_help[] =
+    "usage: fxcc run MODEL.onnx INPUT... -o DIR [--shape NAME=DIMS]...\n"
+    "\n"
+    "Runs MODEL.onnx in the reference interpreter (fxcc's eager mode) on the\n"
+    "inputs, given as .npy or ONNX TensorProto .pb files in graph-input order,\n"
+    "and writes DIR/output_0.npy, DIR/output_1.npy, ...  Nothing is written to\n"
+    "DIR unless the whole run succeeded.\n"
+    "\n"
+    "  -o DIR              output folder (created if missing)\n"
+    "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable)\n"
+    "  --freeze-input-defaults\n"
+    "                      IR-3 inputs that have an initializer become constants\n";
+
+static FxStatus ensure_dir(const char *dir, Diag *d)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? FX_OK
+                                   : diag_error(d, FX_ERR_IO, "%s exists and is not a folder", dir);
+    if (mkdir(dir, 0777) != 0)
+        return diag_error(d, FX_ERR_IO, "cannot create folder %s: %s", dir, strerror(errno));
+    return FX_OK;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    CommonArgs c = {0};
+    const char *model = NULL, *out_dir = NULL;
+    const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
+    int num_inputs = 0;
+    Diag d;
+    diag_init(&d);
+    if (!input_paths)
+        return 1;
+    for (int i = 2; i < argc; i++) {
+        int r = parse_common("run", argc, argv, &i, &c, &d);
+        if (r < 0) {
+            free(input_paths);
+            diag_free(&d);
+            return EXIT_USAGE;
+        }
+        if (r)
+            continue;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(run_help, stdout);
+            free(input_paths);
+            return 0;
+        } else if (strcmp(argv[i], "-o") == 0) {
+            if (i + 1 >= argc) {
+                free(input_paths);
+                return usage_error("run", "%s needs a folder", "-o");
+            }
+            out_dir = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            free(input_paths);
+            return usage_error("run", "unknown option '%s'", argv[i]);
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            input_paths[num_inputs++] = argv[i];
+        }
+    }
+    if (!model || !out_dir) {
+        free(input_paths);
+        return usage_error("run", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    }
+    int rc = 1;
+    Graph *g = NULL;
+    Tensor **inputs = calloc((size_t)num_inputs + 1, sizeof *inputs);
+    Tensor **outputs = NULL;
+    uint8_t **blobs = NULL;
+    size_t *blob_lens = NULL;
+    int num_outputs = 0;
+    if (!inputs)
+        goto done;
+    if (load_model(model, &c, &g, &d) != FX_OK)
+        goto done;
+    int want = graph_num_placeholders(g);
+    if (num_inputs > want) {
+        diag_error(&d, FX_ERR_INVALID, "%s takes %d inputs, %d given", model, want, num_inputs);
+        goto done;
+    }
+    for (int k = 0; k < num_inputs; k++)
+        if (tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK)
+            goto done;
+    num_outputs = graph_num_outputs(g);
+    outputs = calloc((size_t)num_outputs + 1, sizeof *outputs);
+    blobs = calloc((size_t)num_outputs + 1, sizeof *blobs);
+    blob_lens = calloc((size_t)num_outputs + 1, sizeof *blob_lens);
+    if (!outputs || !blobs || !blob_lens) {
+        diag_error(&d, FX_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (interp_run(g, (const Tensor *const *)inputs, num_inputs, outputs, num_outputs, NULL,
+                   NULL, &d) != FX_OK)
+        goto done;
+    /* Serialize everything before touching DIR, so a failure leaves it as it was. */
+    for (int k = 0; k < num_outputs; k++)
+        if (npy_write_buffer(outputs[k], &blobs[k], &blob_lens[k], &d) != FX_OK)
+            goto done;
+    if (ensure_dir(out_dir, &d) != FX_OK)
+        goto done;
+    for (int k = 0; k < num_outputs; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/output_%d.npy", out_dir, k);
+        if (file_write_all(path, blobs[k], blob_lens[k], &d) != FX_OK)
+            goto done;
+    }
+    rc = 0;
+done:
+    if (rc)
+        fail(&d);
+    for (int k = 0; k < num_inputs; k++)
+        tensor_free(inputs ? inputs[k] : NULL);
+    for (int k = 0; k < num_outputs; k++) {
+        tensor_free(outputs ? outputs[k] : NULL);
+        free(blobs ? blobs[k] : NULL);
+    }
+    free(inputs);
+    free(outputs);
+    free(blobs);
+    free(blob_lens);
+    free(input_paths);
+    graph_free(g);
+    diag_free(&d);
+    return rc;
+}
+
+/* --- main ----------------------------------------------------------------- */
+
+static const char main_help[] =
+    "usage: fxcc COMMAND [ARGS]\n"
+    "\n"
+    "fxcc compiles ONNX models to standalone C through an FX-style graph IR.\n"
+    "\n"
+    "commands:\n"
+    "  inspect   print a model's graph with shapes, and a summary\n"
+    "  run       run a model in the reference interpreter\n"
+    "\n"
+    "'fxcc COMMAND --help' describes each command.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(main_help, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "inspect") == 0)
+        return cmd_inspect(argc, argv);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc, argv);
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(main_help, stdout);
+        return 0;
+    }
+    fprintf(stderr, "fxcc: error: unknown command '%s'\n", cmd);
+    fputs(main_help, stderr);
+    return EXIT_USAGE;
+}
