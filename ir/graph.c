@@ -152,8 +152,8 @@ static bool is_c_keyword(const char *s)
         "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
         "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
         "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-        "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main",
-        "output", "bool", "true", "false", "NULL", "_Bool", "_Complex", "_Imaginary"};
+        "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true",
+        "false", "NULL", "_Bool", "_Complex", "_Imaginary"};
     for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
         if (strcmp(s, keywords[i]) == 0)
             return true;
@@ -324,15 +324,51 @@ Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tenso
             before = before->next;
     }
     Node *n = graph_create_node(g, before, FX_OPCODE_GET_ATTR, name_hint, NULL, NULL, 0);
-    if (!n)
+    if (!n) {
+        tensor_free(value);
         return NULL;
+    }
     n->target = n->name;
-    n->value = value;
+    n->value = value; /* owned from here on, freed with the node */
     if (!node_set_num_outputs(n, 1))
         return NULL;
     n->out_types[0] = value->type;
     n->shapes_known = true;
     return n;
+}
+
+FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d)
+{
+    if (ph->opcode != FX_OPCODE_PLACEHOLDER || ph->num_outputs != 1) {
+        tensor_free(value);
+        return diag_node_error(d, FX_ERR_INVALID, ph, "only a graph input can be frozen");
+    }
+    const TensorType *declared = &ph->out_types[0];
+    bool fits = declared->dtype == value->type.dtype && declared->rank == value->type.rank;
+    for (int i = 0; fits && i < declared->rank; i++)
+        fits = declared->dims[i] < 0 || declared->dims[i] == value->type.dims[i];
+    if (!fits) {
+        char want[256], got[256];
+        diag_node_error(d, FX_ERR_SHAPE, ph, "input '%s' is declared %s; the value given is %s",
+                        ph->target, type_format(declared, want, sizeof want),
+                        type_format(&value->type, got, sizeof got));
+        tensor_free(value);
+        return FX_ERR_SHAPE;
+    }
+    tensor_free(ph->value);
+    ph->value = value;
+    ph->opcode = FX_OPCODE_GET_ATTR;
+    ph->out_types[0] = value->type;
+    ph->shapes_known = true;
+    for (int i = 0; i < FX_MAX_RANK; i++)
+        ph->dim_params[i] = NULL;
+    /* placeholders stay first: the new constant goes after the last of them */
+    unlink_node(ph);
+    Node *before = g->root.next;
+    while (before != &g->root && before->opcode == FX_OPCODE_PLACEHOLDER)
+        before = before->next;
+    link_before(ph, before);
+    return FX_OK;
 }
 
 bool node_set_num_outputs(Node *n, int k)
@@ -367,6 +403,21 @@ const TensorType *node_input_type(const Node *n, int i)
     if (!a || a->num_outputs < 1)
         return NULL;
     return &a->out_types[0];
+}
+
+FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d)
+{
+    if (!value)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    char hint[256];
+    snprintf(hint, sizeof hint, "%s_%s", n->name, name_hint);
+    Node *c = graph_create_constant(n->graph, n, hint, value);
+    if (!c)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    while (n->num_args <= slot)
+        node_append_arg(n, NULL);
+    node_set_arg(n, slot, c);
+    return FX_OK;
 }
 
 /* --- editing -------------------------------------------------------------- */

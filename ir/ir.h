@@ -112,6 +112,8 @@ char *type_format(const TensorType *t, char *buf, size_t cap);
 /* Allocates zeroed data for t (checked); on failure returns NULL and fills d. */
 Tensor *tensor_new(const TensorType *t, Diag *d);
 Tensor *tensor_clone(const Tensor *src, Diag *d);
+/* A 1-D int64 tensor holding v[0..count). */
+Tensor *tensor_new_ints(const int64_t *v, int64_t count, Diag *d);
 void tensor_free(Tensor *t);
 int64_t tensor_numel(const Tensor *t);
 size_t tensor_nbytes(const Tensor *t);
@@ -272,8 +274,19 @@ Node *graph_create_node(Graph *g, Node *before, FxOpcode opcode, const char *nam
 Node *graph_create_op(Graph *g, Node *before, const OpDef *op, const char *name_hint,
                       Node *const *args, int num_args);
 /* A get_attr node owning `value`. Placed before `before` (NULL = after the
- * last placeholder/get_attr at the top). */
+ * last placeholder/get_attr at the top).  Takes ownership of value in every
+ * case: on failure (NULL) it has been freed. */
 Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value);
+
+/* Turns placeholder `ph` into a get_attr holding `value` (owned from then on),
+ * the analogue of FX's concrete_args: shapes that depend on this input's data
+ * become static.  The value must fit the declared type. */
+FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d);
+
+/* Sets argument `slot` of n to a new get_attr node (placed before n) holding
+ * value, padding with omitted (NULL) arguments up to slot.  Takes ownership of
+ * value.  Used by canonicalize to turn old-opset attributes into inputs. */
+FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
 
 void node_set_arg(Node *n, int i, Node *value);
 int node_append_arg(Node *n, Node *value); /* returns the index */

@@ -71,14 +71,15 @@ static void print_attr_value(Buf *b, const Attr *a)
     }
 }
 
-static void format_args(Buf *b, const Node *n)
+/* sigil: "%" in the text form, "" in the table, as FX prints them. */
+static void format_args(Buf *b, const Node *n, const char *sigil)
 {
     bprintf(b, "(");
     for (int i = 0; i < n->num_args; i++) {
         if (i)
             bprintf(b, ", ");
         if (n->args[i])
-            bprintf(b, "%%%s", n->args[i]->name);
+            bprintf(b, "%s%s", sigil, n->args[i]->name);
         else
             bprintf(b, "None");
     }
@@ -130,7 +131,7 @@ void node_format(const Node *n, char *buf, size_t cap)
             fx_opcode_name(n->opcode), n->target);
     if (n->opcode != FX_OPCODE_PLACEHOLDER && n->opcode != FX_OPCODE_GET_ATTR) {
         bprintf(&b, "(args = ");
-        format_args(&b, n);
+        format_args(&b, n, "%");
         bprintf(&b, ", kwargs = ");
         format_kwargs(&b, n);
         bprintf(&b, ")");
@@ -168,7 +169,7 @@ static void tab_row(const Node *n, char cells[TAB_COLS][TAB_CELL])
     } else if (n->opcode == FX_OPCODE_PLACEHOLDER || n->opcode == FX_OPCODE_GET_ATTR) {
         bprintf(&b, "()");
     } else {
-        format_args(&b, n);
+        format_args(&b, n, "");
     }
     b = (Buf){cells[4], TAB_CELL, 0};
     cells[4][0] = '\0';

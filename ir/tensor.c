@@ -136,6 +136,15 @@ Tensor *tensor_clone(const Tensor *src, Diag *d)
     return x;
 }
 
+Tensor *tensor_new_ints(const int64_t *v, int64_t count, Diag *d)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_INT64, .rank = 1, .dims = {count}};
+    Tensor *x = tensor_new(&t, d);
+    if (x && count > 0)
+        memcpy(x->data, v, (size_t)count * sizeof *v);
+    return x;
+}
+
 void tensor_free(Tensor *t)
 {
     if (!t)

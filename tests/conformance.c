@@ -21,6 +21,8 @@
 
 #define DEFAULT_DATA_DIR "/usr/share/libonnx-testdata/data/node"
 
+enum { MAX_FROZEN = 64 }; /* inputs considered for freezing */
+
 typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_UNSUPPORTED } Result;
 static const char *const result_names[] = {"PASS", "FAIL", "UNSUPPORTED"};
 
@@ -69,7 +71,8 @@ static int list_dir(const char *dir, const char *prefix, char ***out)
         names[count++] = strdup(e->d_name);
     }
     closedir(dp);
-    qsort(names, (size_t)count, sizeof *names, compare_strings);
+    if (count)
+        qsort(names, (size_t)count, sizeof *names, compare_strings);
     *out = names;
     return count;
 }
@@ -126,8 +129,9 @@ static void tolerance_for(const char *test, double *rtol, double *atol)
         }
 }
 
-static Result run_data_set(const Graph *g, const char *set_dir, double rtol, double atol,
-                           char *why, size_t why_cap, Diag *d)
+/* frozen[k]: input k was made a constant, so it is not passed at run time. */
+static Result run_data_set(const Graph *g, const char *set_dir, const bool *frozen,
+                           double rtol, double atol, char *why, size_t why_cap, Diag *d)
 {
     Tensor **inputs = NULL, **expected = NULL, **actual = NULL;
     FxStatus st;
@@ -137,6 +141,14 @@ static Result run_data_set(const Graph *g, const char *set_dir, double rtol, dou
         free_tensors(inputs, num_in);
         return st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
     }
+    int live = 0;
+    for (int k = 0; k < num_in; k++) {
+        if (k < MAX_FROZEN && frozen[k])
+            tensor_free(inputs[k]);
+        else
+            inputs[live++] = inputs[k];
+    }
+    num_in = live;
     int num_out = read_numbered(set_dir, "output", &expected, d, &st);
     if (st != FX_OK) {
         r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
@@ -183,6 +195,99 @@ done:
     return r;
 }
 
+static bool same_tensor(const Tensor *a, const Tensor *b)
+{
+    return type_equal(&a->type, &b->type) &&
+           memcmp(a->data, b->data, tensor_nbytes(a)) == 0;
+}
+
+/* Many backend tests feed shape-like data (Reshape's shape, Slice's starts,
+ * Resize's scales, Range's bounds) as graph inputs.  fxcc compiles static
+ * shapes, so such an input must be a constant, as FX's concrete_args makes a
+ * traced argument one.  After shape propagation refused the graph, the
+ * failing node is the first without shapes; the small placeholders it depends
+ * on that hold the same value in every data set are frozen to that value, and
+ * propagation is retried, until it succeeds or nothing more can be frozen.
+ * The outputs are still checked against the reference.  Returns the status
+ * of the last propagation. */
+enum { FREEZE_MAX_ELEMS = 2 * FX_MAX_RANK };
+
+/* Whether `n` reads `input`, directly or through other nodes.  Walks the
+ * list backwards from n, marking the nodes n depends on. */
+static bool depends_on(Node *n, const Node *input)
+{
+    graph_for_each(n->graph, m) m->pass_data = NULL;
+    n->pass_data = n;
+    bool found = false;
+    for (Node *m = n; m != &n->graph->root; m = m->prev) {
+        if (!m->pass_data)
+            continue;
+        found |= m == input;
+        for (int a = 0; a < m->num_args; a++)
+            if (m->args[a])
+                m->args[a]->pass_data = m;
+    }
+    graph_for_each(n->graph, m) m->pass_data = NULL;
+    return found;
+}
+
+static FxStatus propagate_freezing_inputs(Graph *g, const char *dir, char **sets, int num_sets,
+                                          bool *frozen, Diag *d)
+{
+    FxStatus st = graph_propagate_shapes(g, NULL, 0, d);
+    if (st != FX_ERR_UNSUPPORTED || num_sets == 0)
+        return st;
+    Tensor ***per_set = calloc((size_t)num_sets, sizeof *per_set);
+    int *counts = calloc((size_t)num_sets, sizeof *counts);
+    Node **placeholders = NULL;
+    if (!per_set || !counts)
+        goto done;
+    for (int s = 0; s < num_sets; s++) {
+        char set_dir[8300];
+        FxStatus rst;
+        snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
+        counts[s] = read_numbered(set_dir, "input", &per_set[s], d, &rst);
+        if (rst != FX_OK || counts[s] != counts[0])
+            goto done;
+    }
+    int num_inputs = counts[0] < MAX_FROZEN ? counts[0] : MAX_FROZEN;
+    placeholders = calloc((size_t)num_inputs + 1, sizeof *placeholders);
+    if (!placeholders)
+        goto done;
+    for (int k = 0; k < num_inputs; k++)
+        placeholders[k] = graph_placeholder(g, k);
+    while (st == FX_ERR_UNSUPPORTED) {
+        Node *failed = NULL;
+        graph_for_each(g, n) if (!failed && !n->shapes_known) failed = n;
+        int newly = 0;
+        for (int k = 0; failed && k < num_inputs; k++) {
+            const Tensor *v = per_set[0][k];
+            if (frozen[k] || !placeholders[k] || !depends_on(failed, placeholders[k]) ||
+                tensor_numel(v) > FREEZE_MAX_ELEMS)
+                continue;
+            bool same = true;
+            for (int s = 1; s < num_sets && same; s++)
+                same = same_tensor(v, per_set[s][k]);
+            Tensor *copy = same ? tensor_clone(v, d) : NULL;
+            if (copy && graph_freeze_input(g, placeholders[k], copy, d) == FX_OK) {
+                frozen[k] = true;
+                newly++;
+            }
+        }
+        if (!newly)
+            break;
+        diag_clear(d);
+        st = graph_propagate_shapes(g, NULL, 0, d);
+    }
+done:
+    free(placeholders);
+    for (int s = 0; per_set && s < num_sets; s++)
+        free_tensors(per_set[s], counts[s]);
+    free(per_set);
+    free(counts);
+    return st;
+}
+
 static Result run_test(const Options *o, const char *name, char *why, size_t why_cap)
 {
     char dir[4096], model[4200];
@@ -193,9 +298,12 @@ static Result run_test(const Options *o, const char *name, char *why, size_t why
     Graph *g = NULL;
     Result r = RESULT_FAIL;
     OnnxLoadOptions lo = {0};
+    char **sets;
+    int num_sets = list_dir(dir, "test_data_set_", &sets);
+    bool frozen[MAX_FROZEN] = {false};
     FxStatus st = onnx_load(model, &lo, &g, &d);
     if (st == FX_OK)
-        st = graph_propagate_shapes(g, NULL, 0, &d);
+        st = propagate_freezing_inputs(g, dir, sets, num_sets, frozen, &d);
     if (st == FX_OK)
         st = graph_lint(g, true, &d);
     if (st != FX_OK) {
@@ -203,18 +311,16 @@ static Result run_test(const Options *o, const char *name, char *why, size_t why
     } else {
         double rtol, atol;
         tolerance_for(name, &rtol, &atol);
-        char **sets;
-        int num_sets = list_dir(dir, "test_data_set_", &sets);
         r = num_sets ? RESULT_PASS : RESULT_FAIL;
         if (!num_sets)
             snprintf(why, why_cap, "no test data sets");
         for (int s = 0; s < num_sets && r == RESULT_PASS; s++) {
             char set_dir[8300];
             snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
-            r = run_data_set(g, set_dir, rtol, atol, why, why_cap, &d);
+            r = run_data_set(g, set_dir, frozen, rtol, atol, why, why_cap, &d);
         }
-        free_list(sets, num_sets);
     }
+    free_list(sets, num_sets);
     if (d.count && !why[0]) {
         const DiagEntry *e = &d.entries[0];
         snprintf(why, why_cap, "%s%s%s", e->node ? e->node : "", e->node ? ": " : "",

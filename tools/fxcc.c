@@ -17,6 +17,8 @@ enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
 typedef struct CommonArgs {
     ShapeBinding bindings[MAX_BINDINGS];
     int num_bindings;
+    const char *const_args[MAX_BINDINGS]; /* "NAME=FILE" */
+    int num_consts;
     bool freeze_defaults;
 } CommonArgs;
 
@@ -58,6 +60,19 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
         c->num_bindings++;
         return 1;
     }
+    if (strcmp(a, "--const") == 0) {
+        const char *v = *i + 1 < argc ? argv[++*i] : NULL;
+        if (!v || !strchr(v, '=') || v[0] == '=') {
+            usage_error(cmd, "%s needs NAME=FILE", "--const");
+            return -1;
+        }
+        if (c->num_consts == MAX_BINDINGS) {
+            usage_error(cmd, "too many %s options", "--const");
+            return -1;
+        }
+        c->const_args[c->num_consts++] = v;
+        return 1;
+    }
     if (strcmp(a, "--freeze-input-defaults") == 0) {
         c->freeze_defaults = true;
         return 1;
@@ -65,10 +80,34 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
     return 0;
 }
 
+/* --const NAME=FILE: input NAME becomes a constant with FILE's value. */
+static FxStatus freeze_input(Graph *g, const char *arg, Diag *d)
+{
+    const char *eq = strchr(arg, '=');
+    size_t len = (size_t)(eq - arg);
+    Node *ph = NULL;
+    for (int k = 0; !ph && k < graph_num_placeholders(g); k++) {
+        Node *p = graph_placeholder(g, k);
+        if ((strlen(p->target) == len && strncmp(p->target, arg, len) == 0) ||
+            (strlen(p->name) == len && strncmp(p->name, arg, len) == 0))
+            ph = p;
+    }
+    if (!ph)
+        return diag_error(d, FX_ERR_INVALID, "--const names '%.*s', which is not a graph input",
+                          (int)len, arg);
+    Tensor *value = NULL;
+    FxStatus st = tensor_file_read(eq + 1, &value, d);
+    if (st != FX_OK)
+        return st;
+    return graph_freeze_input(g, ph, value, d);
+}
+
 static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Diag *d)
 {
     OnnxLoadOptions lo = {.freeze_input_defaults = c->freeze_defaults};
     FxStatus st = onnx_load(path, &lo, g, d);
+    for (int k = 0; k < c->num_consts && st == FX_OK; k++)
+        st = freeze_input(*g, c->const_args[k], d);
     if (st == FX_OK)
         st = graph_propagate_shapes(*g, c->bindings, c->num_bindings, d);
     if (st == FX_OK)
@@ -93,6 +132,9 @@ static const char inspect_help[] =
     "  --dot FILE          also write the graph as Graphviz DOT to FILE\n"
     "  --shape NAME=DIMS   bind the symbolic dimensions of input NAME,\n"
     "                      e.g. --shape input=1x3x224x224 (repeatable)\n"
+    "  --const NAME=FILE   input NAME becomes a constant holding FILE (.npy or\n"
+    "                      .pb), like FX's concrete_args: shapes computed from it\n"
+    "                      become static (repeatable)\n"
     "  --freeze-input-defaults\n"
     "                      IR-3 inputs that have an initializer become constants\n";
 
@@ -178,6 +220,8 @@ static const char run_help[] =
     "\n"
     "  -o DIR              output folder (created if missing)\n"
     "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable)\n"
+    "  --const NAME=FILE   input NAME becomes a constant holding FILE; it is then\n"
+    "                      not given among the INPUTs (repeatable)\n"
     "  --freeze-input-defaults\n"
     "                      IR-3 inputs that have an initializer become constants\n";
 

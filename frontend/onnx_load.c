@@ -1,0 +1,926 @@
+/*
+ * onnx_load.c - ONNX ModelProto -> Graph.
+ *
+ * The loader runs in fixed steps, and each step refuses before the next
+ * builds anything:
+ *   1. decode the protobuf (onnx_wire.c guards depth and memory);
+ *   2. check the IR version (3 .. the system schema's) and the default-domain
+ *      opset (FX_MIN_OPSET .. onnx_max_opset());
+ *   3. scan every node for ops fxcc cannot run and report all of them at once
+ *      (node name, op type, domain), with a reason for the usual suspects:
+ *      control flow (If/Loop/Scan), ops whose output shape depends on data
+ *      (NonZero, Unique...), other domains (ai.onnx.ml, custom ops);
+ *   4. build the graph: a placeholder per graph input that is not an
+ *      initializer (declared type, symbolic dims kept as dim_params), a
+ *      get_attr per initializer, then one node per ONNX node in file order.
+ *      ONNX requires topological order, so an input that is not defined yet
+ *      is an error naming the node, and a value defined twice is too.
+ *      Constant nodes become get_attr nodes; every other node becomes the
+ *      op-table entry's call_function/call_method with its attributes
+ *      converted, defaults filled (op_apply_attr_specs) and old-opset forms
+ *      canonicalized.  A node with several outputs is followed by one getitem
+ *      node per used output;
+ *   5. an output node returning the graph outputs.
+ * On any failure the partial graph is freed and *out stays NULL.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_internal.h"
+
+/* --- versions ------------------------------------------------------------- */
+
+/* The newest default-domain opset released with each IR version (ONNX's
+ * versioning table: IR 7 covered ONNX 1.7-1.9 = opsets 12-14, IR 8 covered
+ * 1.10-1.13 = opsets 15-18, IR 9 1.14-1.15 = 19-20, IR 10 1.16-1.17 = 21-22).
+ * The schema compiled in fixes the IR version; the opset follows from it. */
+static const struct {
+    int ir, opset;
+} ir_newest_opset[] = {
+    {3, 8}, {4, 9}, {5, 10}, {6, 11}, {7, 14}, {8, 18}, {9, 20}, {10, 22}, {11, 23},
+};
+
+int onnx_max_opset(void)
+{
+    int best = ir_newest_opset[0].opset;
+    for (size_t i = 0; i < sizeof ir_newest_opset / sizeof ir_newest_opset[0]; i++)
+        if (ir_newest_opset[i].ir <= ONNX__VERSION__IR_VERSION)
+            best = ir_newest_opset[i].opset;
+    return best;
+}
+
+/* --- a string map for ONNX value names ------------------------------------ */
+
+/* Open addressing over borrowed keys (the protobuf's strings, alive while
+ * loading).  Only looked up, never iterated, so hash order reaches nothing. */
+typedef struct StrMap {
+    const char **keys;
+    void **vals;
+    size_t cap, count;
+} StrMap;
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static size_t strmap_slot(const StrMap *m, const char *key)
+{
+    size_t mask = m->cap - 1;
+    size_t i = (size_t)str_hash(key) & mask;
+    while (m->keys[i] && strcmp(m->keys[i], key) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static void *strmap_get(const StrMap *m, const char *key)
+{
+    if (!m->cap)
+        return NULL;
+    size_t i = strmap_slot(m, key);
+    return m->keys[i] ? m->vals[i] : NULL;
+}
+
+/* Inserts or overwrites; false on out of memory. */
+static bool strmap_put(StrMap *m, const char *key, void *val)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        const char **keys = calloc(cap, sizeof *keys);
+        void **vals = calloc(cap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return false;
+        }
+        StrMap bigger = {keys, vals, cap, m->count};
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = strmap_slot(&bigger, m->keys[i]);
+                keys[j] = m->keys[i];
+                vals[j] = m->vals[i];
+            }
+        free(m->keys);
+        free(m->vals);
+        *m = bigger;
+    }
+    size_t i = strmap_slot(m, key);
+    if (!m->keys[i]) {
+        m->keys[i] = key;
+        m->count++;
+    }
+    m->vals[i] = val;
+    return true;
+}
+
+static void strmap_free(StrMap *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* --- loader state and messages -------------------------------------------- */
+
+typedef struct Loader {
+    Graph *g;
+    const Onnx__GraphProto *gp;
+    const char *base_dir; /* NULL: external data refused */
+    const OnnxLoadOptions *opt;
+    Diag *d;
+    StrMap values;    /* ONNX value name -> Node* that provides it */
+    StrMap inits;     /* initializer name -> Onnx__TensorProto* */
+    StrMap producers; /* node output name -> (void *)(node index + 1) */
+} Loader;
+
+static const char *str(const char *s) { return s ? s : ""; }
+
+static bool is_default_domain(const char *domain)
+{
+    return !domain || !*domain || strcmp(domain, "ai.onnx") == 0;
+}
+
+static char *dup_malloc(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+/* An error about an ONNX node that has no graph node yet: the entry's node
+ * field gets "name (OpType)" so it prints like diag_node_error's. */
+static FxStatus proto_node_error(Diag *d, FxStatus st, const Onnx__NodeProto *np, size_t idx,
+                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static FxStatus proto_node_error(Diag *d, FxStatus st, const Onnx__NodeProto *np, size_t idx,
+                                 const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t before = d ? d->count : 0;
+    diag_error(d, st, "%s", msg);
+    if (d && d->count > before && !d->entries[d->count - 1].node) {
+        char label[400];
+        const char *name = str(np->name);
+        if (*name)
+            snprintf(label, sizeof label, "%.200s (%.100s)", name, str(np->op_type));
+        else if (*str(np->op_type))
+            snprintf(label, sizeof label, "#%zu (%.100s)", idx, str(np->op_type));
+        else
+            snprintf(label, sizeof label, "#%zu", idx);
+        d->entries[d->count - 1].node = dup_malloc(label);
+    }
+    return st;
+}
+
+static FxStatus nomem(Loader *L) { return diag_error(L->d, FX_ERR_NOMEM, "out of memory"); }
+
+static const char **arena_names(Graph *g, const char *const *names, size_t k)
+{
+    const char **v = arena_alloc(&g->arena, (k ? k : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < k; i++)
+        if (!(v[i] = arena_strdup(&g->arena, str(names[i]))))
+            return NULL;
+    return v;
+}
+
+/* --- step 3: ops fxcc cannot run ------------------------------------------ */
+
+static bool name_in(const char *s, const char *const *list)
+{
+    for (; *list; list++)
+        if (strcmp(s, *list) == 0)
+            return true;
+    return false;
+}
+
+static FxStatus check_supported(Loader *L)
+{
+    static const char *const control_flow[] = {"If", "Loop", "Scan", NULL};
+    static const char *const data_dependent[] = {"NonZero", "Unique", "NonMaxSuppression",
+                                                 "Compress", "StringSplit", NULL};
+    static const char *const sequences[] = {
+        "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+        "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
+        "OptionalGetElement", "OptionalHasElement", NULL};
+    const Onnx__GraphProto *gp = L->gp;
+    int bad = 0;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        const char *type = str(np->op_type), *domain = str(np->domain);
+        FxStatus st = FX_OK;
+        if (!*type)
+            return proto_node_error(L->d, FX_ERR_FORMAT, np, i, "node has no op_type");
+        if (!is_default_domain(domain)) {
+            st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                  "op '%.100s' of domain '%.100s' is not supported (fxcc "
+                                  "implements the default ONNX domain only)",
+                                  type, domain);
+        } else if (strcmp(type, "Constant") == 0) {
+            for (size_t a = 0; a < np->n_attribute; a++) {
+                const char *an = str(np->attribute[a]->name);
+                if (strcmp(an, "sparse_value") == 0 || strcmp(an, "value_string") == 0 ||
+                    strcmp(an, "value_strings") == 0)
+                    st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                          "Constant with a %s is not supported (sparse and "
+                                          "string tensors are not)", an);
+            }
+        } else if (name_in(type, control_flow)) {
+            st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                  "control flow is not supported: an FX graph is straight-line "
+                                  "code, and fxcc refuses data-dependent control flow");
+        } else if (!op_lookup(type)) {
+            if (name_in(type, data_dependent))
+                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                      "%s is not supported: its output shape depends on the "
+                                      "input data, and fxcc needs static shapes", type);
+            else if (name_in(type, sequences))
+                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                      "%s is not supported: sequence and optional values are "
+                                      "not supported", type);
+            else
+                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
+                                      "op type '%.100s' is not supported", type);
+        }
+        bad += st != FX_OK;
+    }
+    if (gp->n_sparse_initializer) {
+        diag_error(L->d, FX_ERR_UNSUPPORTED, "the graph has %zu sparse initializers; sparse "
+                   "tensors are not supported", gp->n_sparse_initializer);
+        bad++;
+    }
+    return bad ? FX_ERR_UNSUPPORTED : FX_OK;
+}
+
+/* --- step 4a: graph inputs ------------------------------------------------ */
+
+/* The declared type of a graph input.  *has_shape is false when the proto
+ * gives no shape (unknown rank); dim_params[i] is set for dims without a
+ * value (their dims[i] is -1). */
+static FxStatus input_type(Loader *L, const Onnx__ValueInfoProto *vi, TensorType *t,
+                           const char *dim_params[FX_MAX_RANK], bool *has_shape,
+                           bool *has_type)
+{
+    const char *name = str(vi->name);
+    memset(t, 0, sizeof *t);
+    *has_shape = *has_type = false;
+    for (int i = 0; i < FX_MAX_RANK; i++)
+        dim_params[i] = NULL;
+    if (!vi->type || vi->type->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+        return FX_OK;
+    if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return diag_error(L->d, FX_ERR_UNSUPPORTED,
+                          "graph input '%.200s' is not a tensor (sequences, maps, optionals and "
+                          "sparse tensors are not supported)", name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    if (!tt->has_elem_type || tt->elem_type == 0)
+        return diag_error(L->d, FX_ERR_FORMAT, "graph input '%.200s' has no element type", name);
+    if (tt->elem_type < 0 || tt->elem_type > 13 || !dtype_is_supported((DType)tt->elem_type))
+        return diag_error(L->d, FX_ERR_UNSUPPORTED,
+                          "graph input '%.200s' has element type %s, which is not supported",
+                          name, onnx_dtype_name(tt->elem_type));
+    t->dtype = (DType)tt->elem_type;
+    *has_type = true;
+    if (!tt->shape)
+        return FX_OK;
+    if (tt->shape->n_dim > FX_MAX_RANK)
+        return diag_error(L->d, FX_ERR_UNSUPPORTED,
+                          "graph input '%.200s' has rank %zu, beyond the supported %d", name,
+                          tt->shape->n_dim, FX_MAX_RANK);
+    t->rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < t->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+            if (dim->dim_value < 0)
+                return diag_error(L->d, FX_ERR_FORMAT,
+                                  "graph input '%.200s': dimension %d is negative (%lld)", name,
+                                  i, (long long)dim->dim_value);
+            t->dims[i] = dim->dim_value;
+        } else {
+            const char *param =
+                dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                    ? str(dim->dim_param) : "";
+            t->dims[i] = -1;
+            dim_params[i] = arena_strdup(&L->g->arena, *param ? param : "?");
+            if (!dim_params[i])
+                return nomem(L);
+        }
+    }
+    *has_shape = true;
+    return FX_OK;
+}
+
+/* An IR-3 input's declaration must agree with its initializer. */
+static FxStatus check_default(Loader *L, const char *name, const TensorType *decl,
+                              bool has_shape, const Tensor *v)
+{
+    char a[160], b[160];
+    bool ok = decl->dtype == v->type.dtype && (!has_shape || decl->rank == v->type.rank);
+    for (int i = 0; ok && has_shape && i < decl->rank; i++)
+        ok = decl->dims[i] < 0 || decl->dims[i] == v->type.dims[i];
+    if (!ok)
+        return diag_error(L->d, FX_ERR_FORMAT,
+                          "graph input '%.200s' is declared %s but its initializer is %s", name,
+                          type_format(decl, a, sizeof a), type_format(&v->type, b, sizeof b));
+    return FX_OK;
+}
+
+static FxStatus add_placeholder(Loader *L, const Onnx__ValueInfoProto *vi)
+{
+    const char *name = str(vi->name);
+    TensorType t;
+    const char *dim_params[FX_MAX_RANK];
+    bool has_shape, has_type;
+    FxStatus st = input_type(L, vi, &t, dim_params, &has_shape, &has_type);
+    if (st != FX_OK)
+        return st;
+    const Onnx__TensorProto *init = strmap_get(&L->inits, name);
+    Tensor *dflt = NULL;
+    if (init) {
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%.200s'", name);
+        if ((st = onnx_tensor_decode(init, what, L->base_dir, &dflt, L->d)) != FX_OK)
+            return st;
+        if (!has_type) {
+            t = dflt->type;
+        } else if ((st = check_default(L, name, &t, has_shape, dflt)) != FX_OK) {
+            tensor_free(dflt);
+            return st;
+        } else if (!has_shape) {
+            t = dflt->type;
+        }
+    } else if (!has_type) {
+        return diag_error(L->d, FX_ERR_FORMAT, "graph input '%.200s' has no type", name);
+    } else if (!has_shape) {
+        return diag_error(L->d, FX_ERR_UNSUPPORTED,
+                          "graph input '%.200s' has unknown rank; fxcc needs at least the rank "
+                          "(dims may be symbolic)", name);
+    }
+    Node *n = graph_create_node(L->g, NULL, FX_OPCODE_PLACEHOLDER, name, name, NULL, 0);
+    if (!n || !node_set_num_outputs(n, 1)) {
+        tensor_free(dflt);
+        return nomem(L);
+    }
+    n->value = dflt;
+    n->out_types[0] = t;
+    if (has_shape)
+        memcpy(n->dim_params, dim_params, sizeof dim_params);
+    if (!(n->onnx_outputs = arena_names(L->g, &name, 1)) || !strmap_put(&L->values, name, n))
+        return nomem(L);
+    return FX_OK;
+}
+
+/* A get_attr node owning t (freed here if the node cannot be made). */
+static Node *add_constant(Loader *L, const char *onnx_name, Tensor *t)
+{
+    Node *n = graph_create_node(L->g, NULL, FX_OPCODE_GET_ATTR, onnx_name, onnx_name, NULL, 0);
+    if (!n) {
+        tensor_free(t);
+        return NULL;
+    }
+    n->value = t; /* owned by the linked node from here on */
+    if (!node_set_num_outputs(n, 1))
+        return NULL;
+    n->out_types[0] = t->type;
+    n->shapes_known = true;
+    if (!(n->onnx_outputs = arena_names(L->g, &onnx_name, 1)) ||
+        !strmap_put(&L->values, onnx_name, n))
+        return NULL;
+    return n;
+}
+
+static FxStatus build_inputs(Loader *L)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    bool freeze = L->opt && L->opt->freeze_input_defaults;
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const char *name = str(gp->initializer[i]->name);
+        if (!*name)
+            return diag_error(L->d, FX_ERR_FORMAT, "initializer %zu has no name", i);
+        if (strmap_get(&L->inits, name))
+            return diag_error(L->d, FX_ERR_FORMAT, "initializer '%.200s' is defined twice", name);
+        if (!strmap_put(&L->inits, name, gp->initializer[i]))
+            return nomem(L);
+    }
+    /* placeholders first (lint wants them at the top), then the constants */
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = str(gp->input[i]->name);
+        if (!*name)
+            return diag_error(L->d, FX_ERR_FORMAT, "graph input %zu has no name", i);
+        if (strmap_get(&L->values, name))
+            return diag_error(L->d, FX_ERR_FORMAT, "graph input '%.200s' is listed twice", name);
+        if (freeze && strmap_get(&L->inits, name))
+            continue;
+        FxStatus st = add_placeholder(L, gp->input[i]);
+        if (st != FX_OK)
+            return st;
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const char *name = str(gp->initializer[i]->name);
+        if (strmap_get(&L->values, name))
+            continue; /* an IR-3 input kept as a placeholder with this default */
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%.200s'", name);
+        Tensor *t;
+        FxStatus st = onnx_tensor_decode(gp->initializer[i], what, L->base_dir, &t, L->d);
+        if (st != FX_OK)
+            return st;
+        if (!add_constant(L, name, t))
+            return nomem(L);
+    }
+    return FX_OK;
+}
+
+/* --- step 4b: nodes ------------------------------------------------------- */
+
+static FxStatus constant_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
+{
+    size_t nout = np->n_output;
+    while (nout > 0 && !*np->output[nout - 1])
+        nout--;
+    if (np->n_input != 0 || nout != 1 || np->n_attribute != 1)
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "Constant needs no inputs, one output and exactly one value "
+                                "attribute (has %zu, %zu, %zu)",
+                                np->n_input, np->n_output, np->n_attribute);
+    const char *out_name = np->output[0];
+    const Onnx__AttributeProto *ap = np->attribute[0];
+    const char *an = str(ap->name);
+    Onnx__AttributeProto__AttributeType want;
+    TensorType type = {0};
+    size_t count = 1;
+    if (strcmp(an, "value") == 0) {
+        want = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    } else if (strcmp(an, "value_float") == 0) {
+        want = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+        type.dtype = FXRT_DTYPE_FLOAT32;
+    } else if (strcmp(an, "value_floats") == 0) {
+        want = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+        type.dtype = FXRT_DTYPE_FLOAT32;
+        type.rank = 1;
+        type.dims[0] = (int64_t)(count = ap->n_floats);
+    } else if (strcmp(an, "value_int") == 0) {
+        want = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+        type.dtype = FXRT_DTYPE_INT64;
+    } else if (strcmp(an, "value_ints") == 0) {
+        want = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+        type.dtype = FXRT_DTYPE_INT64;
+        type.rank = 1;
+        type.dims[0] = (int64_t)(count = ap->n_ints);
+    } else {
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "unknown Constant attribute '%.100s'", an);
+    }
+    if (!ap->has_type || ap->type != want)
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "Constant attribute '%s' has the wrong type", an);
+    Tensor *t = NULL;
+    FxStatus st = FX_OK;
+    if (want == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR) {
+        if (!ap->t)
+            return proto_node_error(L->d, FX_ERR_FORMAT, np, idx, "Constant has no tensor");
+        char what[300];
+        snprintf(what, sizeof what, "Constant '%.200s'", out_name);
+        st = onnx_tensor_decode(ap->t, what, L->base_dir, &t, L->d);
+    } else if (!(t = tensor_new(&type, L->d))) {
+        st = FX_ERR_NOMEM;
+    } else if (want == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT) {
+        *(float *)t->data = ap->f;
+    } else if (want == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) {
+        *(int64_t *)t->data = ap->i;
+    } else if (count) {
+        memcpy(t->data, want == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS
+                            ? (const void *)ap->floats : (const void *)ap->ints,
+               count * (want == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS ? sizeof(float)
+                                                                              : sizeof(int64_t)));
+    }
+    if (st != FX_OK)
+        return st;
+    Node *n = add_constant(L, out_name, t);
+    if (!n)
+        return nomem(L);
+    if (!(n->onnx_name = arena_strdup(&L->g->arena, str(np->name))))
+        return nomem(L);
+    return FX_OK;
+}
+
+static const char *attr_type_name(Onnx__AttributeProto__AttributeType t)
+{
+    switch (t) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH: return "graph";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS: return "graphs";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR: return "sparse tensor";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS: return "sparse tensors";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS: return "tensors";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: return "type proto";
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS: return "type protos";
+    default: return "unknown";
+    }
+}
+
+/* A protobuf bytes value as a C string (malloc'd); embedded NULs refused. */
+static char *bytes_to_string(const ProtobufCBinaryData *b, bool *has_nul)
+{
+    *has_nul = b->len && memchr(b->data, 0, b->len) != NULL;
+    if (*has_nul)
+        return NULL;
+    char *s = malloc(b->len + 1);
+    if (s) {
+        if (b->len)
+            memcpy(s, b->data, b->len);
+        s[b->len] = '\0';
+    }
+    return s;
+}
+
+static FxStatus convert_attr(Loader *L, Node *n, const Onnx__AttributeProto *ap)
+{
+    const char *name = str(ap->name);
+    if (!*name)
+        return diag_node_error(L->d, FX_ERR_FORMAT, n, "an attribute has no name");
+    if (node_attr(n, name))
+        return diag_node_error(L->d, FX_ERR_FORMAT, n, "attribute '%.100s' is given twice", name);
+    if (ap->ref_attr_name && *ap->ref_attr_name)
+        return diag_node_error(L->d, FX_ERR_UNSUPPORTED, n,
+                               "attribute '%.100s' refers to a function attribute; model-local "
+                               "functions are not supported", name);
+    if (!ap->has_type || ap->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__UNDEFINED)
+        return diag_node_error(L->d, FX_ERR_FORMAT, n, "attribute '%.100s' has no type", name);
+    Attr *a = NULL;
+    bool has_nul = false;
+    switch (ap->type) {
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT:
+        a = node_set_attr_float(n, name, ap->f);
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
+        a = node_set_attr_int(n, name, ap->i);
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: {
+        char *s = bytes_to_string(&ap->s, &has_nul);
+        if (s)
+            a = node_set_attr_string(n, name, s);
+        free(s);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
+        a = node_set_attr_floats(n, name, ap->floats, (int64_t)ap->n_floats);
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
+        a = node_set_attr_ints(n, name, ap->ints, (int64_t)ap->n_ints);
+        break;
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
+        char **v = calloc(ap->n_strings ? ap->n_strings : 1, sizeof *v);
+        bool ok = v != NULL;
+        for (size_t i = 0; ok && i < ap->n_strings; i++)
+            ok = (v[i] = bytes_to_string(&ap->strings[i], &has_nul)) != NULL;
+        if (ok)
+            a = node_set_attr_strings(n, name, (const char *const *)v, (int64_t)ap->n_strings);
+        for (size_t i = 0; v && i < ap->n_strings; i++)
+            free(v[i]);
+        free(v);
+        break;
+    }
+    case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
+        if (!ap->t)
+            return diag_node_error(L->d, FX_ERR_FORMAT, n, "tensor attribute '%.100s' is empty",
+                                   name);
+        char what[300];
+        snprintf(what, sizeof what, "node %.100s: attribute '%.100s'", n->name, name);
+        Tensor *t;
+        FxStatus st = onnx_tensor_decode(ap->t, what, L->base_dir, &t, L->d);
+        if (st != FX_OK)
+            return st;
+        a = node_set_attr_tensor(n, name, t); /* frees t on failure */
+        break;
+    }
+    default:
+        return diag_node_error(L->d, FX_ERR_UNSUPPORTED, n,
+                               "attribute '%.100s' has type %s, which is not supported", name,
+                               attr_type_name(ap->type));
+    }
+    if (has_nul)
+        return diag_node_error(L->d, FX_ERR_FORMAT, n,
+                               "string attribute '%.100s' contains a NUL byte", name);
+    if (!a)
+        return nomem(L);
+    return FX_OK;
+}
+
+/* Why a node input is not available: defined later (the file is not in
+ * topological order, or the graph has a cycle) or never. */
+static FxStatus undefined_input(Loader *L, const Onnx__NodeProto *np, size_t idx,
+                                const char *input)
+{
+    size_t producer = (size_t)(uintptr_t)strmap_get(&L->producers, input);
+    if (producer)
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "input '%.200s' is produced by node #%zu, which comes later: the "
+                                "nodes are not in topological order (or form a cycle), as ONNX "
+                                "requires", input, producer - 1);
+    return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                            "input '%.200s' is not defined by any node, initializer or graph "
+                            "input", input);
+}
+
+static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
+{
+    const OpDef *op = op_lookup(np->op_type);
+    if (!op) /* check_supported ran first */
+        return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "unsupported op");
+    bool variadic = op->max_inputs < 0;
+
+    /* inputs: trailing empty names are omitted optional inputs */
+    size_t nin = np->n_input;
+    while (nin > 0 && !*np->input[nin - 1])
+        nin--;
+    if (variadic && nin < (size_t)op->min_inputs)
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "has %zu inputs; %s takes at least %d", nin, op->name,
+                                op->min_inputs);
+    if (nin < (size_t)op->min_inputs || (!variadic && nin > (size_t)op->max_inputs))
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "has %zu inputs; %s takes %d to %d", nin, op->name,
+                                op->min_inputs, op->max_inputs);
+    if (nin > (1u << 20))
+        return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "too many inputs (%zu)", nin);
+    Node **args = calloc(nin ? nin : 1, sizeof *args);
+    if (!args)
+        return nomem(L);
+    FxStatus st = FX_OK;
+    for (size_t j = 0; j < nin && st == FX_OK; j++) {
+        const char *in = np->input[j];
+        if (!*in) {
+            if (j < (size_t)op->min_inputs || variadic)
+                st = proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                      "input %zu is required but its name is empty", j);
+            continue;
+        }
+        if (!(args[j] = strmap_get(&L->values, in)))
+            st = undefined_input(L, np, idx, in);
+    }
+    if (st != FX_OK) {
+        free(args);
+        return st;
+    }
+
+    /* outputs: trailing empty names are unused optional outputs, dropped
+     * down to the op's minimum */
+    size_t nout = np->n_output;
+    while (nout > 0 && !*np->output[nout - 1])
+        nout--;
+    if (nout == 0 || np->n_output < (size_t)op->min_outputs ||
+        (op->max_outputs >= 0 && nout > (size_t)op->max_outputs)) {
+        free(args);
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "has %zu outputs; %s gives %d to %d", np->n_output, op->name,
+                                op->min_outputs, op->max_outputs);
+    }
+    if (nout < (size_t)op->min_outputs)
+        nout = (size_t)op->min_outputs;
+    for (size_t j = 0; j < nout; j++)
+        if (*np->output[j] && strmap_get(&L->values, np->output[j])) {
+            free(args);
+            return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                    "output '%.200s' is already defined (ONNX values are "
+                                    "assigned once)", np->output[j]);
+        }
+
+    /* Name hint: the ONNX node name; else the output's name, unless there
+     * are several outputs: their getitem nodes take the value names, and the
+     * node itself is named after its op ("split"). */
+    char op_hint[64];
+    size_t k = 0;
+    for (; op->name[k] && k + 1 < sizeof op_hint; k++)
+        op_hint[k] = (char)(op->name[k] >= 'A' && op->name[k] <= 'Z' ? op->name[k] - 'A' + 'a'
+                                                                      : op->name[k]);
+    op_hint[k] = '\0';
+    const char *hint = str(np->name);
+    if (!*hint)
+        hint = nout == 1 ? np->output[0] : op_hint;
+    Node *n = graph_create_op(L->g, NULL, op, hint, args, (int)nin);
+    free(args);
+    if (!n || !(n->onnx_name = arena_strdup(&L->g->arena, str(np->name))) ||
+        !node_set_num_outputs(n, (int)nout) ||
+        !(n->onnx_outputs = arena_names(L->g, (const char *const *)np->output, nout)))
+        return nomem(L);
+
+    for (size_t a = 0; a < np->n_attribute && st == FX_OK; a++)
+        st = convert_attr(L, n, np->attribute[a]);
+    if (st == FX_OK)
+        st = op_apply_attr_specs(op, n, L->d);
+    if (st == FX_OK && op->canonicalize)
+        st = op->canonicalize(L->g, n, L->g->opset, L->d);
+    if (st != FX_OK)
+        return st;
+
+    if (n->num_outputs == 1) {
+        if (!strmap_put(&L->values, np->output[0], n))
+            return nomem(L);
+        return FX_OK;
+    }
+    for (int j = 0; j < n->num_outputs && (size_t)j < nout; j++) {
+        const char *out = np->output[j];
+        if (!*out)
+            continue;
+        Node *gi = graph_create_op(L->g, NULL, &fx_op_getitem, out, &n, 1);
+        if (!gi || !node_set_num_outputs(gi, 1) ||
+            !(gi->onnx_outputs = arena_names(L->g, &out, 1)) ||
+            !strmap_put(&L->values, out, gi))
+            return nomem(L);
+        gi->index = j;
+    }
+    return FX_OK;
+}
+
+static FxStatus build_nodes(Loader *L)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    /* every node output, to tell "defined later" from "never defined" */
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        for (size_t j = 0; j < np->n_output; j++) {
+            const char *out = np->output[j];
+            if (!*out)
+                continue;
+            if (strmap_get(&L->producers, out))
+                return proto_node_error(L->d, FX_ERR_FORMAT, np, i,
+                                        "output '%.200s' is also produced by node #%zu (ONNX "
+                                        "values are assigned once)", out,
+                                        (size_t)(uintptr_t)strmap_get(&L->producers, out) - 1);
+            if (!strmap_put(&L->producers, out, (void *)(uintptr_t)(i + 1)))
+                return nomem(L);
+        }
+    }
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        FxStatus st = strcmp(np->op_type, "Constant") == 0 ? constant_node(L, np, i)
+                                                            : op_node(L, np, i);
+        if (st != FX_OK)
+            return st;
+    }
+    return FX_OK;
+}
+
+/* --- step 5: outputs ------------------------------------------------------ */
+
+static FxStatus build_output(Loader *L)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    if (gp->n_output == 0)
+        return diag_error(L->d, FX_ERR_FORMAT, "the graph has no outputs");
+    if (gp->n_output > (1u << 20))
+        return diag_error(L->d, FX_ERR_UNSUPPORTED, "too many graph outputs (%zu)",
+                          gp->n_output);
+    Node **args = calloc(gp->n_output, sizeof *args);
+    const char **names = calloc(gp->n_output, sizeof *names);
+    FxStatus st = args && names ? FX_OK : nomem(L);
+    for (size_t i = 0; i < gp->n_output && st == FX_OK; i++) {
+        const char *name = str(gp->output[i]->name);
+        names[i] = name;
+        if (!*name)
+            st = diag_error(L->d, FX_ERR_FORMAT, "graph output %zu has no name", i);
+        else if (!(args[i] = strmap_get(&L->values, name)))
+            st = diag_error(L->d, FX_ERR_FORMAT,
+                            "graph output '%.200s' is not produced by any node, initializer or "
+                            "graph input", name);
+    }
+    if (st == FX_OK) {
+        Node *out = graph_create_node(L->g, NULL, FX_OPCODE_OUTPUT, "output", "output", args,
+                                      (int)gp->n_output);
+        if (!out || !(out->onnx_outputs = arena_names(L->g, names, gp->n_output)))
+            st = nomem(L);
+    }
+    free(args);
+    free(names);
+    return st;
+}
+
+/* --- entry points --------------------------------------------------------- */
+
+static FxStatus check_versions(const Onnx__ModelProto *mp, int *opset, Diag *d)
+{
+    if (!mp->has_ir_version)
+        return diag_error(d, FX_ERR_FORMAT, "the model has no ir_version (not an ONNX model?)");
+    if (mp->ir_version < 3)
+        return diag_error(d, FX_ERR_UNSUPPORTED,
+                          "IR version %lld is too old: fxcc reads IR 3 (ONNX 1.2) and newer",
+                          (long long)mp->ir_version);
+    if (mp->ir_version > ONNX__VERSION__IR_VERSION)
+        return diag_error(d, FX_ERR_UNSUPPORTED,
+                          "IR version %lld is newer than this build's ONNX schema (IR %d)",
+                          (long long)mp->ir_version, (int)ONNX__VERSION__IR_VERSION);
+    bool found = false;
+    int64_t version = 0;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
+        if (!is_default_domain(os->domain))
+            continue; /* nodes of other domains are reported as unsupported */
+        int64_t v = os->has_version ? os->version : 0;
+        if (found && v != version)
+            return diag_error(d, FX_ERR_FORMAT,
+                              "the model imports the default opset twice (%lld and %lld)",
+                              (long long)version, (long long)v);
+        found = true;
+        version = v;
+    }
+    if (!found) {
+        /* Only acceptable without default-domain nodes; load_model checks
+         * that after the unsupported-op scan, so a model of only other-domain
+         * ops (ai.onnx.preview.training...) reports those ops. */
+        *opset = 0;
+        return FX_OK;
+    }
+    if (version < FX_MIN_OPSET || version > onnx_max_opset())
+        return diag_error(d, FX_ERR_UNSUPPORTED,
+                          "opset %lld is not supported: fxcc supports opsets %d to %d",
+                          (long long)version, FX_MIN_OPSET, onnx_max_opset());
+    *opset = (int)version;
+    return FX_OK;
+}
+
+static FxStatus load_model(Loader *L, const Onnx__ModelProto *mp, const char *name)
+{
+    int opset;
+    FxStatus st = check_versions(mp, &opset, L->d);
+    if (st != FX_OK)
+        return st;
+    if (!mp->graph)
+        return diag_error(L->d, FX_ERR_FORMAT, "the model has no graph");
+    L->gp = mp->graph;
+    if ((st = check_supported(L)) != FX_OK)
+        return st;
+    if (opset == 0) {
+        if (L->gp->n_node > 0)
+            return diag_error(L->d, FX_ERR_FORMAT, "the model imports no default-domain opset");
+        opset = onnx_max_opset(); /* no nodes: any opset reads the same */
+    }
+    if (!(L->g = graph_new()))
+        return nomem(L);
+    L->g->opset = opset;
+    L->g->ir_version = (int)mp->ir_version;
+    if (!(L->g->source = arena_strdup(&L->g->arena, name)))
+        return nomem(L);
+    if ((st = build_inputs(L)) != FX_OK || (st = build_nodes(L)) != FX_OK ||
+        (st = build_output(L)) != FX_OK)
+        return st;
+    return FX_OK;
+}
+
+FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
+                          const char *base_dir, const OnnxLoadOptions *opt, Graph **out,
+                          Diag *d)
+{
+    *out = NULL;
+    if (!name)
+        name = "<memory>";
+    const char *saved = d ? d->file : NULL;
+    if (d)
+        d->file = name;
+    OnnxAllocator alloc;
+    ProtobufCMessage *msg;
+    FxStatus st = onnx_message_unpack(data, len, &onnx__model_proto__descriptor, name,
+                                      "ONNX model", &alloc, &msg, d);
+    if (st == FX_OK) {
+        Loader L = {.base_dir = base_dir, .opt = opt, .d = d};
+        st = load_model(&L, (const Onnx__ModelProto *)msg, name);
+        if (st == FX_OK)
+            *out = L.g;
+        else
+            graph_free(L.g);
+        strmap_free(&L.values);
+        strmap_free(&L.inits);
+        strmap_free(&L.producers);
+        onnx_message_free(msg, &alloc);
+    }
+    if (d)
+        d->file = saved;
+    return st;
+}
+
+FxStatus onnx_load(const char *path, const OnnxLoadOptions *opt, Graph **out, Diag *d)
+{
+    *out = NULL;
+    uint8_t *data;
+    size_t len;
+    FxStatus st = file_read_all(path, &data, &len, d);
+    if (st != FX_OK)
+        return st;
+    char *dir = path_dirname(path);
+    if (!dir)
+        st = diag_error_at(d, FX_ERR_NOMEM, path, -1, "out of memory");
+    else
+        st = onnx_load_buffer(data, len, path, dir, opt, out, d);
+    free(dir);
+    free(data);
+    return st;
+}

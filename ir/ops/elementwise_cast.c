@@ -1,0 +1,298 @@
+/*
+ * elementwise_cast.c - element type conversions: Cast, CastLike, and the
+ * linear quantizers QuantizeLinear / DequantizeLinear (uint8/int8, per
+ * tensor or per axis).  The conversions themselves are the runtime's
+ * (fxrt_cast, fxrt_quantize_linear, fxrt_dequantize_linear in
+ * runtime/fxrt_elementwise_cast.c); this file checks types and shapes.
+ *
+ * Refusals: casts from or to string, float16 or bfloat16, and quantization
+ * to anything but uint8/int8 (float8 arrived in opset 19), are
+ * FX_ERR_UNSUPPORTED; an unknown `to`, a non-float32 scale, a zero point
+ * whose type or shape does not match, a per-axis scale whose length is not
+ * the axis' size are FX_ERR_INVALID / FX_ERR_SHAPE.
+ * Opsets: Cast-6/9/13 differ only in type lists.  QuantizeLinear-10 and
+ * DequantizeLinear-10 had no axis attribute and per-tensor scales only;
+ * the canonical form is opset 13's, whose axis default (1) is filled in at
+ * import and changes nothing for a scalar scale, so no rewrite is needed.
+ * Quantize/Dequantize are not flagged elementwise: a per-axis scale does not
+ * broadcast NumPy-style (it aligns with `axis`, not with the last axis).
+ */
+#include <string.h>
+
+#include "../ir.h"
+
+/* Types the kernels compute on (the runtime's fxrt_cast set). */
+static bool cast_type_ok(DType t)
+{
+    switch (t) {
+    case FXRT_DTYPE_FLOAT32: case FXRT_DTYPE_FLOAT64: case FXRT_DTYPE_UINT8:
+    case FXRT_DTYPE_INT8: case FXRT_DTYPE_UINT16: case FXRT_DTYPE_INT16:
+    case FXRT_DTYPE_INT32: case FXRT_DTYPE_INT64: case FXRT_DTYPE_UINT32:
+    case FXRT_DTYPE_UINT64: case FXRT_DTYPE_BOOL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* ONNX TensorProto.DataType values that exist but fxcc does not compute on:
+ * string (8), float16 (10), complex64/128 (14, 15), bfloat16 (16). */
+static bool type_known_unsupported(int64_t t)
+{
+    return t == 8 || t == 10 || t == 14 || t == 15 || t == 16;
+}
+
+static const char *type_text(int64_t t)
+{
+    switch (t) {
+    case 8: return "string";
+    case 10: return "float16";
+    case 14: return "complex64";
+    case 15: return "complex128";
+    case 16: return "bfloat16";
+    default: return cast_type_ok((DType)t) ? dtype_name((DType)t) : "unknown";
+    }
+}
+
+static FxStatus check_cast_type(InferCtx *c, int64_t t, const char *what)
+{
+    if (t >= 0 && t <= 64 && cast_type_ok((DType)t))
+        return FX_OK;
+    if (type_known_unsupported(t))
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "%s has element type %s, which fxcc does not support", what,
+                               type_text(t));
+    return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "%s has unknown element type %lld",
+                           what, (long long)t);
+}
+
+static const TensorType *input_type(const InferCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+static FxStatus runtime_status(EvalCtx *c, int rc)
+{
+    if (rc == FXRT_EW_OK)
+        return FX_OK;
+    return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                           "the runtime has no kernel for element type %s",
+                           dtype_name(c->in[0]->type.dtype));
+}
+
+/* --- Cast, CastLike -------------------------------------------------------- */
+
+static FxStatus cast_infer(InferCtx *c)
+{
+    if (!c->in[0])
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "input 0 is missing");
+    FxStatus st = check_cast_type(c, c->in[0]->dtype, "the input");
+    if (st != FX_OK)
+        return st;
+    int64_t to;
+    if (c->node->op == &fx_op_CastLike) {
+        const TensorType *like = input_type(c, 1);
+        if (!like)
+            return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "input 1 is missing");
+        to = like->dtype;
+        st = check_cast_type(c, to, "target_type");
+    } else {
+        to = node_attr_int(c->node, "to", 0);
+        st = check_cast_type(c, to, "'to'");
+    }
+    if (st != FX_OK)
+        return st;
+    c->out[0] = *c->in[0];
+    c->out[0].dtype = (DType)to;
+    return FX_OK;
+}
+
+static FxStatus cast_eval(EvalCtx *c)
+{
+    const Tensor *x = c->in[0];
+    Tensor *y = c->out[0];
+    return runtime_status(c, fxrt_cast(x->type.dtype, x->data, y->type.dtype, y->data,
+                                       (size_t)tensor_numel(x)));
+}
+
+/* --- QuantizeLinear, DequantizeLinear ------------------------------------- */
+
+/* How data of type x splits into (outer, channels, inner) for a scale of
+ * type s: one channel for a single-element scale, else the 1-D scale runs
+ * along `axis`.  Checks the zero point z (may be NULL) against s and, when
+ * zdtype is not UNDEFINED, its type. */
+static FxStatus quant_layout(InferCtx *c, const TensorType *x, const TensorType *s,
+                             const TensorType *z, DType zdtype)
+{
+    if (s->dtype != FXRT_DTYPE_FLOAT32) {
+        FxStatus st = check_cast_type(c, s->dtype, "the scale");
+        if (st != FX_OK)
+            return st;
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
+                               "the scale must be float32, not %s", dtype_name(s->dtype));
+    }
+    int64_t ns = type_numel(s);
+    if (ns != 1) {
+        int axis;
+        FxStatus st = infer_axis(c, node_attr_int(c->node, "axis", 1), x->rank, &axis);
+        if (st != FX_OK)
+            return st;
+        if (s->rank != 1 || x->rank == 0 || s->dims[0] != x->dims[axis]) {
+            char sx[128], ss[128];
+            return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                                   "scale %s is neither a single element nor one per element "
+                                   "of axis %d of %s",
+                                   type_format(s, ss, sizeof ss), axis,
+                                   type_format(x, sx, sizeof sx));
+        }
+    } else if (s->rank > 1) {
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "the scale must be a scalar or 1-D, not rank %d", s->rank);
+    }
+    if (!z)
+        return FX_OK;
+    if (zdtype != FXRT_DTYPE_UNDEFINED && z->dtype != zdtype)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "the zero point is %s, the data %s", dtype_name(z->dtype),
+                               dtype_name(zdtype));
+    if (type_numel(z) != ns || z->rank > 1)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "the zero point has %lld elements, the scale %lld",
+                               (long long)type_numel(z), (long long)ns);
+    return FX_OK;
+}
+
+static FxStatus quantize_infer(InferCtx *c)
+{
+    const TensorType *x = input_type(c, 0), *s = input_type(c, 1), *z = input_type(c, 2);
+    if (!x || !s)
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "input %d is missing",
+                               x ? 1 : 0);
+    if (x->dtype != FXRT_DTYPE_FLOAT32 && x->dtype != FXRT_DTYPE_INT32) {
+        FxStatus st = check_cast_type(c, x->dtype, "the input");
+        return st != FX_OK ? st
+                           : diag_node_error(c->diag, FX_ERR_INVALID, c->node,
+                                             "the input must be float32 or int32, not %s",
+                                             dtype_name(x->dtype));
+    }
+    DType yt = z ? z->dtype : FXRT_DTYPE_UINT8;
+    if (yt != FXRT_DTYPE_UINT8 && yt != FXRT_DTYPE_INT8)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "quantizing to %s is not supported (uint8 and int8 are)",
+                               type_text(yt));
+    FxStatus st = quant_layout(c, x, s, z, FXRT_DTYPE_UNDEFINED);
+    if (st != FX_OK)
+        return st;
+    c->out[0] = *x;
+    c->out[0].dtype = yt;
+    return FX_OK;
+}
+
+static FxStatus dequantize_infer(InferCtx *c)
+{
+    const TensorType *x = input_type(c, 0), *s = input_type(c, 1), *z = input_type(c, 2);
+    if (!x || !s)
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "input %d is missing",
+                               x ? 1 : 0);
+    if (x->dtype != FXRT_DTYPE_UINT8 && x->dtype != FXRT_DTYPE_INT8 &&
+        x->dtype != FXRT_DTYPE_INT32) {
+        FxStatus st = check_cast_type(c, x->dtype, "the input");
+        return st != FX_OK ? st
+                           : diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                                             "dequantizing %s is not supported (uint8, int8 "
+                                             "and int32 are)",
+                                             dtype_name(x->dtype));
+    }
+    FxStatus st = quant_layout(c, x, s, z, x->dtype);
+    if (st != FX_OK)
+        return st;
+    c->out[0] = *x;
+    c->out[0].dtype = FXRT_DTYPE_FLOAT32;
+    return FX_OK;
+}
+
+/* (outer, channels, inner) of x for the scale s; infer has checked them. */
+static void quant_split(const EvalCtx *c, const Tensor *x, const Tensor *s, size_t *outer,
+                        size_t *channels, size_t *inner)
+{
+    *outer = 1;
+    *channels = 1;
+    *inner = (size_t)tensor_numel(x);
+    if (tensor_numel(s) == 1)
+        return;
+    int rank = x->type.rank;
+    int64_t axis = node_attr_int(c->node, "axis", 1);
+    if (axis < 0)
+        axis += rank;
+    *channels = (size_t)x->type.dims[axis];
+    *inner = 1;
+    for (int d = 0; d < rank; d++) {
+        if (d < axis)
+            *outer *= (size_t)x->type.dims[d];
+        else if (d > axis)
+            *inner *= (size_t)x->type.dims[d];
+    }
+}
+
+static FxStatus quantize_eval(EvalCtx *c)
+{
+    const Tensor *x = c->in[0], *s = c->in[1];
+    const Tensor *z = c->num_inputs > 2 ? c->in[2] : NULL;
+    Tensor *y = c->out[0];
+    size_t outer, channels, inner;
+    quant_split(c, x, s, &outer, &channels, &inner);
+    return runtime_status(c, fxrt_quantize_linear(x->type.dtype, x->data, outer, channels, inner,
+                                                  s->data, y->type.dtype, z ? z->data : NULL,
+                                                  y->data));
+}
+
+static FxStatus dequantize_eval(EvalCtx *c)
+{
+    const Tensor *x = c->in[0], *s = c->in[1];
+    const Tensor *z = c->num_inputs > 2 ? c->in[2] : NULL;
+    size_t outer, channels, inner;
+    quant_split(c, x, s, &outer, &channels, &inner);
+    return runtime_status(c, fxrt_dequantize_linear(x->type.dtype, x->data, outer, channels,
+                                                    inner, s->data, z ? z->data : NULL,
+                                                    c->out[0]->data));
+}
+
+/* --- op definitions --------------------------------------------------------- */
+
+static const AttrSpec cast_attrs[] = {{"to", FX_ATTR_INT, NULL, true}, {NULL}};
+static const AttrSpec no_attrs[] = {{NULL}};
+static const AttrSpec axis_attrs[] = {{"axis", FX_ATTR_INT, "1", false}, {NULL}};
+
+const OpDef fx_op_Cast = {
+    .name = "Cast",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_ELEMENTWISE,
+    .attrs = cast_attrs,
+    .infer = cast_infer,
+    .eval = cast_eval,
+};
+
+const OpDef fx_op_CastLike = {
+    .name = "CastLike",
+    .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_ELEMENTWISE,
+    .attrs = no_attrs,
+    .infer = cast_infer,
+    .eval = cast_eval,
+};
+
+const OpDef fx_op_QuantizeLinear = {
+    .name = "QuantizeLinear",
+    .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .attrs = axis_attrs,
+    .infer = quantize_infer,
+    .eval = quantize_eval,
+};
+
+const OpDef fx_op_DequantizeLinear = {
+    .name = "DequantizeLinear",
+    .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .attrs = axis_attrs,
+    .infer = dequantize_infer,
+    .eval = dequantize_eval,
+};

@@ -1,0 +1,416 @@
+/*
+ * nn_gemm.c - the matrix-product ops: Gemm, MatMul, MatMulInteger and
+ * QLinearMatMul.
+ *
+ * Gemm is alpha * op(A) op(B) + beta * C with C broadcast to [M, N]; MatMul
+ * is numpy's batched, broadcasting product with 1-D operands promoted to a
+ * row (A) or a column (B) and the promoted axis dropped again.  Both run on
+ * fxrt_gemm_f32 for float32 and on the generic kernels for float64 and the
+ * integer types ONNX allows.  The quantized products accumulate in int32
+ * (fxrt_matmul_integer); QLinearMatMul then requantizes with the per-column
+ * multiplier a_scale * b_scale / y_scale formed in float as ONNX does.
+ *
+ * Refused: float16/bfloat16 (FX_ERR_UNSUPPORTED), per-row zero points or
+ * scales of A (ONNX Runtime refuses them too; only scalars), zero points
+ * and scales of any other shape than a scalar or one value per column of B.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir.h"
+
+/* --- helpers ---------------------------------------------------------------- */
+
+static const TensorType *input_type(const InferCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+static const Tensor *input_value(const EvalCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+/* float32/float64 and the integer types of Gemm and MatMul (T in opset 13). */
+static FxStatus check_product_dtype(const Node *n, Diag *d, const TensorType *t,
+                                    const char *what)
+{
+    switch (t->dtype) {
+    case FXRT_DTYPE_FLOAT32:
+    case FXRT_DTYPE_FLOAT64:
+    case FXRT_DTYPE_INT32:
+    case FXRT_DTYPE_INT64:
+    case FXRT_DTYPE_UINT32:
+    case FXRT_DTYPE_UINT64:
+        return FX_OK;
+    case FXRT_DTYPE_FLOAT16:
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "%s is float16, which is not supported",
+                               what);
+    default:
+        return diag_node_error(d, FX_ERR_INVALID, n,
+                               "%s has element type %s; %s takes float or 32/64-bit integers",
+                               what, dtype_name(t->dtype), n->op->name);
+    }
+}
+
+static FxStatus check_same_dtype(const Node *n, Diag *d, const TensorType *a,
+                                 const TensorType *b, const char *what)
+{
+    if (a->dtype != b->dtype)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "%s is %s but A is %s", what,
+                               dtype_name(b->dtype), dtype_name(a->dtype));
+    return FX_OK;
+}
+
+static FxStatus check_q8(InferCtx *c, const TensorType *t, const char *what)
+{
+    if (t->dtype != FXRT_DTYPE_UINT8 && t->dtype != FXRT_DTYPE_INT8)
+        return diag_node_error(c->diag,
+                               t->dtype == FXRT_DTYPE_FLOAT16 ? FX_ERR_UNSUPPORTED : FX_ERR_INVALID,
+                               c->node, "%s must be uint8 or int8, not %s", what,
+                               dtype_name(t->dtype));
+    return FX_OK;
+}
+
+/* --- Gemm ------------------------------------------------------------------- */
+
+typedef struct GemmShape {
+    int trans_a, trans_b;
+    int64_t m, n, k;
+    int64_t c_rows, c_cols; /* C's broadcast shape, each 1 or m / n */
+} GemmShape;
+
+/* Checks A, B and C (NULL: absent); called by infer and again by eval. */
+static FxStatus gemm_shape(const Node *node, Diag *d, const TensorType *a, const TensorType *b,
+                           const TensorType *bias, GemmShape *s)
+{
+    FxStatus st;
+    if ((st = check_product_dtype(node, d, a, "A")) != FX_OK ||
+        (st = check_same_dtype(node, d, a, b, "B")) != FX_OK)
+        return st;
+    if (a->rank != 2 || b->rank != 2)
+        return diag_node_error(d, FX_ERR_SHAPE, node,
+                               "A and B must be matrices, got ranks %d and %d", a->rank, b->rank);
+    s->trans_a = node_attr_int(node, "transA", 0) != 0;
+    s->trans_b = node_attr_int(node, "transB", 0) != 0;
+    s->m = a->dims[s->trans_a ? 1 : 0];
+    s->k = a->dims[s->trans_a ? 0 : 1];
+    int64_t kb = b->dims[s->trans_b ? 1 : 0];
+    s->n = b->dims[s->trans_b ? 0 : 1];
+    if (kb != s->k)
+        return diag_node_error(d, FX_ERR_SHAPE, node,
+                               "inner dimensions differ: op(A) is %lldx%lld, op(B) is %lldx%lld",
+                               (long long)s->m, (long long)s->k, (long long)kb, (long long)s->n);
+    s->c_rows = s->c_cols = 1;
+    if (bias) {
+        if ((st = check_same_dtype(node, d, a, bias, "C")) != FX_OK)
+            return st;
+        if (bias->rank > 2)
+            return diag_node_error(d, FX_ERR_SHAPE, node,
+                                   "C has rank %d; it must broadcast to [%lld, %lld]", bias->rank,
+                                   (long long)s->m, (long long)s->n);
+        s->c_rows = bias->rank == 2 ? bias->dims[0] : 1;
+        s->c_cols = bias->rank >= 1 ? bias->dims[bias->rank - 1] : 1;
+        if ((s->c_rows != 1 && s->c_rows != s->m) || (s->c_cols != 1 && s->c_cols != s->n)) {
+            char buf[128];
+            return diag_node_error(d, FX_ERR_SHAPE, node,
+                                   "C %s does not broadcast to [%lld, %lld]",
+                                   type_format(bias, buf, sizeof buf), (long long)s->m,
+                                   (long long)s->n);
+        }
+    }
+    return FX_OK;
+}
+
+static FxStatus gemm_infer(InferCtx *c)
+{
+    GemmShape s;
+    FxStatus st = gemm_shape(c->node, c->diag, c->in[0], c->in[1], input_type(c, 2), &s);
+    if (st != FX_OK)
+        return st;
+    c->out[0] = (TensorType){.dtype = c->in[0]->dtype, .rank = 2, .dims = {s.m, s.n}};
+    return FX_OK;
+}
+
+static FxStatus gemm_eval(EvalCtx *c)
+{
+    const Tensor *a = c->in[0], *b = c->in[1], *bias = input_value(c, 2);
+    GemmShape s;
+    FxStatus st = gemm_shape(c->node, c->diag, &a->type, &b->type, bias ? &bias->type : NULL, &s);
+    if (st != FX_OK)
+        return st;
+    double alpha = node_attr_float(c->node, "alpha", 1.0f);
+    double beta = node_attr_float(c->node, "beta", 1.0f);
+    if (!bias)
+        beta = 0.0;
+    DType t = a->type.dtype;
+    Tensor *y = c->out[0];
+    int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
+    if (s.m == 0 || s.n == 0)
+        return FX_OK;
+    if (beta != 0.0) {
+        if (t == FXRT_DTYPE_FLOAT32) {
+            fxrt_bias_fill_f32(s.m, s.n, bias->data, s.c_rows, s.c_cols, y->data, s.n);
+        } else {
+            size_t es = fxrt_dtype_size(t);
+            for (int64_t i = 0; i < s.m; i++)
+                for (int64_t j = 0; j < s.n; j++) {
+                    int64_t src = (s.c_rows == 1 ? 0 : i) * s.c_cols + (s.c_cols == 1 ? 0 : j);
+                    memcpy((char *)y->data + (size_t)(i * s.n + j) * es,
+                           (const char *)bias->data + (size_t)src * es, es);
+                }
+        }
+    }
+    if (t == FXRT_DTYPE_FLOAT32)
+        fxrt_gemm_f32(s.trans_a, s.trans_b, s.m, s.n, s.k, (float)alpha, a->data, lda, b->data,
+                      ldb, (float)beta, y->data, s.n);
+    else
+        fxrt_gemm_generic(t, s.trans_a, s.trans_b, s.m, s.n, s.k, alpha, a->data, lda, b->data,
+                          ldb, beta, y->data, s.n);
+    return FX_OK;
+}
+
+static const AttrSpec gemm_attrs[] = {
+    {"alpha", FX_ATTR_FLOAT, "1.0", false},
+    {"beta", FX_ATTR_FLOAT, "1.0", false},
+    {"transA", FX_ATTR_INT, "0", false},
+    {"transB", FX_ATTR_INT, "0", false},
+    {NULL},
+};
+
+const OpDef fx_op_Gemm = {
+    .name = "Gemm",
+    .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .attrs = gemm_attrs,
+    .infer = gemm_infer,
+    .eval = gemm_eval,
+};
+
+/* --- MatMul and the shape rules shared by the quantized products ----------- */
+
+/* Output type of numpy matmul(a, b) (dtype left to the caller) and the
+ * kernel parameters. */
+static FxStatus matmul_shape(InferCtx *c, const TensorType *a, const TensorType *b,
+                             TensorType *out, FxrtMatMulParams *p)
+{
+    if (a->rank < 1 || b->rank < 1)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "MatMul operands must have rank >= 1, got %d and %d", a->rank,
+                               b->rank);
+    if (fxrt_matmul_params_init(p, a->rank, a->dims, b->rank, b->dims) != 0) {
+        char sa[128], sb[128];
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "cannot multiply %s by %s (inner or batch dimensions differ)",
+                               type_format(a, sa, sizeof sa), type_format(b, sb, sizeof sb));
+    }
+    TensorType ba = {.rank = a->rank > 2 ? a->rank - 2 : 0};
+    TensorType bb = {.rank = b->rank > 2 ? b->rank - 2 : 0};
+    memcpy(ba.dims, a->dims, (size_t)ba.rank * sizeof ba.dims[0]);
+    memcpy(bb.dims, b->dims, (size_t)bb.rank * sizeof bb.dims[0]);
+    TensorType r = {0};
+    FxStatus st = infer_broadcast(c, &ba, &bb, &r);
+    if (st != FX_OK)
+        return st;
+    if (a->rank >= 2)
+        r.dims[r.rank++] = a->dims[a->rank - 2];
+    if (b->rank >= 2)
+        r.dims[r.rank++] = b->dims[b->rank - 1];
+    *out = r;
+    return FX_OK;
+}
+
+static FxStatus matmul_infer(InferCtx *c)
+{
+    const TensorType *a = c->in[0], *b = c->in[1];
+    FxStatus st;
+    if ((st = check_product_dtype(c->node, c->diag, a, "A")) != FX_OK ||
+        (st = check_same_dtype(c->node, c->diag, a, b, "B")) != FX_OK)
+        return st;
+    FxrtMatMulParams p;
+    if ((st = matmul_shape(c, a, b, &c->out[0], &p)) != FX_OK)
+        return st;
+    c->out[0].dtype = a->dtype;
+    return FX_OK;
+}
+
+static FxStatus matmul_eval(EvalCtx *c)
+{
+    const Tensor *a = c->in[0], *b = c->in[1];
+    FxrtMatMulParams p;
+    if (fxrt_matmul_params_init(&p, a->type.rank, a->type.dims, b->type.rank, b->type.dims))
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
+    if (tensor_numel(c->out[0]) == 0)
+        return FX_OK;
+    if (a->type.dtype == FXRT_DTYPE_FLOAT32)
+        fxrt_matmul_f32(&p, a->data, b->data, c->out[0]->data);
+    else
+        fxrt_matmul_generic(a->type.dtype, &p, a->data, b->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static const AttrSpec no_attrs[] = {{NULL}};
+
+const OpDef fx_op_MatMul = {
+    .name = "MatMul",
+    .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .attrs = no_attrs,
+    .infer = matmul_infer,
+    .eval = matmul_eval,
+};
+
+/* --- quantization parameters ---------------------------------------------- */
+
+/* A scalar (any rank, one element) or, when per_col > 0, per_col values
+ * along the last axis (all other dims 1). */
+static FxStatus check_qparam(InferCtx *c, int input, const char *what, DType want,
+                             int64_t per_col)
+{
+    const TensorType *t = input_type(c, input);
+    if (!t)
+        return FX_OK;
+    if (t->dtype != want)
+        return diag_node_error(c->diag,
+                               t->dtype == FXRT_DTYPE_FLOAT16 ? FX_ERR_UNSUPPORTED : FX_ERR_INVALID,
+                               c->node, "%s must be %s, not %s", what, dtype_name(want),
+                               dtype_name(t->dtype));
+    int64_t n = type_numel(t);
+    if (n == 1)
+        return FX_OK;
+    bool last_axis = per_col > 0 && t->rank >= 1 && t->dims[t->rank - 1] == per_col &&
+                     n == per_col;
+    if (!last_axis)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "%s has %lld values; only a scalar%s is supported", what,
+                               (long long)n, per_col > 0 ? " or one value per column" : "");
+    return FX_OK;
+}
+
+/* Zero points as int32 (NULL tensor: 0); returns the count. */
+static int64_t read_zero_points(const Tensor *t, int32_t *vals, int64_t max)
+{
+    if (!t) {
+        vals[0] = 0;
+        return 1;
+    }
+    int64_t n = tensor_numel(t);
+    if (n > max)
+        n = max;
+    for (int64_t i = 0; i < n; i++)
+        vals[i] = (int32_t)tensor_get_int(t, i);
+    return n;
+}
+
+/* --- MatMulInteger ---------------------------------------------------------- */
+
+static FxStatus matmul_integer_infer(InferCtx *c)
+{
+    const TensorType *a = c->in[0], *b = c->in[1];
+    FxStatus st;
+    if ((st = check_q8(c, a, "A")) != FX_OK || (st = check_q8(c, b, "B")) != FX_OK)
+        return st;
+    FxrtMatMulParams p;
+    if ((st = matmul_shape(c, a, b, &c->out[0], &p)) != FX_OK)
+        return st;
+    int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if ((st = check_qparam(c, 2, "a_zero_point", a->dtype, 0)) != FX_OK ||
+        (st = check_qparam(c, 3, "b_zero_point", b->dtype, n)) != FX_OK)
+        return st;
+    c->out[0].dtype = FXRT_DTYPE_INT32;
+    return FX_OK;
+}
+
+static FxStatus matmul_integer_eval(EvalCtx *c)
+{
+    const Tensor *a = c->in[0], *b = c->in[1];
+    FxrtMatMulParams p;
+    if (fxrt_matmul_params_init(&p, a->type.rank, a->type.dims, b->type.rank, b->type.dims))
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
+    int32_t azp;
+    read_zero_points(input_value(c, 2), &azp, 1);
+    int32_t *bzp = malloc((size_t)(p.n > 0 ? p.n : 1) * sizeof *bzp);
+    if (!bzp)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    int64_t nb = read_zero_points(input_value(c, 3), bzp, p.n > 0 ? p.n : 1);
+    fxrt_matmul_integer(&p, a->type.dtype, a->data, azp, b->type.dtype, b->data, bzp, nb,
+                        c->out[0]->data);
+    free(bzp);
+    return FX_OK;
+}
+
+const OpDef fx_op_MatMulInteger = {
+    .name = "MatMulInteger",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .attrs = no_attrs,
+    .infer = matmul_integer_infer,
+    .eval = matmul_integer_eval,
+};
+
+/* --- QLinearMatMul ---------------------------------------------------------- */
+
+enum { QMM_A, QMM_A_SCALE, QMM_A_ZP, QMM_B, QMM_B_SCALE, QMM_B_ZP, QMM_Y_SCALE, QMM_Y_ZP };
+
+static FxStatus qlinear_matmul_infer(InferCtx *c)
+{
+    const TensorType *a = c->in[QMM_A], *b = c->in[QMM_B], *yzp = c->in[QMM_Y_ZP];
+    FxStatus st;
+    if ((st = check_q8(c, a, "a")) != FX_OK || (st = check_q8(c, b, "b")) != FX_OK ||
+        (st = check_q8(c, yzp, "y_zero_point")) != FX_OK)
+        return st;
+    FxrtMatMulParams p;
+    if ((st = matmul_shape(c, a, b, &c->out[0], &p)) != FX_OK)
+        return st;
+    int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+    if ((st = check_qparam(c, QMM_A_SCALE, "a_scale", FXRT_DTYPE_FLOAT32, 0)) != FX_OK ||
+        (st = check_qparam(c, QMM_A_ZP, "a_zero_point", a->dtype, 0)) != FX_OK ||
+        (st = check_qparam(c, QMM_B_SCALE, "b_scale", FXRT_DTYPE_FLOAT32, n)) != FX_OK ||
+        (st = check_qparam(c, QMM_B_ZP, "b_zero_point", b->dtype, n)) != FX_OK ||
+        (st = check_qparam(c, QMM_Y_SCALE, "y_scale", FXRT_DTYPE_FLOAT32, 0)) != FX_OK ||
+        (st = check_qparam(c, QMM_Y_ZP, "y_zero_point", yzp->dtype, 0)) != FX_OK)
+        return st;
+    c->out[0].dtype = yzp->dtype;
+    return FX_OK;
+}
+
+static FxStatus qlinear_matmul_eval(EvalCtx *c)
+{
+    const Tensor *a = c->in[QMM_A], *b = c->in[QMM_B];
+    FxrtMatMulParams p;
+    if (fxrt_matmul_params_init(&p, a->type.rank, a->type.dims, b->type.rank, b->type.dims))
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
+    Tensor *y = c->out[0];
+    int64_t total = tensor_numel(y), n = p.n > 0 ? p.n : 1;
+    int32_t *acc = malloc((size_t)(total > 0 ? total : 1) * sizeof *acc);
+    int32_t *bzp = malloc((size_t)n * sizeof *bzp);
+    float *scale = malloc((size_t)n * sizeof *scale);
+    if (!acc || !bzp || !scale) {
+        free(acc);
+        free(bzp);
+        free(scale);
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    }
+    int32_t azp, yzp;
+    read_zero_points(c->in[QMM_A_ZP], &azp, 1);
+    read_zero_points(c->in[QMM_Y_ZP], &yzp, 1);
+    int64_t nb = read_zero_points(c->in[QMM_B_ZP], bzp, n);
+    const float *bs = c->in[QMM_B_SCALE]->data;
+    int64_t ns = tensor_numel(c->in[QMM_B_SCALE]);
+    float as = *(const float *)c->in[QMM_A_SCALE]->data;
+    float ys = *(const float *)c->in[QMM_Y_SCALE]->data;
+    /* float arithmetic in ONNX's order: (a_scale * b_scale) / y_scale */
+    for (int64_t j = 0; j < ns; j++)
+        scale[j] = as * bs[j] / ys;
+    fxrt_matmul_integer(&p, a->type.dtype, a->data, azp, b->type.dtype, b->data, bzp, nb, acc);
+    fxrt_requantize(total / n, n, 1, acc, NULL, scale, ns, yzp, y->type.dtype, y->data);
+    free(acc);
+    free(bzp);
+    free(scale);
+    return FX_OK;
+}
+
+const OpDef fx_op_QLinearMatMul = {
+    .name = "QLinearMatMul",
+    .min_inputs = 8, .max_inputs = 8, .min_outputs = 1, .max_outputs = 1,
+    .attrs = no_attrs,
+    .infer = qlinear_matmul_infer,
+    .eval = qlinear_matmul_eval,
+};

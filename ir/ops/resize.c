@@ -1,0 +1,562 @@
+/*
+ * resize.c - Resize (opsets 10, 11, 13, 18, 19) and Upsample (opsets 7, 9).
+ *
+ * Canonical form is Resize with inputs (X, roi, scales, sizes), any of the
+ * last three omitted, and every attribute filled.  canonicalize rewrites the
+ * older forms into it:
+ *   - Resize-10 (X, scales) gets an omitted roi and the asymmetric
+ *     coordinate mode; its nearest rounding (floor when enlarging, ceil when
+ *     shrinking, the behaviour ONNX Runtime keeps for opset 10) becomes
+ *     nearest_mode floor or ceil, which needs the scales to be constant and
+ *     all on one side of 1.
+ *   - Upsample-7 (scales attribute) and Upsample-9 (scales input) become a
+ *     Resize node with asymmetric coordinates and nearest_mode floor, so
+ *     every later stage sees one op and one kernel.
+ * Modes: nearest (every nearest_mode), linear (any rank; a fast bilinear
+ * kernel when only the last two axes change) and cubic (cubic_coeff_a,
+ * exclude_outside); every coordinate_transformation_mode including
+ * tf_crop_and_resize with its extrapolation_value.  The opset-18 attributes
+ * axes and keep_aspect_ratio_policy are supported; antialias is refused.
+ *
+ * The output shape depends on scales or sizes, so exactly one of them must
+ * be given and be a compile-time constant (roi too, for tf_crop_and_resize);
+ * infer refuses otherwise with FX_ERR_UNSUPPORTED.  Scales must be finite
+ * and positive.  Nearest handles every element type (it only moves
+ * elements); linear and cubic handle float32, float64 and integers (rounded
+ * half to even and saturated, as the ONNX reference does).
+ *
+ * Eval rebuilds the per-axis sampling tables (fxrt_resize_axis_plan) and
+ * calls runtime/fxrt_resize.c; codegen can build the same tables at compile
+ * time.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir.h"
+
+/* Largest output extent accepted before the size checks of shape propagation
+ * (which also bound the total): keeps floor(in * scale) in int64 range. */
+#define RESIZE_MAX_DIM ((double)(1ll << 40))
+
+/* Everything the kernels need, worked out from attributes and inputs. */
+typedef struct ResizeSetup {
+    FxrtResizeConfig cfg;
+    int rank;
+    int64_t in[FX_MAX_RANK], out[FX_MAX_RANK];
+    double scale[FX_MAX_RANK], roi_start[FX_MAX_RANK], roi_end[FX_MAX_RANK];
+    double extrapolation;
+} ResizeSetup;
+
+/* --- attributes ------------------------------------------------------------- */
+
+static FxStatus parse_mode(Diag *d, const Node *n, FxrtResizeMode *out)
+{
+    const char *s = node_attr_string(n, "mode", "nearest");
+    if (strcmp(s, "nearest") == 0)
+        *out = FXRT_RESIZE_NEAREST;
+    else if (strcmp(s, "linear") == 0 || strcmp(s, "bilinear") == 0)
+        *out = FXRT_RESIZE_LINEAR;
+    else if (strcmp(s, "cubic") == 0)
+        *out = FXRT_RESIZE_CUBIC;
+    else
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "mode '%s' is not supported", s);
+    return FX_OK;
+}
+
+static FxStatus parse_coord(Diag *d, const Node *n, FxrtResizeCoord *out)
+{
+    static const struct {
+        const char *name;
+        FxrtResizeCoord value;
+    } modes[] = {
+        {"half_pixel", FXRT_RESIZE_HALF_PIXEL},
+        {"pytorch_half_pixel", FXRT_RESIZE_PYTORCH_HALF_PIXEL},
+        {"align_corners", FXRT_RESIZE_ALIGN_CORNERS},
+        {"asymmetric", FXRT_RESIZE_ASYMMETRIC},
+        {"tf_half_pixel_for_nn", FXRT_RESIZE_TF_HALF_PIXEL_FOR_NN},
+        {"tf_crop_and_resize", FXRT_RESIZE_TF_CROP_AND_RESIZE},
+        {"half_pixel_symmetric", FXRT_RESIZE_HALF_PIXEL_SYMMETRIC},
+    };
+    const char *s = node_attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (strcmp(s, modes[i].name) == 0) {
+            *out = modes[i].value;
+            return FX_OK;
+        }
+    return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                           "coordinate_transformation_mode '%s' is not supported", s);
+}
+
+static FxStatus parse_nearest(Diag *d, const Node *n, FxrtResizeNearest *out)
+{
+    const char *s = node_attr_string(n, "nearest_mode", "round_prefer_floor");
+    if (strcmp(s, "round_prefer_floor") == 0)
+        *out = FXRT_RESIZE_ROUND_PREFER_FLOOR;
+    else if (strcmp(s, "round_prefer_ceil") == 0)
+        *out = FXRT_RESIZE_ROUND_PREFER_CEIL;
+    else if (strcmp(s, "floor") == 0)
+        *out = FXRT_RESIZE_FLOOR;
+    else if (strcmp(s, "ceil") == 0)
+        *out = FXRT_RESIZE_CEIL;
+    else
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "nearest_mode '%s' is not supported", s);
+    return FX_OK;
+}
+
+/* The input axes that scales/sizes/roi describe (opset 18 `axes`), in order. */
+static FxStatus resize_axes(Diag *d, const Node *n, int rank, int *axes, int *naxes)
+{
+    const int64_t *vals;
+    int64_t count = node_attr_ints(n, "axes", &vals);
+    if (count < 0) {
+        for (int i = 0; i < rank; i++)
+            axes[i] = i;
+        *naxes = rank;
+        return FX_OK;
+    }
+    if (count > rank)
+        return diag_node_error(d, FX_ERR_INVALID, n, "axes has %lld entries for rank %d",
+                               (long long)count, rank);
+    uint32_t seen = 0;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t a = vals[i] < 0 ? vals[i] + rank : vals[i];
+        if (a < 0 || a >= rank || (seen & (1u << a)))
+            return diag_node_error(d, FX_ERR_INVALID, n, "axes[%lld] = %lld is invalid",
+                                   (long long)i, (long long)vals[i]);
+        seen |= 1u << a;
+        axes[i] = (int)a;
+    }
+    *naxes = (int)count;
+    return FX_OK;
+}
+
+/* A tensor given with at least one element, else NULL (ONNX marks "not
+ * given" with an empty name or, in opset 11, an empty tensor). */
+static const Tensor *non_empty(const Tensor *t)
+{
+    return t && tensor_numel(t) > 0 ? t : NULL;
+}
+
+/* Works out config, output sizes, scales and roi.  scales/sizes/roi are the
+ * constant inputs (NULL when not given); `upsample` selects Upsample's fixed
+ * coordinate rules. */
+static FxStatus resize_setup(Diag *d, const Node *n, const TensorType *x, const Tensor *roi,
+                             const Tensor *scales, const Tensor *sizes, bool upsample,
+                             ResizeSetup *s)
+{
+    memset(s, 0, sizeof *s);
+    int rank = x->rank, axes[FX_MAX_RANK], naxes;
+    FxStatus st = parse_mode(d, n, &s->cfg.mode);
+    if (st != FX_OK)
+        return st;
+    if (upsample) {
+        s->cfg.coord = FXRT_RESIZE_ASYMMETRIC;
+        s->cfg.nearest = FXRT_RESIZE_FLOOR;
+        if (s->cfg.mode == FXRT_RESIZE_CUBIC)
+            return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "Upsample has no cubic mode");
+    } else if ((st = parse_coord(d, n, &s->cfg.coord)) != FX_OK ||
+               (st = parse_nearest(d, n, &s->cfg.nearest)) != FX_OK) {
+        return st;
+    }
+    s->cfg.cubic_a = node_attr_float(n, "cubic_coeff_a", -0.75f);
+    s->cfg.exclude_outside = node_attr_int(n, "exclude_outside", 0) != 0;
+    s->extrapolation = node_attr_float(n, "extrapolation_value", 0.0f);
+    if (node_attr_int(n, "antialias", 0) != 0)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "antialias is not supported");
+    if (rank == 0)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "cannot resize a scalar");
+    if ((st = resize_axes(d, n, rank, axes, &naxes)) != FX_OK)
+        return st;
+    s->rank = rank;
+    for (int i = 0; i < rank; i++) {
+        s->in[i] = s->out[i] = x->dims[i];
+        s->scale[i] = 1.0;
+        s->roi_start[i] = 0.0;
+        s->roi_end[i] = 1.0;
+    }
+    if (!scales == !sizes)
+        return diag_node_error(d, FX_ERR_INVALID, n,
+                               scales ? "scales and sizes are both given; give one"
+                                      : "neither scales nor sizes is given");
+    const Tensor *given = scales ? scales : sizes;
+    if (tensor_numel(given) != naxes || given->type.rank != 1)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "%s has %lld values for %d axes",
+                               scales ? "scales" : "sizes", (long long)tensor_numel(given),
+                               naxes);
+    if (scales) {
+        if (!fxrt_dtype_is_float(scales->type.dtype) || scales->type.dtype == FXRT_DTYPE_FLOAT16)
+            return diag_node_error(d, FX_ERR_INVALID, n, "scales must be float32");
+        for (int i = 0; i < naxes; i++) {
+            int a = axes[i];
+            double sc = tensor_get_float(scales, i);
+            if (!(sc > 0) || !isfinite(sc))
+                return diag_node_error(d, FX_ERR_INVALID, n, "scale %g of axis %d is not a "
+                                       "positive number", sc, a);
+            double o = floor((double)s->in[a] * sc);
+            if (o > RESIZE_MAX_DIM)
+                return diag_node_error(d, FX_ERR_SHAPE, n, "scale %g makes axis %d too large",
+                                       sc, a);
+            s->scale[a] = sc;
+            s->out[a] = (int64_t)o;
+        }
+    } else {
+        if (sizes->type.dtype != FXRT_DTYPE_INT64)
+            return diag_node_error(d, FX_ERR_INVALID, n, "sizes must be int64");
+        const char *policy = node_attr_string(n, "keep_aspect_ratio_policy", "stretch");
+        bool stretch = strcmp(policy, "stretch") == 0;
+        bool not_larger = strcmp(policy, "not_larger") == 0;
+        if (!stretch && !not_larger && strcmp(policy, "not_smaller") != 0)
+            return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                   "keep_aspect_ratio_policy '%s' is not supported", policy);
+        double common = not_larger ? INFINITY : 0.0;
+        for (int i = 0; i < naxes; i++) {
+            int a = axes[i];
+            int64_t v = tensor_get_int(sizes, i);
+            if (v < 0 || (double)v > RESIZE_MAX_DIM)
+                return diag_node_error(d, FX_ERR_SHAPE, n, "size %lld of axis %d is invalid",
+                                       (long long)v, a);
+            if (s->in[a] == 0 && v != 0)
+                return diag_node_error(d, FX_ERR_SHAPE, n,
+                                       "axis %d is empty and cannot be resized to %lld", a,
+                                       (long long)v);
+            s->out[a] = v;
+            s->scale[a] = s->in[a] ? (double)v / (double)s->in[a] : 1.0;
+            if (not_larger && s->scale[a] < common)
+                common = s->scale[a];
+            if (!stretch && !not_larger && s->scale[a] > common)
+                common = s->scale[a];
+        }
+        if (!stretch)
+            for (int i = 0; i < naxes; i++) {
+                int a = axes[i];
+                s->scale[a] = common;
+                s->out[a] = (int64_t)floor(common * (double)s->in[a] + 0.5);
+            }
+    }
+    for (int a = 0; a < rank; a++)
+        if (s->out[a] > 0 && s->in[a] == 0)
+            return diag_node_error(d, FX_ERR_SHAPE, n, "axis %d is empty", a);
+    if (s->cfg.coord == FXRT_RESIZE_TF_CROP_AND_RESIZE) {
+        if (!roi)
+            return diag_node_error(d, FX_ERR_INVALID, n,
+                                   "tf_crop_and_resize needs the roi input");
+        if (tensor_numel(roi) != 2 * naxes || !fxrt_dtype_is_float(roi->type.dtype) ||
+            roi->type.dtype == FXRT_DTYPE_FLOAT16)
+            return diag_node_error(d, FX_ERR_SHAPE, n,
+                                   "roi must hold %d float values (starts, then ends)",
+                                   2 * naxes);
+        for (int i = 0; i < naxes; i++) {
+            s->roi_start[axes[i]] = tensor_get_float(roi, i);
+            s->roi_end[axes[i]] = tensor_get_float(roi, naxes + i);
+            if (!isfinite(s->roi_start[axes[i]]) || !isfinite(s->roi_end[axes[i]]))
+                return diag_node_error(d, FX_ERR_INVALID, n, "roi is not finite");
+        }
+    }
+    return FX_OK;
+}
+
+static FxStatus check_dtype(Diag *d, const Node *n, const TensorType *x, FxrtResizeMode mode)
+{
+    bool ok;
+    switch (x->dtype) {
+    case FXRT_DTYPE_FLOAT32:
+    case FXRT_DTYPE_FLOAT64:
+    case FXRT_DTYPE_INT8:
+    case FXRT_DTYPE_UINT8:
+    case FXRT_DTYPE_INT16:
+    case FXRT_DTYPE_UINT16:
+    case FXRT_DTYPE_INT32:
+    case FXRT_DTYPE_UINT32:
+    case FXRT_DTYPE_INT64:
+    case FXRT_DTYPE_UINT64: ok = true; break;
+    case FXRT_DTYPE_BOOL: ok = mode == FXRT_RESIZE_NEAREST; break;
+    default: ok = false; break;
+    }
+    if (!ok)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "element type %s is not supported%s",
+                               dtype_name(x->dtype),
+                               mode == FXRT_RESIZE_NEAREST ? "" : " by this mode");
+    return FX_OK;
+}
+
+/* --- shape function and kernel shared by Resize and Upsample -------------------- */
+
+/* Input i as a constant when it is given (non-empty); *missing is set when
+ * it is given but not known at compile time. */
+static const Tensor *const_input(const InferCtx *c, int i, bool *given)
+{
+    const TensorType *t = i < c->num_inputs ? c->in[i] : NULL;
+    *given = t && type_numel(t) > 0;
+    return *given ? c->in_value[i] : NULL;
+}
+
+static FxStatus resize_infer_common(InferCtx *c, int roi_i, int scales_i, int sizes_i,
+                                    bool upsample)
+{
+    const TensorType *x = c->in[0];
+    bool roi_given = false, scales_given = false, sizes_given = false;
+    const Tensor *roi = roi_i >= 0 ? const_input(c, roi_i, &roi_given) : NULL;
+    const Tensor *scales = scales_i >= 0 ? const_input(c, scales_i, &scales_given) : NULL;
+    const Tensor *sizes = sizes_i >= 0 ? const_input(c, sizes_i, &sizes_given) : NULL;
+    static const char *const roles[] = {"X", "roi", "scales", "sizes"};
+    int need[3] = {scales_given && !scales ? scales_i : -1, sizes_given && !sizes ? sizes_i : -1,
+                   -1};
+    if (roi_given && !roi &&
+        strcmp(node_attr_string(c->node, "coordinate_transformation_mode", ""),
+               "tf_crop_and_resize") == 0)
+        need[2] = roi_i;
+    for (int k = 0; k < 3; k++)
+        if (need[k] >= 0)
+            return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                                   "input %s ('%s') must be a compile-time constant: the output "
+                                   "depends on its values", upsample ? "scales" : roles[need[k]],
+                                   c->node->args[need[k]]->name);
+    ResizeSetup s;
+    FxStatus st = resize_setup(c->diag, c->node, x, roi, scales, sizes, upsample, &s);
+    if (st != FX_OK || (st = check_dtype(c->diag, c->node, x, s.cfg.mode)) != FX_OK)
+        return st;
+    c->out[0] = *x;
+    for (int a = 0; a < s.rank; a++)
+        c->out[0].dims[a] = s.out[a];
+    return FX_OK;
+}
+
+static FxStatus resize_eval_common(EvalCtx *c, int roi_i, int scales_i, int sizes_i,
+                                   bool upsample)
+{
+    const Tensor *x = c->in[0];
+    Tensor *y = c->out[0];
+    const Tensor *roi = roi_i >= 0 && roi_i < c->num_inputs ? non_empty(c->in[roi_i]) : NULL;
+    const Tensor *scales =
+        scales_i >= 0 && scales_i < c->num_inputs ? non_empty(c->in[scales_i]) : NULL;
+    const Tensor *sizes = sizes_i >= 0 && sizes_i < c->num_inputs ? non_empty(c->in[sizes_i])
+                                                                  : NULL;
+    ResizeSetup s;
+    FxStatus st = resize_setup(c->diag, c->node, &x->type, roi, scales, sizes, upsample, &s);
+    if (st != FX_OK)
+        return st;
+    if (y->type.dtype != x->type.dtype || y->type.rank != s.rank)
+        return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node, "output disagrees with input");
+    for (int a = 0; a < s.rank; a++)
+        if (y->type.dims[a] != s.out[a])
+            return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node,
+                                   "output disagrees with scales/sizes");
+    if (tensor_numel(y) == 0)
+        return FX_OK;
+
+    int taps = fxrt_resize_taps(s.cfg.mode);
+    FxrtResizeAxis axes[FX_MAX_RANK];
+    void *blocks[3 * FX_MAX_RANK + 1] = {NULL};
+    int nblocks = 0;
+    memset(axes, 0, sizeof axes);
+    for (int a = 0; a < s.rank && st == FX_OK; a++) {
+        int64_t out = s.out[a];
+        int64_t *idx = malloc((size_t)out * (size_t)taps * sizeof *idx);
+        double *w = malloc((size_t)out * (size_t)taps * sizeof *w);
+        uint8_t *outside = malloc((size_t)out);
+        blocks[nblocks++] = idx;
+        blocks[nblocks++] = w;
+        blocks[nblocks++] = outside;
+        if (!idx || !w || !outside) {
+            st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+            break;
+        }
+        int any_outside;
+        int identity = fxrt_resize_axis_plan(&s.cfg, s.in[a], out, s.scale[a], s.roi_start[a],
+                                             s.roi_end[a], idx, w, outside, &any_outside);
+        axes[a] = (FxrtResizeAxis){.in = s.in[a], .out = out, .taps = identity ? 0 : taps,
+                                   .idx = idx, .w = s.cfg.mode == FXRT_RESIZE_NEAREST ? NULL : w,
+                                   .outside = any_outside ? outside : NULL};
+    }
+    if (st == FX_OK) {
+        DType t = x->type.dtype;
+        if (s.cfg.mode == FXRT_RESIZE_NEAREST || t == FXRT_DTYPE_BOOL) {
+            unsigned char e[8] = {0};
+            fxrt_store_f64(t, e, 0, s.extrapolation);
+            fxrt_resize_nearest(fxrt_dtype_size(t), x->data, y->data, s.rank, axes, e);
+        } else {
+            size_t bytes = fxrt_resize_scratch_bytes(t, s.rank, axes);
+            void *scratch = NULL;
+            if (bytes > FX_MAX_TENSOR_BYTES)
+                st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node,
+                                     "intermediate buffers are too large (%zu bytes)", bytes);
+            else if (bytes && !(scratch = blocks[nblocks++] = malloc(bytes)))
+                st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+            else if (!fxrt_resize(t, x->data, y->data, s.rank, axes, s.extrapolation, scratch))
+                st = diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                                     "element type %s is not supported", dtype_name(t));
+        }
+    }
+    for (int i = 0; i < nblocks; i++)
+        free(blocks[i]);
+    return st;
+}
+
+/* --- Resize ------------------------------------------------------------------- */
+
+/* The constant value of argument i at import time, or NULL. */
+static const Tensor *import_const(const Node *n, int i)
+{
+    const Node *a = i < n->num_args ? n->args[i] : NULL;
+    return a && a->opcode == FX_OPCODE_GET_ATTR ? a->value : NULL;
+}
+
+/* Moves the scales argument from position 1 (Resize-10, Upsample-9) to 2,
+ * leaving roi omitted. */
+static void move_scales_to_input2(Node *n)
+{
+    Node *scales = n->args[1];
+    node_set_arg(n, 1, NULL);
+    node_append_arg(n, scales);
+}
+
+static FxStatus resize_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+{
+    (void)g;
+    if (opset >= 11)
+        return FX_OK;
+    /* Resize-10: (X, scales), asymmetric coordinates */
+    if (n->num_args != 2 || !n->args[1])
+        return diag_node_error(d, FX_ERR_INVALID, n, "Resize-10 takes inputs (X, scales)");
+    const char *mode = node_attr_string(n, "mode", "nearest");
+    if (strcmp(mode, "nearest") == 0) {
+        const Tensor *scales = import_const(n, 1);
+        if (!scales)
+            return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                   "Resize-10 nearest needs constant scales (its rounding "
+                                   "depends on them)");
+        bool up = false, down = false;
+        for (int64_t i = 0; i < tensor_numel(scales); i++) {
+            double v = tensor_get_float(scales, i);
+            up |= v > 1.0;
+            down |= v < 1.0;
+        }
+        if (up && down)
+            return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                   "Resize-10 nearest that enlarges some axes and shrinks "
+                                   "others is not supported");
+        if (!node_set_attr_string(n, "nearest_mode", down ? "ceil" : "floor"))
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    }
+    if (!node_set_attr_string(n, "coordinate_transformation_mode", "asymmetric"))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    move_scales_to_input2(n);
+    return FX_OK;
+}
+
+static FxStatus resize_infer(InferCtx *c)
+{
+    return resize_infer_common(c, 1, 2, 3, false);
+}
+
+static FxStatus resize_eval(EvalCtx *c)
+{
+    return resize_eval_common(c, 1, 2, 3, false);
+}
+
+static const AttrSpec resize_attrs[] = {
+    {"antialias", FX_ATTR_INT, "0", false},                /* opset 18 */
+    {"axes", FX_ATTR_INTS, NULL, false},                   /* opset 18 */
+    {"coordinate_transformation_mode", FX_ATTR_STRING, "half_pixel", false}, /* 11 */
+    {"cubic_coeff_a", FX_ATTR_FLOAT, "-0.75", false},      /* 11 */
+    {"exclude_outside", FX_ATTR_INT, "0", false},          /* 11 */
+    {"extrapolation_value", FX_ATTR_FLOAT, "0", false},    /* 11 */
+    {"keep_aspect_ratio_policy", FX_ATTR_STRING, "stretch", false}, /* opset 18 */
+    {"mode", FX_ATTR_STRING, "nearest", false},
+    {"nearest_mode", FX_ATTR_STRING, "round_prefer_floor", false}, /* 11 */
+    {NULL},
+};
+
+const OpDef fx_op_Resize = {
+    .name = "Resize",
+    .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .attrs = resize_attrs,
+    .canonicalize = resize_canonicalize,
+    .infer = resize_infer,
+    .eval = resize_eval,
+};
+
+/* --- Upsample ----------------------------------------------------------------- */
+
+/* Upsample-7 (scales attribute) and -9 (scales input) become Resize. */
+static FxStatus upsample_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+{
+    (void)opset;
+    const float *attr_scales;
+    int64_t count = node_attr_floats(n, "scales", &attr_scales);
+    if (count >= 0) {
+        if (n->num_args != 1)
+            return diag_node_error(d, FX_ERR_INVALID, n,
+                                   "scales is given both as attribute and input");
+        TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 1, .dims = {count}};
+        Tensor *v = tensor_new(&t, d);
+        if (!v)
+            return FX_ERR_NOMEM;
+        if (count)
+            memcpy(v->data, attr_scales, (size_t)count * sizeof *attr_scales);
+        char hint[256];
+        snprintf(hint, sizeof hint, "%s_scales", n->name ? n->name : "node");
+        int before = g->num_nodes;
+        Node *k = graph_create_constant(g, n, hint, v);
+        if (!k) {
+            if (g->num_nodes == before) /* the node adopts the tensor once it exists */
+                tensor_free(v);
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'scales'");
+        }
+        node_append_arg(n, k);
+        node_remove_attr(n, "scales");
+    }
+    if (n->num_args != 2 || !n->args[1])
+        return diag_node_error(d, FX_ERR_INVALID, n, "Upsample needs scales");
+    const Tensor *scales = import_const(n, 1);
+    for (int64_t i = 0; scales && i < tensor_numel(scales); i++)
+        if (tensor_get_float(scales, i) < 1.0)
+            return diag_node_error(d, FX_ERR_INVALID, n, "Upsample scales must be >= 1 (got %g)",
+                                   tensor_get_float(scales, i));
+    const char *mode = node_attr_string(n, "mode", "nearest");
+    const char *resize_mode = strcmp(mode, "nearest") == 0 ? "nearest"
+                              : strcmp(mode, "linear") == 0 || strcmp(mode, "bilinear") == 0
+                                  ? "linear"
+                                  : NULL;
+    if (!resize_mode)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
+    move_scales_to_input2(n);
+    if (!node_set_attr_string(n, "mode", resize_mode) ||
+        !node_set_attr_string(n, "coordinate_transformation_mode", "asymmetric") ||
+        !node_set_attr_string(n, "nearest_mode", "floor"))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    n->op = &fx_op_Resize;
+    n->target = fx_op_Resize.name;
+    return op_apply_attr_specs(&fx_op_Resize, n, d);
+}
+
+/* Only reached by an Upsample node that bypassed canonicalize (built by
+ * hand): the same computation with inputs (X, scales). */
+static FxStatus upsample_infer(InferCtx *c)
+{
+    if (c->num_inputs < 2 || !c->in[1])
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "Upsample needs scales");
+    return resize_infer_common(c, -1, 1, -1, true);
+}
+
+static FxStatus upsample_eval(EvalCtx *c)
+{
+    return resize_eval_common(c, -1, 1, -1, true);
+}
+
+static const AttrSpec upsample_attrs[] = {
+    {"mode", FX_ATTR_STRING, "nearest", false},
+    {"scales", FX_ATTR_FLOATS, NULL, false}, /* opset 7; becomes an input */
+    {NULL},
+};
+
+const OpDef fx_op_Upsample = {
+    .name = "Upsample",
+    .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .attrs = upsample_attrs,
+    .canonicalize = upsample_canonicalize,
+    .infer = upsample_infer,
+    .eval = upsample_eval,
+};

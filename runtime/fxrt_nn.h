@@ -1,0 +1,305 @@
+/*
+ * fxrt_nn.h - neural-network kernels: GEMM and batched matrix products,
+ * convolutions (plain, transposed, integer), pools, normalizations, the
+ * softmax family, quantized matrix products and Einsum's contraction loop.
+ * See fxrt.h for the rules that hold for all of the runtime.
+ *
+ * Layouts are ONNX's: activations NC[D]HW, row-major, contiguous.  Shapes
+ * travel in small parameter structs whose fields are plain integers, so the
+ * generated code can hold them as `static const` initializers computed by
+ * the compiler.  Every kernel trusts its parameters (the compiler's shape
+ * inference has checked them); none allocates: a kernel that needs working
+ * memory takes a scratch pointer whose size a *_scratch_* function reports.
+ *
+ * float32 is the fast path.  The *_f64 and *_generic variants exist so that
+ * the reference interpreter can run every type ONNX allows; they are simple
+ * loops, not tuned.
+ */
+#ifndef FXRT_NN_H
+#define FXRT_NN_H
+
+#include "fxrt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_gemm.c: matrix products                                            */
+/* ------------------------------------------------------------------------- */
+
+/* C = alpha * op(A) * op(B) + beta * C, row-major, BLAS semantics: op(A) is
+ * M x K (A is K x M when trans_a), op(B) is K x N (N x K when trans_b), C is
+ * M x N with row stride ldc.  When beta == 0, C is not read (it may hold
+ * garbage or NaN).  With FXRT_USE_CBLAS this is cblas_sgemm (OpenBLAS);
+ * otherwise a portable cache-blocked loop that accumulates in float. */
+void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc);
+/* The same in double (portable loop, double accumulation). */
+void fxrt_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
+                   double *c, int64_t ldc);
+/* Any other numeric type t (integers accumulate in int64 and wrap like
+ * ONNX; alpha and beta are applied in double and the result is converted
+ * back, saturating).  Float types are routed to the kernels above. */
+void fxrt_gemm_generic(FxrtDType t, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                       double beta, void *c, int64_t ldc);
+
+/* Broadcasts a bias of shape bias_rows x bias_cols (each 1 or m / n,
+ * row-major) into C (m x n, row stride ldc): Gemm's C input before the
+ * product is accumulated with beta. */
+void fxrt_bias_fill_f32(int64_t m, int64_t n, const float *bias, int64_t bias_rows,
+                        int64_t bias_cols, float *c, int64_t ldc);
+
+/* Numpy-style batched matrix product (ONNX MatMul).  The batch dims are the
+ * broadcast of both operands' leading dims; a_strides / b_strides give, per
+ * batch dim, the element stride of that operand (0 where it broadcasts).
+ * Each matrix is contiguous: A is m x k, B is k x n, Y is batch x m x n. */
+typedef struct FxrtMatMulParams {
+    int32_t batch_rank;
+    int64_t batch_dims[FXRT_MAX_RANK];
+    int64_t a_strides[FXRT_MAX_RANK];
+    int64_t b_strides[FXRT_MAX_RANK];
+    int64_t m, n, k;
+} FxrtMatMulParams;
+
+/* Fills p from the operand shapes with ONNX MatMul rules (a 1-D A is a row,
+ * a 1-D B a column).  When B is shared by every batch and A is not
+ * broadcast, the batch is folded into M so that one GEMM does all the work.
+ * Returns 0, or -1 when the shapes do not fit (inner dims or batch dims). */
+int fxrt_matmul_params_init(FxrtMatMulParams *p, int a_rank, const int64_t *a_dims, int b_rank,
+                            const int64_t *b_dims);
+/* The batch walk, for callers that run their own per-matrix kernel: the
+ * number of products and the element offsets of product `index` into A and
+ * B (Y's offset is index * m * n). */
+int64_t fxrt_matmul_batch_count(const FxrtMatMulParams *p);
+void fxrt_matmul_batch_offsets(const FxrtMatMulParams *p, int64_t index, int64_t *a_off,
+                               int64_t *b_off);
+void fxrt_matmul_f32(const FxrtMatMulParams *p, const float *a, const float *b, float *y);
+/* Type-generic matmul (float64 and the integer types). */
+void fxrt_matmul_generic(FxrtDType t, const FxrtMatMulParams *p, const void *a, const void *b,
+                         void *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_conv.c: convolutions                                               */
+/* ------------------------------------------------------------------------- */
+
+#define FXRT_CONV_MAX_SPATIAL 3
+
+/* Shapes of a convolution.  Spatial arrays are right-aligned: a 2-D conv
+ * uses entries 1 and 2 (H, W) and a 1-D conv entry 2 only; unused leading
+ * entries hold size 1, kernel 1, stride 1, dilation 1 and pad 0.  For a
+ * convolution, in_size is X's spatial shape and out_size Y's; for a
+ * transposed convolution the same (in_size is X, out_size is Y).  pad_begin
+ * is the padding before the first element; padding at the end follows from
+ * out_size.  col_tile bounds the im2col scratch: the general path unfolds
+ * at most col_tile output positions at a time (0 = all of them).
+ *
+ * Conv:          X [batch, in_channels, in...], W [out_channels,
+ *                in_channels/groups, kernel...], B [out_channels] or NULL,
+ *                Y [batch, out_channels, out...].
+ * ConvTranspose: W is [in_channels, out_channels/groups, kernel...]. */
+typedef struct FxrtConvParams {
+    int64_t batch, in_channels, out_channels, groups;
+    int64_t in_size[FXRT_CONV_MAX_SPATIAL];
+    int64_t out_size[FXRT_CONV_MAX_SPATIAL];
+    int64_t kernel[FXRT_CONV_MAX_SPATIAL];
+    int64_t stride[FXRT_CONV_MAX_SPATIAL];
+    int64_t dilation[FXRT_CONV_MAX_SPATIAL];
+    int64_t pad_begin[FXRT_CONV_MAX_SPATIAL];
+    int64_t col_tile;
+} FxrtConvParams;
+
+/* The kernel taps k in [*lo, *hi) of a window that lie inside an input of
+ * length `in`, for output position o: tap k reads o * stride - pad +
+ * k * dilation.  Shared by the convolution and pool loops. */
+void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in,
+                       int64_t kernel, int64_t *lo, int64_t *hi);
+
+/* Which algorithm fxrt_conv_f32 uses for p. */
+typedef enum FxrtConvAlgo {
+    FXRT_CONV_ALGO_GEMM_1X1,  /* 1x1 kernel, stride 1, no padding: W x X directly */
+    FXRT_CONV_ALGO_DEPTHWISE, /* groups == in_channels: a direct loop */
+    FXRT_CONV_ALGO_IM2COL     /* everything else: unfold, then GEMM */
+} FxrtConvAlgo;
+FxrtConvAlgo fxrt_conv_algo(const FxrtConvParams *p);
+
+/* Floats of scratch fxrt_conv_f32 needs (0 for the 1x1 and depthwise paths). */
+int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p);
+/* Y = conv(X, W) + B, dispatching on fxrt_conv_algo. */
+void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w, const float *bias,
+                   float *y, float *scratch);
+/* The individual paths, for generated code that knows which one applies. */
+void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
+                       const float *bias, float *y);
+void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
+                             const float *bias, float *y);
+void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *w,
+                          const float *bias, float *y, float *scratch);
+
+/* Transposed convolution: a GEMM per group (W^T x X) into column form, then
+ * a scatter-add (col2im) into Y.  Scratch: (out_channels/groups) * kernel
+ * elements * input positions floats. */
+int64_t fxrt_conv_transpose_scratch_floats(const FxrtConvParams *p);
+void fxrt_conv_transpose_f32(const FxrtConvParams *p, const float *x, const float *w,
+                             const float *bias, float *y, float *scratch);
+
+/* ConvInteger: Y (int32) = conv(X - x_zp, W - w_zp), where padding reads as
+ * x_zp (contributing 0).  x_type and w_type are FXRT_DTYPE_UINT8 or INT8;
+ * w_zp holds 1 (per tensor) or out_channels (per channel) values.  Sums
+ * wrap modulo 2^32 like a 32-bit accumulator.  A direct loop, no scratch. */
+void fxrt_conv_integer(const FxrtConvParams *p, FxrtDType x_type, const void *x, int32_t x_zp,
+                       FxrtDType w_type, const void *w, const int32_t *w_zp,
+                       int64_t w_zp_count, int32_t *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_quant.c: integer matrix products and requantization                */
+/* ------------------------------------------------------------------------- */
+
+/* Y (int32, m x n) = (A - a_zp) x (B - b_zp) for A m x k and B k x n of type
+ * UINT8 or INT8.  a_zp holds 1 or m values (per row), b_zp 1 or n (per
+ * column).  Sums wrap modulo 2^32. */
+void fxrt_gemm_integer(int64_t m, int64_t n, int64_t k, FxrtDType a_type, const void *a,
+                       const int32_t *a_zp, int64_t a_zp_count, FxrtDType b_type,
+                       const void *b, const int32_t *b_zp, int64_t b_zp_count, int32_t *y);
+
+/* Batched MatMulInteger over FxrtMatMulParams: per-tensor a_zp, b_zp with
+ * 1 or n values (per column of B). */
+void fxrt_matmul_integer(const FxrtMatMulParams *p, FxrtDType a_type, const void *a,
+                         int32_t a_zp, FxrtDType b_type, const void *b, const int32_t *b_zp,
+                         int64_t b_zp_count, int32_t *y);
+
+/* y = saturate(rint((acc + bias[c]) * scale[c]) + y_zp) for acc of shape
+ * outer x channels x inner; bias (int32) is NULL or per channel, scale has
+ * 1 or `channels` values, y_type is UINT8 or INT8.  The product is formed in
+ * double from the float scale, as the ONNX reference does, and ties round
+ * to even. */
+void fxrt_requantize(int64_t outer, int64_t channels, int64_t inner, const int32_t *acc,
+                     const int32_t *bias, const float *scale, int64_t scale_count, int32_t y_zp,
+                     FxrtDType y_type, void *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_pool.c: pools                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* Shapes of a pool over `planes` = N * C independent planes.  Spatial arrays
+ * are right-aligned as in FxrtConvParams.  pad_end is the padding after the
+ * last element (it matters for AveragePool's divisor with
+ * count_include_pad).  storage_order is MaxPool's: 0 row-major indices,
+ * 1 column-major.  p is LpPool's norm. */
+typedef struct FxrtPoolParams {
+    int64_t planes;
+    int64_t in_size[FXRT_CONV_MAX_SPATIAL];
+    int64_t out_size[FXRT_CONV_MAX_SPATIAL];
+    int64_t kernel[FXRT_CONV_MAX_SPATIAL];
+    int64_t stride[FXRT_CONV_MAX_SPATIAL];
+    int64_t dilation[FXRT_CONV_MAX_SPATIAL];
+    int64_t pad_begin[FXRT_CONV_MAX_SPATIAL];
+    int64_t pad_end[FXRT_CONV_MAX_SPATIAL];
+    int32_t count_include_pad;
+    int32_t storage_order;
+    float p;
+} FxrtPoolParams;
+
+/* Max over each window, ignoring padding.  indices (may be NULL) receives,
+ * per output, the flat index of the max in X (plane * in_numel + position,
+ * the position row- or column-major per storage_order; first max wins).
+ * A window that covers only padding yields the lowest value and index -1. */
+void fxrt_maxpool_f32(const FxrtPoolParams *p, const float *x, float *y, int64_t *indices);
+void fxrt_maxpool_u8(const FxrtPoolParams *p, const uint8_t *x, uint8_t *y, int64_t *indices);
+void fxrt_maxpool_i8(const FxrtPoolParams *p, const int8_t *x, int8_t *y, int64_t *indices);
+void fxrt_maxpool_f64(const FxrtPoolParams *p, const double *x, double *y, int64_t *indices);
+/* Mean over each window; the divisor counts the taps inside the input, or
+ * with count_include_pad those inside the padded input. */
+void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y);
+/* (sum |x|^p)^(1/p) over each window (padding counts as 0). */
+void fxrt_lppool_f32(const FxrtPoolParams *p, const float *x, float *y);
+
+/* Global pools over planes x size: y[plane] = reduction of x[plane][0..size). */
+void fxrt_global_avgpool_f32(int64_t planes, int64_t size, const float *x, float *y);
+void fxrt_global_maxpool_f32(int64_t planes, int64_t size, const float *x, float *y);
+void fxrt_global_lppool_f32(int64_t planes, int64_t size, float p, const float *x, float *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_norm.c: normalizations                                             */
+/* ------------------------------------------------------------------------- */
+
+/* Inference BatchNormalization over x of shape n x c x inner:
+ * y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c]. */
+void fxrt_batchnorm_f32(int64_t n, int64_t c, int64_t inner, const float *x, const float *scale,
+                        const float *bias, const float *mean, const float *var, float eps,
+                        float *y);
+/* InstanceNormalization: mean and variance per (n, c) over inner. */
+void fxrt_instancenorm_f32(int64_t n, int64_t c, int64_t inner, const float *x,
+                           const float *scale, const float *bias, float eps, float *y);
+/* LayerNormalization over rows x cols (cols = the normalized dims):
+ * y = (x - mean) / sqrt(var + eps) * scale + bias, scale and bias (NULL:
+ * none) of length cols.  mean and inv_std (each NULL or `rows` floats)
+ * receive the statistics. */
+void fxrt_layernorm_f32(int64_t rows, int64_t cols, const float *x, const float *scale,
+                        const float *bias, float eps, float *y, float *mean, float *inv_std);
+/* LRN across channels of n x c x inner:
+ * y = x / (bias + alpha / size * sum of x^2 over the window)^beta, the window
+ * running from c - floor((size-1)/2) to c + ceil((size-1)/2). */
+void fxrt_lrn_f32(int64_t n, int64_t c, int64_t inner, int64_t size, float alpha, float beta,
+                  float bias, const float *x, float *y);
+/* MeanVarianceNormalization: y = (x - mean) / (sqrt(var) + 1e-9) with the
+ * statistics taken over the axes set in axes_mask (bit d = axis d).
+ * scratch: fxrt_mvn_scratch_floats(...) floats (mean and deviation per
+ * kept index). */
+int64_t fxrt_mvn_scratch_floats(int rank, const int64_t *dims, uint32_t axes_mask);
+void fxrt_mvn_f32(int rank, const int64_t *dims, uint32_t axes_mask, const float *x, float *y,
+                  float *scratch);
+/* LpNormalization along the middle axis of outer x len x inner, p 1 or 2:
+ * y = x / ||x||_p (a zero norm gives NaN or inf, as in the ONNX reference). */
+void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const float *x,
+                     float *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_softmax.c: softmax family along the middle axis of outer x len x inner */
+/* ------------------------------------------------------------------------- */
+
+/* Max-subtracted, so exp never overflows; float sums.  ONNX opsets before 13 flatten to 2-D at
+ * the axis: call these with inner = 1 and len = the product of the trailing
+ * dims. */
+void fxrt_softmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+void fxrt_logsoftmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+/* 1 at the first maximum, 0 elsewhere. */
+void fxrt_hardmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+
+/* ------------------------------------------------------------------------- */
+/* fxrt_nn_einsum.c: Einsum's general contraction                             */
+/* ------------------------------------------------------------------------- */
+
+#define FXRT_EINSUM_MAX_OPERANDS 4
+#define FXRT_EINSUM_MAX_LETTERS 24
+
+/* A contraction over letters: the first num_out letters are the output's
+ * axes in order (the output is contiguous), the remaining ones are summed.
+ * strides[k][l] is operand k's element stride for letter l (0 when the
+ * operand lacks the letter or broadcasts it; a letter repeated in one
+ * operand, a diagonal, has the sum of its strides). */
+typedef struct FxrtEinsumParams {
+    int32_t num_operands;
+    int32_t num_out;
+    int32_t num_letters;
+    int64_t sizes[FXRT_EINSUM_MAX_LETTERS];
+    int64_t strides[FXRT_EINSUM_MAX_OPERANDS][FXRT_EINSUM_MAX_LETTERS];
+} FxrtEinsumParams;
+
+/* out[o] = sum over summed letters of prod_k op_k[...]: a plain loop nest,
+ * float accumulation in double.  The compiler sends batched matrix products
+ * to GEMM instead; this is the fallback for diagonals, reductions and the
+ * rest. */
+void fxrt_einsum_f32(const FxrtEinsumParams *p, const float *const *ops, float *out);
+/* Any numeric type: floats accumulate in double, integers in int64. */
+void fxrt_einsum_generic(FxrtDType t, const FxrtEinsumParams *p, const void *const *ops,
+                         void *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

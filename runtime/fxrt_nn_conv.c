@@ -1,0 +1,339 @@
+/*
+ * fxrt_nn_conv.c - convolutions over NC[D]HW tensors.
+ *
+ * Three float paths, chosen by fxrt_conv_algo:
+ *  - a 1x1 kernel with stride 1 and no padding is already a matrix product
+ *    (W[M/g, C/g] x X[C/g, positions]) and goes straight to GEMM;
+ *  - depthwise convolution (one input channel per group) has too little
+ *    reduction for GEMM to pay off, so it runs as a direct loop whose tap
+ *    ranges are clipped once per output position instead of testing every
+ *    tap against the padding;
+ *  - everything else unfolds the input (im2col: one column of C/g * kernel
+ *    taps per output position, padding as zeros), col_tile positions at a
+ *    time, and multiplies with GEMM straight into Y.
+ * Transposed convolution is the adjoint: GEMM with W transposed into column
+ * form, then a scatter-add (col2im) into Y.  The integer convolution is a
+ * direct loop (a reference kernel; the quantized fast paths are future
+ * work).  Every spatial array holds three dims, right-aligned, so 1-D and
+ * 2-D convolutions run through the same loops with unit leading dims.
+ */
+#include <string.h>
+
+#include "fxrt.h"
+
+#define SP FXRT_CONV_MAX_SPATIAL
+
+void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in,
+                       int64_t kernel, int64_t *lo, int64_t *hi)
+{
+    int64_t start = o * stride - pad; /* input position of tap 0 */
+    int64_t l = start < 0 ? (-start + dilation - 1) / dilation : 0;
+    int64_t h = in - start > 0 ? (in - start + dilation - 1) / dilation : 0;
+    if (h > kernel)
+        h = kernel;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+static int64_t spatial_numel(const int64_t *size)
+{
+    int64_t n = 1;
+    for (int i = 0; i < SP; i++)
+        n *= size[i];
+    return n;
+}
+
+FxrtConvAlgo fxrt_conv_algo(const FxrtConvParams *p)
+{
+    int pointwise = 1;
+    for (int i = 0; i < SP; i++)
+        pointwise &= p->kernel[i] == 1 && p->stride[i] == 1 && p->pad_begin[i] == 0 &&
+                     p->out_size[i] == p->in_size[i];
+    if (pointwise)
+        return FXRT_CONV_ALGO_GEMM_1X1;
+    if (p->groups == p->in_channels && p->groups > 1)
+        return FXRT_CONV_ALGO_DEPTHWISE;
+    return FXRT_CONV_ALGO_IM2COL;
+}
+
+/* Output positions unfolded per im2col tile (the whole output if 0). */
+static int64_t conv_tile(const FxrtConvParams *p, int64_t positions)
+{
+    return p->col_tile > 0 && p->col_tile < positions ? p->col_tile : positions;
+}
+
+int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p)
+{
+    if (fxrt_conv_algo(p) != FXRT_CONV_ALGO_IM2COL)
+        return 0;
+    int64_t rows = p->in_channels / p->groups * spatial_numel(p->kernel);
+    return rows * conv_tile(p, spatial_numel(p->out_size));
+}
+
+static void add_bias(int64_t batch, int64_t channels, int64_t positions, const float *bias,
+                     float *y)
+{
+    if (!bias)
+        return;
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t c = 0; c < channels; c++) {
+            float b = bias[c];
+            float *row = y + (n * channels + c) * positions;
+            for (int64_t i = 0; i < positions; i++)
+                row[i] += b;
+        }
+}
+
+void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
+                       const float *bias, float *y)
+{
+    int64_t s = spatial_numel(p->in_size);
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t g = 0; g < p->groups; g++)
+            fxrt_gemm_f32(0, 0, mg, s, cg, 1.0f, w + g * mg * cg, cg,
+                          x + (n * p->in_channels + g * cg) * s, s, 0.0f,
+                          y + (n * p->out_channels + g * mg) * s, s);
+    add_bias(p->batch, p->out_channels, s, bias, y);
+}
+
+void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
+                             const float *bias, float *y)
+{
+    const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
+    int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
+    int64_t mult = p->out_channels / p->groups; /* output channels per input channel */
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t m = 0; m < p->out_channels; m++) {
+            const float *xp = x + (n * p->in_channels + m / mult) * in_n;
+            const float *wp = w + m * k_n;
+            float *yp = y + (n * p->out_channels + m) * out_n;
+            float b = bias ? bias[m] : 0.0f;
+            for (int64_t od = 0; od < os[0]; od++) {
+                int64_t d0, d1;
+                fxrt_window_range(od, p->stride[0], p->pad_begin[0], p->dilation[0], is[0],
+                                  ks[0], &d0, &d1);
+                for (int64_t oh = 0; oh < os[1]; oh++) {
+                    int64_t h0, h1;
+                    fxrt_window_range(oh, p->stride[1], p->pad_begin[1], p->dilation[1], is[1],
+                                      ks[1], &h0, &h1);
+                    for (int64_t ow = 0; ow < os[2]; ow++) {
+                        int64_t w0, w1;
+                        fxrt_window_range(ow, p->stride[2], p->pad_begin[2], p->dilation[2],
+                                          is[2], ks[2], &w0, &w1);
+                        float s = 0.0f;
+                        for (int64_t kd = d0; kd < d1; kd++) {
+                            int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
+                            for (int64_t kh = h0; kh < h1; kh++) {
+                                int64_t ih =
+                                    oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
+                                const float *xrow = xp + (id * is[1] + ih) * is[2];
+                                const float *wrow = wp + (kd * ks[1] + kh) * ks[2];
+                                int64_t iw0 = ow * p->stride[2] - p->pad_begin[2];
+                                for (int64_t kw = w0; kw < w1; kw++)
+                                    s += xrow[iw0 + kw * p->dilation[2]] * wrow[kw];
+                            }
+                        }
+                        yp[(od * os[1] + oh) * os[2] + ow] = s + b;
+                    }
+                }
+            }
+        }
+}
+
+/* Unfolds output positions [q0, q0 + t) of image xg (cg channels) into
+ * cols[cg * kernel taps][t]. */
+static void im2col_tile(const FxrtConvParams *p, const float *xg, int64_t cg, int64_t q0,
+                        int64_t t, float *cols)
+{
+    const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
+    int64_t in_n = spatial_numel(is);
+    float *col = cols;
+    for (int64_t c = 0; c < cg; c++) {
+        const float *xc = xg + c * in_n;
+        for (int64_t kd = 0; kd < ks[0]; kd++)
+            for (int64_t kh = 0; kh < ks[1]; kh++)
+                for (int64_t kw = 0; kw < ks[2]; kw++) {
+                    /* Walk output positions q0.. as (od, oh, ow). */
+                    int64_t ow = q0 % os[2], oh = q0 / os[2] % os[1], od = q0 / os[2] / os[1];
+                    for (int64_t i = 0; i < t; i++) {
+                        int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
+                        int64_t ih = oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
+                        int64_t iw = ow * p->stride[2] - p->pad_begin[2] + kw * p->dilation[2];
+                        col[i] = id >= 0 && id < is[0] && ih >= 0 && ih < is[1] && iw >= 0 &&
+                                         iw < is[2]
+                                     ? xc[(id * is[1] + ih) * is[2] + iw]
+                                     : 0.0f;
+                        if (++ow == os[2]) {
+                            ow = 0;
+                            if (++oh == os[1]) {
+                                oh = 0;
+                                od++;
+                            }
+                        }
+                    }
+                    col += t;
+                }
+    }
+}
+
+void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *w,
+                          const float *bias, float *y, float *scratch)
+{
+    int64_t in_n = spatial_numel(p->in_size), out_n = spatial_numel(p->out_size);
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    int64_t rows = cg * spatial_numel(p->kernel);
+    int64_t tile = conv_tile(p, out_n);
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t g = 0; g < p->groups; g++) {
+            const float *xg = x + (n * p->in_channels + g * cg) * in_n;
+            float *yg = y + (n * p->out_channels + g * mg) * out_n;
+            for (int64_t q0 = 0; q0 < out_n; q0 += tile) {
+                int64_t t = out_n - q0 < tile ? out_n - q0 : tile;
+                im2col_tile(p, xg, cg, q0, t, scratch);
+                fxrt_gemm_f32(0, 0, mg, t, rows, 1.0f, w + g * mg * rows, rows, scratch, t,
+                              0.0f, yg + q0, out_n);
+            }
+        }
+    add_bias(p->batch, p->out_channels, out_n, bias, y);
+}
+
+void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w, const float *bias,
+                   float *y, float *scratch)
+{
+    switch (fxrt_conv_algo(p)) {
+    case FXRT_CONV_ALGO_GEMM_1X1: fxrt_conv_1x1_f32(p, x, w, bias, y); break;
+    case FXRT_CONV_ALGO_DEPTHWISE: fxrt_conv_depthwise_f32(p, x, w, bias, y); break;
+    case FXRT_CONV_ALGO_IM2COL: fxrt_conv_im2col_f32(p, x, w, bias, y, scratch); break;
+    }
+}
+
+/* --- transposed convolution ----------------------------------------------- */
+
+int64_t fxrt_conv_transpose_scratch_floats(const FxrtConvParams *p)
+{
+    int64_t rows = p->out_channels / p->groups * spatial_numel(p->kernel);
+    return rows * conv_tile(p, spatial_numel(p->in_size));
+}
+
+/* Adds cols[mg * kernel taps][t] (input positions q0..q0+t) into yg. */
+static void col2im_tile(const FxrtConvParams *p, const float *cols, int64_t mg, int64_t q0,
+                        int64_t t, float *yg)
+{
+    const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
+    int64_t out_n = spatial_numel(os);
+    const float *col = cols;
+    for (int64_t m = 0; m < mg; m++) {
+        float *ym = yg + m * out_n;
+        for (int64_t kd = 0; kd < ks[0]; kd++)
+            for (int64_t kh = 0; kh < ks[1]; kh++)
+                for (int64_t kw = 0; kw < ks[2]; kw++) {
+                    int64_t iw = q0 % is[2], ih = q0 / is[2] % is[1], id = q0 / is[2] / is[1];
+                    for (int64_t i = 0; i < t; i++) {
+                        int64_t od = id * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
+                        int64_t oh = ih * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
+                        int64_t ow = iw * p->stride[2] - p->pad_begin[2] + kw * p->dilation[2];
+                        if (od >= 0 && od < os[0] && oh >= 0 && oh < os[1] && ow >= 0 &&
+                            ow < os[2])
+                            ym[(od * os[1] + oh) * os[2] + ow] += col[i];
+                        if (++iw == is[2]) {
+                            iw = 0;
+                            if (++ih == is[1]) {
+                                ih = 0;
+                                id++;
+                            }
+                        }
+                    }
+                    col += t;
+                }
+    }
+}
+
+void fxrt_conv_transpose_f32(const FxrtConvParams *p, const float *x, const float *w,
+                             const float *bias, float *y, float *scratch)
+{
+    int64_t in_n = spatial_numel(p->in_size), out_n = spatial_numel(p->out_size);
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    int64_t rows = mg * spatial_numel(p->kernel);
+    int64_t tile = conv_tile(p, in_n);
+    for (int64_t i = 0, total = p->batch * p->out_channels * out_n; i < total; i++)
+        y[i] = 0.0f;
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t g = 0; g < p->groups; g++) {
+            const float *xg = x + (n * p->in_channels + g * cg) * in_n;
+            float *yg = y + (n * p->out_channels + g * mg) * out_n;
+            for (int64_t q0 = 0; q0 < in_n; q0 += tile) {
+                int64_t t = in_n - q0 < tile ? in_n - q0 : tile;
+                /* W_g is [cg, rows]: its transpose times X_g[cg, t]. */
+                fxrt_gemm_f32(1, 0, rows, t, cg, 1.0f, w + g * cg * rows, rows, xg + q0, in_n,
+                              0.0f, scratch, t);
+                col2im_tile(p, scratch, mg, q0, t, yg);
+            }
+        }
+    add_bias(p->batch, p->out_channels, out_n, bias, y);
+}
+
+/* --- integer convolution --------------------------------------------------- */
+
+static int32_t load_q8(FxrtDType t, const void *base, int64_t i)
+{
+    return t == FXRT_DTYPE_UINT8 ? (int32_t)((const uint8_t *)base)[i]
+                                 : (int32_t)((const int8_t *)base)[i];
+}
+
+void fxrt_conv_integer(const FxrtConvParams *p, FxrtDType x_type, const void *x, int32_t x_zp,
+                       FxrtDType w_type, const void *w, const int32_t *w_zp,
+                       int64_t w_zp_count, int32_t *y)
+{
+    const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
+    int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t m = 0; m < p->out_channels; m++) {
+            int64_t g = m / mg;
+            int32_t wz = w_zp[w_zp_count == 1 ? 0 : m];
+            int32_t *yp = y + (n * p->out_channels + m) * out_n;
+            for (int64_t od = 0; od < os[0]; od++) {
+                int64_t d0, d1;
+                fxrt_window_range(od, p->stride[0], p->pad_begin[0], p->dilation[0], is[0],
+                                  ks[0], &d0, &d1);
+                for (int64_t oh = 0; oh < os[1]; oh++) {
+                    int64_t h0, h1;
+                    fxrt_window_range(oh, p->stride[1], p->pad_begin[1], p->dilation[1], is[1],
+                                      ks[1], &h0, &h1);
+                    for (int64_t ow = 0; ow < os[2]; ow++) {
+                        int64_t w0, w1;
+                        fxrt_window_range(ow, p->stride[2], p->pad_begin[2], p->dilation[2],
+                                          is[2], ks[2], &w0, &w1);
+                        /* A 32-bit accumulator that wraps, computed unsigned
+                         * so that the wrap is defined behaviour. */
+                        uint32_t acc = 0;
+                        for (int64_t c = 0; c < cg; c++) {
+                            int64_t xbase = (n * p->in_channels + g * cg + c) * in_n;
+                            int64_t wbase = (m * cg + c) * k_n;
+                            for (int64_t kd = d0; kd < d1; kd++) {
+                                int64_t id =
+                                    od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
+                                for (int64_t kh = h0; kh < h1; kh++) {
+                                    int64_t ih =
+                                        oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
+                                    int64_t xrow = xbase + (id * is[1] + ih) * is[2];
+                                    int64_t wrow = wbase + (kd * ks[1] + kh) * ks[2];
+                                    int64_t iw0 = ow * p->stride[2] - p->pad_begin[2];
+                                    for (int64_t kw = w0; kw < w1; kw++) {
+                                        int32_t xv =
+                                            load_q8(x_type, x, xrow + iw0 + kw * p->dilation[2]);
+                                        int32_t wv = load_q8(w_type, w, wrow + kw);
+                                        acc += (uint32_t)((xv - x_zp) * (wv - wz));
+                                    }
+                                }
+                            }
+                        }
+                        yp[(od * os[1] + oh) * os[2] + ow] = (int32_t)acc;
+                    }
+                }
+            }
+        }
+}

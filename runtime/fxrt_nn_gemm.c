@@ -1,0 +1,285 @@
+/*
+ * fxrt_nn_gemm.c - matrix products: GEMM (OpenBLAS or a portable blocked
+ * loop), its double and integer variants, Gemm's bias broadcast, and ONNX
+ * MatMul's batched, broadcasting product built on GEMM.
+ *
+ * The portable sgemm is written for a small core without a data cache as
+ * much as for a desktop one: it walks C in row blocks and B in panels small
+ * enough to stay in a 32 KiB L1, accumulates in float in C itself, and never
+ * skips a zero multiplier (0 * inf must still make NaN).  cblas_sgemm is used
+ * only when FXRT_USE_CBLAS is defined and every size fits BLAS's int.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "fxrt.h"
+
+#ifdef FXRT_USE_CBLAS
+#include <cblas.h>
+#endif
+
+/* Blocking of the portable loop: a KB x NB panel of B is 32 KiB. */
+enum { GEMM_MB = 32, GEMM_KB = 64, GEMM_NB = 128 };
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* C = beta * C, with beta == 0 writing zeros without reading C. */
+static void gemm_scale_f32(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+{
+    if (beta == 1.0f)
+        return;
+    for (int64_t i = 0; i < m; i++) {
+        float *row = c + i * ldc;
+        if (beta == 0.0f)
+            for (int64_t j = 0; j < n; j++)
+                row[j] = 0.0f;
+        else
+            for (int64_t j = 0; j < n; j++)
+                row[j] *= beta;
+    }
+}
+
+static void gemm_portable_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda, const float *b,
+                              int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    gemm_scale_f32(m, n, beta, c, ldc);
+    if (k == 0)
+        return;
+    for (int64_t i0 = 0; i0 < m; i0 += GEMM_MB) {
+        int64_t i1 = min64(m, i0 + GEMM_MB);
+        for (int64_t p0 = 0; p0 < k; p0 += GEMM_KB) {
+            int64_t p1 = min64(k, p0 + GEMM_KB);
+            for (int64_t j0 = 0; j0 < n; j0 += GEMM_NB) {
+                int64_t j1 = min64(n, j0 + GEMM_NB);
+                if (!trans_b) {
+                    /* Row of C += A(i,p) * row p of B: unit stride in j. */
+                    for (int64_t i = i0; i < i1; i++) {
+                        float *crow = c + i * ldc;
+                        for (int64_t p = p0; p < p1; p++) {
+                            float av = alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]);
+                            const float *brow = b + p * ldb;
+                            for (int64_t j = j0; j < j1; j++)
+                                crow[j] += av * brow[j];
+                        }
+                    }
+                } else {
+                    /* B is N x K: dot products over p, unit stride in B. */
+                    for (int64_t i = i0; i < i1; i++) {
+                        float *crow = c + i * ldc;
+                        for (int64_t j = j0; j < j1; j++) {
+                            const float *bcol = b + j * ldb;
+                            float s = 0.0f;
+                            if (!trans_a) {
+                                const float *arow = a + i * lda;
+                                for (int64_t p = p0; p < p1; p++)
+                                    s += arow[p] * bcol[p];
+                            } else {
+                                for (int64_t p = p0; p < p1; p++)
+                                    s += a[p * lda + i] * bcol[p];
+                            }
+                            crow[j] += alpha * s;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+#ifdef FXRT_USE_CBLAS
+    /* BLAS wants int sizes and leading dimensions >= 1; k == 0 is only a
+     * scaling, which some BLAS builds reject with a printed message. */
+    if (k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
+        ldb <= INT_MAX && ldc <= INT_MAX) {
+        int ilda = (int)(lda > 0 ? lda : 1), ildb = (int)(ldb > 0 ? ldb : 1);
+        int ildc = (int)(ldc > 0 ? ldc : 1);
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, ilda,
+                    b, ildb, beta, c, ildc);
+        return;
+    }
+#endif
+    gemm_portable_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void fxrt_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                   const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
+                   double *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (int64_t p = 0; p < k; p++)
+                s += (trans_a ? a[p * lda + i] : a[i * lda + p]) *
+                     (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+            double *cij = c + i * ldc + j;
+            *cij = alpha * s + (beta == 0.0 ? 0.0 : beta * *cij);
+        }
+}
+
+void fxrt_gemm_generic(FxrtDType t, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                       double alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+                       double beta, void *c, int64_t ldc)
+{
+    if (t == FXRT_DTYPE_FLOAT32) {
+        fxrt_gemm_f32(trans_a, trans_b, m, n, k, (float)alpha, a, lda, b, ldb, (float)beta, c,
+                      ldc);
+        return;
+    }
+    if (t == FXRT_DTYPE_FLOAT64) {
+        fxrt_gemm_f64(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    /* Integers: exact wrapping arithmetic when alpha is 1 and beta 0 or 1
+     * (the only cases integer models use), else through double. */
+    int exact = alpha == 1.0 && (beta == 0.0 || beta == 1.0);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            uint64_t s = 0;
+            for (int64_t p = 0; p < k; p++) {
+                uint64_t av = (uint64_t)fxrt_load_i64(t, a, (size_t)(trans_a ? p * lda + i
+                                                                             : i * lda + p));
+                uint64_t bv = (uint64_t)fxrt_load_i64(t, b, (size_t)(trans_b ? j * ldb + p
+                                                                             : p * ldb + j));
+                s += av * bv;
+            }
+            size_t ci = (size_t)(i * ldc + j);
+            if (exact) {
+                if (beta == 1.0)
+                    s += (uint64_t)fxrt_load_i64(t, c, ci);
+                fxrt_store_i64(t, c, ci, (int64_t)s);
+            } else {
+                double v = alpha * (double)(int64_t)s;
+                if (beta != 0.0)
+                    v += beta * fxrt_load_f64(t, c, ci);
+                fxrt_store_f64(t, c, ci, v);
+            }
+        }
+}
+
+void fxrt_bias_fill_f32(int64_t m, int64_t n, const float *bias, int64_t bias_rows,
+                        int64_t bias_cols, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++) {
+        const float *brow = bias + (bias_rows == 1 ? 0 : i) * bias_cols;
+        float *crow = c + i * ldc;
+        if (bias_cols == 1)
+            for (int64_t j = 0; j < n; j++)
+                crow[j] = brow[0];
+        else
+            memcpy(crow, brow, (size_t)n * sizeof *crow);
+    }
+}
+
+/* --- MatMul --------------------------------------------------------------- */
+
+int fxrt_matmul_params_init(FxrtMatMulParams *p, int a_rank, const int64_t *a_dims, int b_rank,
+                            const int64_t *b_dims)
+{
+    memset(p, 0, sizeof *p);
+    if (a_rank < 1 || b_rank < 1 || a_rank > FXRT_MAX_RANK || b_rank > FXRT_MAX_RANK)
+        return -1;
+    p->m = a_rank == 1 ? 1 : a_dims[a_rank - 2];
+    p->k = a_dims[a_rank - 1];
+    int64_t kb = b_rank == 1 ? b_dims[0] : b_dims[b_rank - 2];
+    p->n = b_rank == 1 ? 1 : b_dims[b_rank - 1];
+    if (kb != p->k)
+        return -1;
+    int abr = a_rank > 2 ? a_rank - 2 : 0, bbr = b_rank > 2 ? b_rank - 2 : 0;
+    int br = abr > bbr ? abr : bbr;
+    int64_t da[FXRT_MAX_RANK], db[FXRT_MAX_RANK];
+    for (int d = 0; d < br; d++) {
+        int ia = d - (br - abr), ib = d - (br - bbr);
+        da[d] = ia >= 0 ? a_dims[ia] : 1;
+        db[d] = ib >= 0 ? b_dims[ib] : 1;
+        if (da[d] != db[d] && da[d] != 1 && db[d] != 1)
+            return -1;
+    }
+    /* Element strides of each operand's batch dims (0 where broadcast),
+     * keeping only dims of size > 1. */
+    int64_t sa = p->m * p->k, sb = p->k * p->n;
+    int64_t stride_a[FXRT_MAX_RANK], stride_b[FXRT_MAX_RANK];
+    for (int d = br - 1; d >= 0; d--) {
+        stride_a[d] = da[d] == 1 ? 0 : sa;
+        stride_b[d] = db[d] == 1 ? 0 : sb;
+        sa *= da[d];
+        sb *= db[d];
+    }
+    int64_t total = 1;
+    int a_full = 1, b_shared = 1;
+    for (int d = 0; d < br; d++) {
+        int64_t size = da[d] > db[d] ? da[d] : db[d];
+        if (da[d] == 0 || db[d] == 0)
+            size = 0;
+        if (size == 1)
+            continue;
+        int r = p->batch_rank++;
+        p->batch_dims[r] = size;
+        p->a_strides[r] = stride_a[d];
+        p->b_strides[r] = stride_b[d];
+        a_full &= stride_a[d] != 0;
+        b_shared &= stride_b[d] == 0;
+        total *= size;
+    }
+    /* A [batch..., m, k] x shared B: the batch is just more rows. */
+    if (p->batch_rank > 0 && a_full && b_shared) {
+        p->m *= total;
+        p->batch_rank = 0;
+    }
+    return 0;
+}
+
+/* Number of matrix products in the batch. */
+int64_t fxrt_matmul_batch_count(const FxrtMatMulParams *p)
+{
+    int64_t total = 1;
+    for (int r = 0; r < p->batch_rank; r++)
+        total *= p->batch_dims[r];
+    return total;
+}
+
+/* Element offsets of batch entry `index` in A and B (the division per
+ * product costs nothing next to the product itself). */
+void fxrt_matmul_batch_offsets(const FxrtMatMulParams *p, int64_t index, int64_t *oa,
+                               int64_t *ob)
+{
+    *oa = *ob = 0;
+    for (int r = p->batch_rank - 1; r >= 0; r--) {
+        int64_t i = index % p->batch_dims[r];
+        index /= p->batch_dims[r];
+        *oa += i * p->a_strides[r];
+        *ob += i * p->b_strides[r];
+    }
+}
+
+void fxrt_matmul_f32(const FxrtMatMulParams *p, const float *a, const float *b, float *y)
+{
+    int64_t count = fxrt_matmul_batch_count(p), mn = p->m * p->n;
+    for (int64_t e = 0; e < count; e++) {
+        int64_t oa, ob;
+        fxrt_matmul_batch_offsets(p, e, &oa, &ob);
+        fxrt_gemm_f32(0, 0, p->m, p->n, p->k, 1.0f, a + oa, p->k, b + ob, p->n, 0.0f,
+                      y + e * mn, p->n);
+    }
+}
+
+void fxrt_matmul_generic(FxrtDType t, const FxrtMatMulParams *p, const void *a, const void *b,
+                         void *y)
+{
+    size_t es = fxrt_dtype_size(t);
+    int64_t count = fxrt_matmul_batch_count(p), mn = p->m * p->n;
+    for (int64_t e = 0; e < count; e++) {
+        int64_t oa, ob;
+        fxrt_matmul_batch_offsets(p, e, &oa, &ob);
+        fxrt_gemm_generic(t, 0, 0, p->m, p->n, p->k, 1.0, (const char *)a + (size_t)oa * es,
+                          p->k, (const char *)b + (size_t)ob * es, p->n, 0.0,
+                          (char *)y + (size_t)(e * mn) * es, p->n);
+    }
+}

@@ -1,0 +1,202 @@
+/*
+ * fxrt_nn_norm.c - normalizations: inference BatchNormalization,
+ * InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization
+ * and LpNormalization, float32 over raw pointers.
+ *
+ * Statistics are computed in two passes (the mean, then the mean of squared
+ * deviations) rather than as E[x^2] - E[x]^2: the one-pass formula cancels
+ * catastrophically when the mean is large next to the spread.  Sums are
+ * float, taken relative to the row's first element, which keeps them
+ * accurate for offset data and cheap on cores whose FPU has no double.
+ */
+#include <math.h>
+
+#include "fxrt.h"
+
+void fxrt_batchnorm_f32(int64_t n, int64_t c, int64_t inner, const float *x, const float *scale,
+                        const float *bias, const float *mean, const float *var, float eps,
+                        float *y)
+{
+    for (int64_t ch = 0; ch < c; ch++) {
+        /* y = x * a + b with the per-channel constants folded once. */
+        float a = scale[ch] / sqrtf(var[ch] + eps);
+        float b = bias[ch] - mean[ch] * a;
+        for (int64_t i = 0; i < n; i++) {
+            const float *xp = x + (i * c + ch) * inner;
+            float *yp = y + (i * c + ch) * inner;
+            for (int64_t j = 0; j < inner; j++)
+                yp[j] = xp[j] * a + b;
+        }
+    }
+}
+
+/* Mean and population variance of v[0..len).  The sum is taken relative to
+ * v[0]: data far from zero (an offset of 1000 over a spread of 1) would
+ * otherwise lose the spread to float rounding in the running sum. */
+static void row_stats(const float *v, int64_t len, float *mean, float *var)
+{
+    if (len <= 0) {
+        *mean = *var = 0.0f;
+        return;
+    }
+    float pivot = v[0], s = 0.0f;
+    for (int64_t i = 0; i < len; i++)
+        s += v[i] - pivot;
+    float m = pivot + s / (float)len;
+    float q = 0.0f;
+    for (int64_t i = 0; i < len; i++) {
+        float d = v[i] - m;
+        q += d * d;
+    }
+    *mean = m;
+    *var = q / (float)len;
+}
+
+void fxrt_instancenorm_f32(int64_t n, int64_t c, int64_t inner, const float *x,
+                           const float *scale, const float *bias, float eps, float *y)
+{
+    for (int64_t i = 0; i < n * c; i++) {
+        const float *xp = x + i * inner;
+        float *yp = y + i * inner;
+        float m, v;
+        row_stats(xp, inner, &m, &v);
+        float a = scale[i % c] / sqrtf(v + eps);
+        float b = bias[i % c];
+        for (int64_t j = 0; j < inner; j++)
+            yp[j] = (xp[j] - m) * a + b;
+    }
+}
+
+void fxrt_layernorm_f32(int64_t rows, int64_t cols, const float *x, const float *scale,
+                        const float *bias, float eps, float *y, float *mean, float *inv_std)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xp = x + r * cols;
+        float *yp = y + r * cols;
+        float m, v;
+        row_stats(xp, cols, &m, &v);
+        float inv = 1.0f / sqrtf(v + eps);
+        for (int64_t j = 0; j < cols; j++) {
+            float t = (xp[j] - m) * inv;
+            if (scale)
+                t *= scale[j];
+            if (bias)
+                t += bias[j];
+            yp[j] = t;
+        }
+        if (mean)
+            mean[r] = m;
+        if (inv_std)
+            inv_std[r] = inv;
+    }
+}
+
+void fxrt_lrn_f32(int64_t n, int64_t c, int64_t inner, int64_t size, float alpha, float beta,
+                  float bias, const float *x, float *y)
+{
+    int64_t before = (size - 1) / 2, after = size - 1 - before;
+    float k = alpha / (float)size;
+    for (int64_t b = 0; b < n; b++) {
+        const float *xb = x + b * c * inner;
+        float *yb = y + b * c * inner;
+        for (int64_t ch = 0; ch < c; ch++) {
+            int64_t c0 = ch - before < 0 ? 0 : ch - before;
+            int64_t c1 = ch + after >= c ? c - 1 : ch + after;
+            for (int64_t j = 0; j < inner; j++) {
+                float s = 0.0f;
+                for (int64_t cc = c0; cc <= c1; cc++) {
+                    float v = xb[cc * inner + j];
+                    s += v * v;
+                }
+                float base = bias + k * s;
+                /* beta is 0.75 in nearly every model; powf is exact enough */
+                yb[ch * inner + j] = xb[ch * inner + j] / powf(base, beta);
+            }
+        }
+    }
+}
+
+/* --- MeanVarianceNormalization ---------------------------------------------- */
+
+int64_t fxrt_mvn_scratch_floats(int rank, const int64_t *dims, uint32_t axes_mask)
+{
+    int64_t kept = 1;
+    for (int d = 0; d < rank; d++)
+        if (!(axes_mask >> d & 1u))
+            kept *= dims[d];
+    return 2 * kept;
+}
+
+/* Strides of the statistics table: kept dims only, row-major. */
+static void mvn_stat_strides(int rank, const int64_t *dims, uint32_t axes_mask,
+                             int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = (axes_mask >> d & 1u) ? 0 : s;
+        if (!(axes_mask >> d & 1u))
+            s *= dims[d];
+    }
+}
+
+/* Runs BODY for every element e of x in order, with st the index of its
+ * statistics (uses the caller's rank, dims, strides and total). */
+#define MVN_WALK(BODY)                                                          \
+    do {                                                                        \
+        int64_t idx_[FXRT_MAX_RANK] = {0}, st = 0;                              \
+        for (int64_t e = 0; e < total; e++) {                                   \
+            BODY;                                                               \
+            for (int d = rank - 1; d >= 0; d--) {                               \
+                st += strides[d];                                               \
+                if (++idx_[d] < dims[d])                                        \
+                    break;                                                      \
+                st -= strides[d] * dims[d];                                     \
+                idx_[d] = 0;                                                    \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+
+void fxrt_mvn_f32(int rank, const int64_t *dims, uint32_t axes_mask, const float *x, float *y,
+                  float *scratch)
+{
+    int64_t strides[FXRT_MAX_RANK], total = 1, kept = 1, count = 1;
+    mvn_stat_strides(rank, dims, axes_mask, strides);
+    for (int d = 0; d < rank; d++) {
+        total *= dims[d];
+        if (axes_mask >> d & 1u)
+            count *= dims[d];
+        else
+            kept *= dims[d];
+    }
+    float *mean = scratch, *var = scratch + kept;
+    for (int64_t i = 0; i < 2 * kept; i++)
+        scratch[i] = 0.0f;
+    MVN_WALK(mean[st] += x[e]);
+    for (int64_t i = 0; i < kept; i++)
+        mean[i] /= (float)count;
+    MVN_WALK({
+        float dv = x[e] - mean[st];
+        var[st] += dv * dv;
+    });
+    for (int64_t i = 0; i < kept; i++)
+        var[i] = sqrtf(var[i] / (float)count) + 1e-9f; /* the ONNX function's epsilon */
+    MVN_WALK(y[e] = (x[e] - mean[st]) / var[st]);
+}
+
+void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const float *x,
+                     float *y)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xp = x + o * len * inner + i;
+            float *yp = y + o * len * inner + i;
+            float s = 0.0f;
+            for (int64_t l = 0; l < len; l++) {
+                float v = xp[l * inner];
+                s += p == 1 ? fabsf(v) : v * v;
+            }
+            float norm = p == 1 ? s : sqrtf(s);
+            for (int64_t l = 0; l < len; l++)
+                yp[l * inner] = xp[l * inner] / norm;
+        }
+}

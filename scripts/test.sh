@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds fxcc and runs every test: the unit tests, the ONNX backend
+# conformance suite and the malformed-input regressions, first in a normal
+# build, then again under AddressSanitizer + UndefinedBehaviorSanitizer, then a
+# short smoke run of each fuzzer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFXCC_SANITIZE=ON > /dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure
+
+if command -v clang > /dev/null; then
+  CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFXCC_FUZZ=ON > /dev/null
+  cmake --build build-fuzz -j"$jobs" --target fuzz_onnx_load fuzz_tensor_file
+  scripts/fuzz_smoke.sh build-fuzz "${FXCC_FUZZ_SECONDS:-30}"
+fi
