@@ -13,8 +13,13 @@
 
 #include "../ir/ir.h"
 
-/* Newest default-domain opset this build accepts, and the oldest. */
-#define FX_MIN_OPSET 7
+/* Oldest default-domain opset accepted.  Ops whose pre-7 form differs from
+ * the later one differ in attributes (consumed_inputs, broadcast, is_test,
+ * Cast's string `to`), which the attribute check refuses by name; the others
+ * (Elu, Not, GlobalAveragePool...) mean the same at every opset. */
+#define FX_MIN_OPSET 1
+/* Newest IR version read (ONNX 1.17). */
+#define FX_MAX_IR_VERSION 11
 int onnx_max_opset(void);
 
 typedef struct OnnxLoadOptions {

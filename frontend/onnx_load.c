@@ -687,6 +687,11 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
     }
     if (nout < (size_t)op->min_outputs)
         nout = (size_t)op->min_outputs;
+    if (nout > (1u << 20)) {
+        free(args);
+        return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "too many outputs (%zu)",
+                                nout);
+    }
     for (size_t j = 0; j < nout; j++)
         if (*np->output[j] && strmap_get(&L->values, np->output[j])) {
             free(args);
@@ -815,10 +820,13 @@ static FxStatus check_versions(const Onnx__ModelProto *mp, int *opset, Diag *d)
         return diag_error(d, FX_ERR_UNSUPPORTED,
                           "IR version %lld is too old: fxcc reads IR 3 (ONNX 1.2) and newer",
                           (long long)mp->ir_version);
-    if (mp->ir_version > ONNX__VERSION__IR_VERSION)
+    /* Newer IR versions only add fields, which protobuf-c skips; what the
+     * model means is bounded by its opset, checked below.  Current exporters
+     * write IR 9-11, so refusing them would refuse most models. */
+    if (mp->ir_version > FX_MAX_IR_VERSION)
         return diag_error(d, FX_ERR_UNSUPPORTED,
-                          "IR version %lld is newer than this build's ONNX schema (IR %d)",
-                          (long long)mp->ir_version, (int)ONNX__VERSION__IR_VERSION);
+                          "IR version %lld is newer than the %d fxcc reads",
+                          (long long)mp->ir_version, FX_MAX_IR_VERSION);
     bool found = false;
     int64_t version = 0;
     for (size_t i = 0; i < mp->n_opset_import; i++) {

@@ -356,6 +356,32 @@ typedef struct EvalCtx {
     Diag *diag;
 } EvalCtx;
 
+/* Which runtime the generated code links: host (GEMM through OpenBLAS) or
+ * portable (pure C99, for microcontrollers). */
+typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE } FxTarget;
+
+/* What an op's emitter sees.  Buffers are C expressions of typed pointers
+ * (e.g. `t_conv1`, `(const float *)inputs[0]`, `NAME_w_fc1_weight`), already
+ * declared by the code generator; the emitter writes the statements of the
+ * node's block with c->line, calling fxrt_ kernels.  An output may be the
+ * same buffer as an input of the same type when the op is elementwise (the
+ * planner's in-place reuse), so elementwise kernels must tolerate y == x. */
+typedef struct EmitCtx EmitCtx;
+struct EmitCtx {
+    const Node *node;
+    int num_inputs;
+    const char *const *in;         /* NULL entries: omitted inputs */
+    const Tensor *const *in_value; /* compile-time values (weights, folded shapes) or NULL */
+    int num_outputs;
+    const char *const *out;
+    const char *scratch; /* `void *` to op->scratch_bytes(node) bytes, 64-aligned, or NULL */
+    FxTarget target;
+    Diag *diag;
+    /* One line of C in the node's block; indentation is added. */
+    void (*line)(EmitCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+    void *impl; /* the code generator's state */
+};
+
 enum {
     FX_OPF_ELEMENTWISE = 1u << 0, /* output[i] depends on input[i] (with broadcasting) */
     FX_OPF_COMMUTATIVE = 1u << 1, /* binary op whose operands may swap */
@@ -382,6 +408,11 @@ struct OpDef {
     FxStatus (*canonicalize)(Graph *g, Node *n, int opset, Diag *d);
     FxStatus (*infer)(InferCtx *c);
     FxStatus (*eval)(EvalCtx *c);
+    /* Bytes of scratch the emitted code of node n needs (NULL: none). */
+    size_t (*scratch_bytes)(const Node *n);
+    /* Writes node n's C statements (NULL: not supported by the code
+     * generator yet, which refuses the model naming the op). */
+    FxStatus (*emit)(EmitCtx *c);
 };
 
 typedef enum OpKind {
@@ -412,6 +443,21 @@ FxStatus infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
 /* Reads an integer constant input as a list; fails naming the node when the
  * input is not a compile-time constant (data-dependent shape). */
 FxStatus infer_const_ints(InferCtx *c, int input, int64_t *vals, int64_t max, int64_t *count);
+
+/* ------------------------------------------------------------------------- */
+/* Helpers for emitters (emit.c): built on EmitCtx.line only                   */
+/* ------------------------------------------------------------------------- */
+
+/* "float", "int64_t", "uint8_t" (bool), ... */
+const char *c_type_name(DType t);
+/* "FXRT_DTYPE_FLOAT32", ... */
+const char *c_dtype_enum(DType t);
+/* Writes `static const int64_t NAME[] = {v0, v1, ...};` (a zero-length list
+ * becomes {0} so that the array is valid C). */
+void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count);
+void emit_float_array(EmitCtx *c, const char *name, const float *v, int64_t count);
+/* A float as a C99 literal that round-trips exactly ("1.5f", "-INFINITY", "NAN"). */
+char *c_float_literal(float v, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------- */
 /* Printers (print.c)                                                         */

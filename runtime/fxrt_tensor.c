@@ -409,8 +409,10 @@ void fxrt_pad(size_t es, int rank, const int64_t *in_dims, const int64_t *pads,
 
     int last = rank - 1;
     int64_t n = in_dims[last], no = odims[last], pb = pads[last];
-    /* The part of an output row that maps straight onto the input row. */
-    int64_t mid0 = pb < 0 ? 0 : pb;
+    /* The part [mid0, mid1) of an output row that maps straight onto the
+     * input row; both ends are clamped to the row, because a begin pad can
+     * exceed the row that a negative end pad cropped. */
+    int64_t mid0 = pb < 0 ? 0 : pb > no ? no : pb;
     int64_t mid1 = pb + n < no ? pb + n : no;
     if (mid1 < mid0)
         mid1 = mid0;

@@ -366,7 +366,8 @@ static FxStatus split_infer(InferCtx *c)
             if (split[i] < 0 || split[i] > dim)
                 st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "split[%d] = %lld is "
                                      "invalid", i, (long long)split[i]);
-            sum += split[i];
+            else
+                sum += split[i]; /* each part <= dim: the sum stays far from overflow */
         }
         if (st == FX_OK && sum != dim)
             st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node,

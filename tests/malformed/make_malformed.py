@@ -133,7 +133,7 @@ def main():
           field(8, b"\x0a\x00\x10\x0d"))
 
     # --- versions ----------------------------------------------------------
-    write("opset_3.onnx", relu_model(opset=3))
+    write("opset_0.onnx", relu_model(opset=0))
     write("opset_99.onnx", relu_model(opset=99))
     write("ir_version_2.onnx", relu_model(ir_version=2))
     write("ir_version_99.onnx", relu_model(ir_version=99))

@@ -1,0 +1,124 @@
+/*
+ * emit.c - small helpers for the op emitters: C type names and constant
+ * arrays written through EmitCtx.line.  Nothing here knows about the arena or
+ * the file layout; that is codegen/'s business.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+const char *c_type_name(DType t)
+{
+    switch (t) {
+    case FXRT_DTYPE_FLOAT32: return "float";
+    case FXRT_DTYPE_FLOAT64: return "double";
+    case FXRT_DTYPE_INT8: return "int8_t";
+    case FXRT_DTYPE_UINT8: return "uint8_t";
+    case FXRT_DTYPE_INT16: return "int16_t";
+    case FXRT_DTYPE_UINT16: return "uint16_t";
+    case FXRT_DTYPE_INT32: return "int32_t";
+    case FXRT_DTYPE_UINT32: return "uint32_t";
+    case FXRT_DTYPE_INT64: return "int64_t";
+    case FXRT_DTYPE_UINT64: return "uint64_t";
+    case FXRT_DTYPE_BOOL: return "uint8_t";
+    default: return "void";
+    }
+}
+
+const char *c_dtype_enum(DType t)
+{
+    switch (t) {
+    case FXRT_DTYPE_FLOAT32: return "FXRT_DTYPE_FLOAT32";
+    case FXRT_DTYPE_FLOAT64: return "FXRT_DTYPE_FLOAT64";
+    case FXRT_DTYPE_INT8: return "FXRT_DTYPE_INT8";
+    case FXRT_DTYPE_UINT8: return "FXRT_DTYPE_UINT8";
+    case FXRT_DTYPE_INT16: return "FXRT_DTYPE_INT16";
+    case FXRT_DTYPE_UINT16: return "FXRT_DTYPE_UINT16";
+    case FXRT_DTYPE_INT32: return "FXRT_DTYPE_INT32";
+    case FXRT_DTYPE_UINT32: return "FXRT_DTYPE_UINT32";
+    case FXRT_DTYPE_INT64: return "FXRT_DTYPE_INT64";
+    case FXRT_DTYPE_UINT64: return "FXRT_DTYPE_UINT64";
+    case FXRT_DTYPE_BOOL: return "FXRT_DTYPE_BOOL";
+    default: return "FXRT_DTYPE_UNDEFINED";
+    }
+}
+
+char *c_float_literal(float v, char *buf, size_t cap)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "NAN");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "INFINITY" : "-INFINITY");
+    else if (v == 0)
+        snprintf(buf, cap, signbit(v) ? "-0.0f" : "0.0f");
+    else {
+        /* %.9g round-trips every float; force a '.' or exponent so the f suffix is valid */
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%.9g", (double)v);
+        if (!strpbrk(tmp, ".e"))
+            strcat(tmp, ".0");
+        snprintf(buf, cap, "%sf", tmp);
+    }
+    return buf;
+}
+
+/* INT64_MIN has no literal in C: -9223372036854775808 is minus an
+ * out-of-range constant. */
+static void int64_literal(int64_t v, char *buf, size_t cap)
+{
+    if (v == INT64_MIN)
+        snprintf(buf, cap, "INT64_MIN");
+    else
+        snprintf(buf, cap, "%lld", (long long)v);
+}
+
+/* Writes a constant array in lines of at most 8 values. */
+static void emit_array(EmitCtx *c, const char *ctype, const char *name, int64_t count,
+                       const int64_t *iv, const float *fv)
+{
+    if (count == 0) {
+        c->line(c, "static const %s %s[1] = {0};", ctype, name);
+        return;
+    }
+    if (count <= 8) {
+        char buf[8 * 40 + 64];
+        size_t len = 0;
+        for (int64_t i = 0; i < count; i++) {
+            char lit[48];
+            if (iv)
+                int64_literal(iv[i], lit, sizeof lit);
+            else
+                c_float_literal(fv[i], lit, sizeof lit);
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", lit);
+        }
+        c->line(c, "static const %s %s[%lld] = {%s};", ctype, name, (long long)count, buf);
+        return;
+    }
+    c->line(c, "static const %s %s[%lld] = {", ctype, name, (long long)count);
+    for (int64_t i = 0; i < count; i += 8) {
+        char buf[8 * 40 + 8];
+        size_t len = 0;
+        for (int64_t j = i; j < count && j < i + 8; j++) {
+            char lit[48];
+            if (iv)
+                int64_literal(iv[j], lit, sizeof lit);
+            else
+                c_float_literal(fv[j], lit, sizeof lit);
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s,", lit);
+        }
+        c->line(c, "    %s", buf);
+    }
+    c->line(c, "};");
+}
+
+void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count)
+{
+    emit_array(c, "int64_t", name, count, v, NULL);
+}
+
+void emit_float_array(EmitCtx *c, const char *name, const float *v, int64_t count)
+{
+    emit_array(c, "float", name, count, NULL, v);
+}
