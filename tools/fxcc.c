@@ -5,11 +5,15 @@
  * a bad command line), and a command that writes files writes none of them
  * unless everything before succeeded.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include <time.h>
+
+#include "codegen/codegen.h"
 #include "frontend/frontend.h"
 
 enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
@@ -219,6 +223,8 @@ static const char run_help[] =
     "DIR unless the whole run succeeded.\n"
     "\n"
     "  -o DIR              output folder (created if missing)\n"
+    "  --repeat N          then run N more times and print ms_per_run=X (the median)\n"
+    "                      on stderr\n"
     "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable)\n"
     "  --const NAME=FILE   input NAME becomes a constant holding FILE; it is then\n"
     "                      not given among the INPUTs (repeatable)\n"
@@ -236,12 +242,51 @@ static FxStatus ensure_dir(const char *dir, Diag *d)
     return FX_OK;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Times `repeat` interpreter runs and prints the median, the figure bench/
+ * compares with the generated code's. */
+static FxStatus time_runs(const Graph *g, Tensor **inputs, int num_inputs, int num_outputs,
+                          long repeat, Diag *d)
+{
+    double *ms = calloc((size_t)repeat, sizeof *ms);
+    Tensor **outs = calloc((size_t)num_outputs + 1, sizeof *outs);
+    FxStatus st = ms && outs ? FX_OK : diag_error(d, FX_ERR_NOMEM, "out of memory");
+    for (long r = 0; r < repeat && st == FX_OK; r++) {
+        double t0 = now_ms();
+        st = interp_run(g, (const Tensor *const *)inputs, num_inputs, outs, num_outputs, NULL,
+                        NULL, d);
+        ms[r] = now_ms() - t0;
+        for (int k = 0; k < num_outputs; k++)
+            tensor_free(outs[k]);
+    }
+    if (st == FX_OK) {
+        qsort(ms, (size_t)repeat, sizeof *ms, compare_doubles);
+        fprintf(stderr, "ms_per_run=%.4f\n", ms[repeat / 2]);
+    }
+    free(ms);
+    free(outs);
+    return st;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     CommonArgs c = {0};
     const char *model = NULL, *out_dir = NULL;
     const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
     int num_inputs = 0;
+    long repeat = 0;
     Diag d;
     diag_init(&d);
     if (!input_paths)
@@ -265,6 +310,14 @@ static int cmd_run(int argc, char **argv)
                 return usage_error("run", "%s needs a folder", "-o");
             }
             out_dir = argv[++i];
+        } else if (strcmp(argv[i], "--repeat") == 0) {
+            char *end = NULL;
+            repeat = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
+            if (!end || *end || repeat < 1 || repeat > 1000000) {
+                free(input_paths);
+                return usage_error("run", "--repeat needs a count from 1 to 1000000, not '%s'",
+                                   argv[i]);
+            }
         } else if (argv[i][0] == '-' && argv[i][1]) {
             free(input_paths);
             return usage_error("run", "unknown option '%s'", argv[i]);
@@ -308,6 +361,8 @@ static int cmd_run(int argc, char **argv)
     if (interp_run(g, (const Tensor *const *)inputs, num_inputs, outputs, num_outputs, NULL,
                    NULL, &d) != FX_OK)
         goto done;
+    if (repeat > 0 && time_runs(g, inputs, num_inputs, num_outputs, repeat, &d) != FX_OK)
+        goto done;
     /* Serialize everything before touching DIR, so a failure leaves it as it was. */
     for (int k = 0; k < num_outputs; k++)
         if (npy_write_buffer(outputs[k], &blobs[k], &blob_lens[k], &d) != FX_OK)
@@ -340,6 +395,231 @@ done:
     return rc;
 }
 
+/* --- compile ------------------------------------------------------------- */
+
+static const char compile_help[] =
+    "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable]\n"
+    "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
+    "\n"
+    "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
+    "shapes and types, the entry point NAME_run), NAME.c (one block per node), NAME_weights.c\n"
+    "when the weights are large, CMakeLists.txt, NAME.mk (a Makefile fragment) and fxrt/, the\n"
+    "runtime sources.  Nothing in DIR changes unless everything succeeded.\n"
+    "\n"
+    "  --name NAME         C prefix of every generated symbol (default: the model's file name)\n"
+    "  --target host       GEMM through OpenBLAS (default)\n"
+    "  --target portable   pure C99, no OpenBLAS: builds for a microcontroller\n"
+    "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
+    "                      writes DIR/output_K.npy and times runs with --repeat N\n"
+    "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
+    "  --shape, --const    as for `fxcc inspect`\n";
+
+static void default_name(const char *model, char *buf, size_t cap)
+{
+    const char *base = strrchr(model, '/');
+    base = base ? base + 1 : model;
+    size_t n = 0;
+    for (const char *p = base; *p && *p != '.' && n + 1 < cap && n < 60; p++)
+        buf[n++] = (isalnum((unsigned char)*p) || *p == '_') ? *p : '_';
+    buf[n] = '\0';
+    if (n == 0 || isdigit((unsigned char)buf[0]))
+        snprintf(buf, cap, "model");
+}
+
+static int parse_target(const char *cmd, const char *v, FxTarget *t)
+{
+    if (v && strcmp(v, "host") == 0)
+        *t = FX_TARGET_HOST;
+    else if (v && strcmp(v, "portable") == 0)
+        *t = FX_TARGET_PORTABLE;
+    else
+        return usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
+    return 0;
+}
+
+static int cmd_compile(int argc, char **argv)
+{
+    CommonArgs c = {0};
+    const char *model = NULL, *out_dir = NULL, *name = NULL;
+    CgOptions co = {.target = FX_TARGET_HOST};
+    bool report = false;
+    Diag d;
+    diag_init(&d);
+    for (int i = 2; i < argc; i++) {
+        int r = parse_common("compile", argc, argv, &i, &c, &d);
+        if (r < 0) {
+            diag_free(&d);
+            return EXIT_USAGE;
+        }
+        if (r)
+            continue;
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(compile_help, stdout);
+            return 0;
+        } else if (strcmp(a, "-o") == 0 && next) {
+            out_dir = argv[++i];
+        } else if (strcmp(a, "--name") == 0 && next) {
+            name = argv[++i];
+        } else if (strcmp(a, "--target") == 0) {
+            if (parse_target("compile", next, &co.target))
+                return EXIT_USAGE;
+            i++;
+        } else if (strcmp(a, "--emit-main") == 0) {
+            co.emit_main = true;
+        } else if (strcmp(a, "--report") == 0) {
+            report = true;
+        } else if (a[0] == '-') {
+            return usage_error("compile", "unknown or incomplete option '%s'", a);
+        } else if (!model) {
+            model = a;
+        } else {
+            return usage_error("compile", "unexpected argument '%s'", a);
+        }
+    }
+    if (!model || !out_dir)
+        return usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    char name_buf[64];
+    if (!name) {
+        default_name(model, name_buf, sizeof name_buf);
+        name = name_buf;
+    }
+    co.name = name;
+    co.source = model;
+    Graph *g = NULL;
+    int rc = 1;
+    CgPlan plan;
+    if (load_model(model, &c, &g, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
+        if (report)
+            cg_plan_report(&plan, stdout);
+        else
+            printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
+                   name, plan.arena_bytes);
+        cg_plan_free(&plan);
+        rc = 0;
+    } else {
+        fail(&d);
+    }
+    graph_free(g);
+    diag_free(&d);
+    return rc;
+}
+
+/* --- verify -------------------------------------------------------------- */
+
+static const char verify_help[] =
+    "usage: fxcc verify MODEL.onnx [INPUT...] [--per-node] [--target host|portable]\n"
+    "                   [--rtol R] [--atol A] [--keep DIR] [--shape NAME=DIMS]...\n"
+    "\n"
+    "Compiles MODEL.onnx into a temporary folder, builds it with the system C compiler\n"
+    "($CC, default cc), runs it on the inputs (random, from a fixed seed, when none are\n"
+    "given), runs the interpreter on the same inputs and compares every output: prints\n"
+    "the max abs and max rel error, exits 1 past the tolerance.\n"
+    "\n"
+    "  --per-node          compare every intermediate value too, and name the first node\n"
+    "                      whose compiled value diverges\n"
+    "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5)\n"
+    "  --keep DIR          build in DIR and keep it\n";
+
+static int cmd_verify(int argc, char **argv)
+{
+    CommonArgs c = {0};
+    const char *model = NULL;
+    CgVerifyOptions vo = {.cg = {.target = FX_TARGET_HOST, .name = "model"},
+                          .rtol = 1e-4, .atol = 1e-5};
+    const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
+    int num_paths = 0;
+    Diag d;
+    diag_init(&d);
+    if (!input_paths)
+        return 1;
+    int rc = EXIT_USAGE;
+    for (int i = 2; i < argc; i++) {
+        int r = parse_common("verify", argc, argv, &i, &c, &d);
+        if (r < 0)
+            goto out;
+        if (r)
+            continue;
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(verify_help, stdout);
+            rc = 0;
+            goto out;
+        } else if (strcmp(a, "--per-node") == 0) {
+            vo.per_node = true;
+        } else if (strcmp(a, "--target") == 0) {
+            if (parse_target("verify", next, &vo.cg.target))
+                goto out;
+            i++;
+        } else if ((strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0) && next) {
+            char *end;
+            double v = strtod(next, &end);
+            if (*end || !(v >= 0)) {
+                usage_error("verify", "bad tolerance '%s'", next);
+                goto out;
+            }
+            *(a[2] == 'r' ? &vo.rtol : &vo.atol) = v;
+            i++;
+        } else if (strcmp(a, "--keep") == 0 && next) {
+            vo.keep_dir = argv[++i];
+        } else if (a[0] == '-') {
+            usage_error("verify", "unknown or incomplete option '%s'", a);
+            goto out;
+        } else if (!model) {
+            model = a;
+        } else {
+            input_paths[num_paths++] = a;
+        }
+    }
+    if (!model) {
+        usage_error("verify", "%s", "no model given");
+        goto out;
+    }
+    rc = 1;
+    vo.cg.source = model;
+    vo.build.target = vo.cg.target;
+    vo.build.cc = getenv("CC");
+    Graph *g = NULL;
+    Tensor **inputs = NULL;
+    int num_inputs = 0;
+    if (load_model(model, &c, &g, &d) != FX_OK)
+        goto fail_out;
+    num_inputs = graph_num_placeholders(g);
+    if (num_paths && num_paths != num_inputs) {
+        diag_error(&d, FX_ERR_INVALID, "%s takes %d inputs, %d given", model, num_inputs, num_paths);
+        goto fail_out;
+    }
+    inputs = calloc((size_t)num_inputs + 1, sizeof *inputs);
+    if (!inputs)
+        goto fail_out;
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < num_inputs; k++) {
+        if (num_paths ? tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK
+                      : !(inputs[k] = cg_random_input(&graph_placeholder(g, k)->out_types[0],
+                                                      &seed, &d)))
+            goto fail_out;
+    }
+    if (!num_paths)
+        printf("random inputs (fixed seed)\n");
+    if (cg_verify(g, inputs, num_inputs, &vo, stdout, &d) == FX_OK) {
+        printf("verify: ok (rtol %g, atol %g)\n", vo.rtol, vo.atol);
+        rc = 0;
+    }
+fail_out:
+    if (rc)
+        fail(&d);
+    for (int k = 0; inputs && k < num_inputs; k++)
+        tensor_free(inputs[k]);
+    free(inputs);
+    graph_free(g);
+out:
+    free(input_paths);
+    diag_free(&d);
+    return rc;
+}
+
 /* --- main ----------------------------------------------------------------- */
 
 static const char main_help[] =
@@ -350,6 +630,8 @@ static const char main_help[] =
     "commands:\n"
     "  inspect   print a model's graph with shapes, and a summary\n"
     "  run       run a model in the reference interpreter\n"
+    "  compile   write standalone C for a model\n"
+    "  verify    compile, build and run a model and compare it with the interpreter\n"
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
 
@@ -364,6 +646,10 @@ int main(int argc, char **argv)
         return cmd_inspect(argc, argv);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc, argv);
+    if (strcmp(cmd, "compile") == 0)
+        return cmd_compile(argc, argv);
+    if (strcmp(cmd, "verify") == 0)
+        return cmd_verify(argc, argv);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(main_help, stdout);
         return 0;

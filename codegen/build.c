@@ -1,0 +1,219 @@
+/*
+ * build.c - builds and runs a compiled model's `main` with the system C
+ * compiler, for `fxcc verify` and the compiled conformance mode.  Commands are
+ * run with fork/exec (no shell, so paths need no quoting); the compiler's
+ * output is kept in DIR/build.log and its tail is reported on failure.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "codegen.h"
+
+#ifndef FXCC_OPENBLAS_CFLAGS
+#define FXCC_OPENBLAS_CFLAGS ""
+#endif
+#ifndef FXCC_OPENBLAS_LIBS
+#define FXCC_OPENBLAS_LIBS "-lopenblas"
+#endif
+
+enum { MAX_ARGS = 512 };
+
+typedef struct Argv {
+    char *v[MAX_ARGS + 1];
+    int n;
+    char *storage[64]; /* strings split from flag lists, freed at the end */
+    int num_storage;
+} Argv;
+
+static void argv_add(Argv *a, const char *s)
+{
+    if (a->n < MAX_ARGS)
+        a->v[a->n++] = (char *)s;
+    a->v[a->n] = NULL;
+}
+
+/* Adds each space-separated word of flags. */
+static void argv_add_words(Argv *a, const char *flags)
+{
+    if (!flags || !*flags || a->num_storage == 64)
+        return;
+    char *copy = strdup(flags);
+    if (!copy)
+        return;
+    a->storage[a->num_storage++] = copy;
+    for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t"))
+        argv_add(a, tok);
+}
+
+static void argv_free(Argv *a)
+{
+    for (int i = 0; i < a->num_storage; i++)
+        free(a->storage[i]);
+}
+
+int cg_spawn(char *const *argv, const char *log_path, const char *stderr_path)
+{
+    fflush(NULL); /* or the child would flush our buffered output again */
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (log_path) {
+            FILE *f = freopen(log_path, "a", stdout);
+            if (f)
+                dup2(fileno(stdout), 2);
+        }
+        if (stderr_path) {
+            FILE *f = freopen(stderr_path, "w", stderr);
+            (void)f;
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0)
+        return -1;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static void report_log_tail(const char *log, Diag *d)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    char line[512];
+    int kept = 0;
+    while (fgets(line, sizeof line, f) && kept < 12) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strstr(line, "error") || strstr(line, "warning")) {
+            diag_error(d, FX_ERR_RUNTIME, "  %s", line);
+            kept++;
+        }
+    }
+    fclose(f);
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Sorted .c files of dir, as "dir/name". */
+static int list_c_files(const char *dir, char ***out)
+{
+    DIR *dp = opendir(dir);
+    int n = 0;
+    *out = NULL;
+    if (!dp)
+        return 0;
+    struct dirent *e;
+    char **files = NULL;
+    while ((e = readdir(dp))) {
+        if (!has_suffix(e->d_name, ".c"))
+            continue;
+        char **grown = realloc(files, (size_t)(n + 1) * sizeof *files);
+        if (!grown)
+            break;
+        files = grown;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        files[n] = malloc(len);
+        if (!files[n])
+            break;
+        snprintf(files[n++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(dp);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(files[j - 1], files[j]) > 0; j--) {
+            char *t = files[j];
+            files[j] = files[j - 1];
+            files[j - 1] = t;
+        }
+    *out = files;
+    return n;
+}
+
+FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
+{
+    char log[4200], exe[4200], inc[4200], inc_rt[4200], rt[4200];
+    snprintf(log, sizeof log, "%s/build.log", dir);
+    snprintf(exe, sizeof exe, "%s/main", dir);
+    snprintf(inc, sizeof inc, "-I%s", dir);
+    snprintf(inc_rt, sizeof inc_rt, "-I%s/fxrt", dir);
+    snprintf(rt, sizeof rt, "%s/fxrt", dir);
+    unlink(log);
+    char **model_files, **rt_files;
+    int nm = list_c_files(dir, &model_files), nr = list_c_files(rt, &rt_files);
+    Argv a = {0};
+    argv_add_words(&a, b->cc && *b->cc ? b->cc : "cc");
+    argv_add_words(&a, b->cflags ? b->cflags : "-std=c99 -O2 -Wall -Wextra -Werror -pedantic");
+    argv_add(&a, inc);
+    argv_add(&a, inc_rt);
+    if (b->target == FX_TARGET_HOST) {
+        argv_add(&a, "-DFXRT_USE_CBLAS");
+        argv_add_words(&a, FXCC_OPENBLAS_CFLAGS);
+    }
+    for (int i = 0; i < nm; i++)
+        argv_add(&a, model_files[i]);
+    for (int i = 0; i < nr; i++)
+        argv_add(&a, rt_files[i]);
+    argv_add(&a, "-o");
+    argv_add(&a, exe);
+    if (b->target == FX_TARGET_HOST)
+        argv_add_words(&a, FXCC_OPENBLAS_LIBS);
+    argv_add(&a, "-lm");
+    FxStatus st = FX_OK;
+    if (a.n >= MAX_ARGS)
+        st = diag_error(d, FX_ERR_INVALID, "too many source files in %s", dir);
+    else {
+        int rc = cg_spawn(a.v, log, NULL);
+        if (rc != 0) {
+            st = diag_error(d, FX_ERR_RUNTIME, "building %s failed (exit %d); see %s", exe, rc,
+                            log);
+            report_log_tail(log, d);
+        }
+    }
+    for (int i = 0; i < nm; i++)
+        free(model_files[i]);
+    for (int i = 0; i < nr; i++)
+        free(rt_files[i]);
+    free(model_files);
+    free(rt_files);
+    argv_free(&a);
+    return st;
+}
+
+FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
+                     const char *out_dir, Diag *d)
+{
+    char exe[4200], err[4200];
+    snprintf(exe, sizeof exe, "%s/main", dir);
+    snprintf(err, sizeof err, "%s/run.stderr", dir);
+    Argv a = {0};
+    argv_add(&a, exe);
+    argv_add(&a, "-o");
+    argv_add(&a, out_dir);
+    for (int i = 0; i < num_inputs; i++)
+        argv_add(&a, inputs[i]);
+    int rc = cg_spawn(a.v, NULL, err);
+    if (rc == 0)
+        return FX_OK;
+    diag_error(d, FX_ERR_RUNTIME, "the compiled model failed (exit %d)", rc);
+    FILE *f = fopen(err, "r");
+    if (f) {
+        char line[512];
+        for (int k = 0; k < 8 && fgets(line, sizeof line, f); k++) {
+            line[strcspn(line, "\n")] = '\0';
+            diag_error(d, FX_ERR_RUNTIME, "  %s", line);
+        }
+        fclose(f);
+    }
+    return FX_ERR_RUNTIME;
+}

@@ -1,0 +1,139 @@
+/*
+ * codegen.h - from a shape-propagated Graph to standalone C.
+ *
+ * plan.c decides where every value lives: a caller's input or output
+ * buffer, a const weight array, or an offset in one arena whose size is a
+ * compile-time constant; views and getitem alias their source, and
+ * elementwise ops may write over an input that dies there.  emit_c.c writes
+ * the header, the source with one block per node, the weights, the build
+ * files and the runtime copy.
+ */
+#ifndef FXCC_CODEGEN_H
+#define FXCC_CODEGEN_H
+
+#include "../ir/ir.h"
+
+/* ------------------------------------------------------------------------- */
+/* Memory plan (plan.c)                                                       */
+/* ------------------------------------------------------------------------- */
+
+typedef enum CgKind {
+    CG_INPUT,   /* inputs[io] of the entry point */
+    CG_OUTPUT,  /* outputs[io] of the entry point */
+    CG_WEIGHT,  /* a const array: get_attr or a compile-time constant */
+    CG_ARENA,   /* arena + offset */
+    CG_ALIAS,   /* the same bytes as `alias` (view, getitem, in-place) */
+    CG_SCRATCH  /* a node's scratch space in the arena */
+} CgKind;
+
+typedef struct CgValue {
+    const Node *node;  /* producer (for scratch: the node that uses it) */
+    int index;         /* output index of node */
+    CgKind kind;
+    int io;            /* CG_INPUT / CG_OUTPUT: position */
+    struct CgValue *alias;
+    bool inplace;      /* CG_ALIAS made by in-place reuse (not a view) */
+    size_t bytes;      /* size of the value */
+    size_t offset;     /* CG_ARENA / CG_SCRATCH */
+    int first, last;   /* steps (node positions) where it is alive */
+    char cname[160];   /* C variable ("t_conv1") or weight symbol */
+} CgValue;
+
+typedef struct CgCopy {
+    int output;         /* outputs[output] = ... */
+    const CgValue *src; /* value copied at the end of the run */
+} CgCopy;
+
+typedef struct CgPlan {
+    CgValue *values;
+    int num_values;
+    CgValue **node_values;  /* by node position: first of its outputs */
+    CgValue **by_id;        /* by Node.id: first of its outputs */
+    int num_ids;
+    CgValue **node_scratch; /* by node position, or NULL */
+    const Node **order;
+    int num_steps;
+    CgCopy *copies;
+    int num_copies;
+    size_t arena_bytes;  /* what the plan needs */
+    size_t lower_bound;  /* largest total of arena values alive at one step */
+    size_t naive_bytes;  /* every intermediate in its own buffer */
+    int inplace_count, alias_count;
+} CgPlan;
+
+/* Plans g (shapes propagated).  Fails for nodes the code generator cannot
+ * handle (call_module, ops without an emitter), naming all of them. */
+FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d);
+void cg_plan_free(CgPlan *p);
+/* The value that finally holds v's bytes (follows aliases). */
+const CgValue *cg_root(const CgValue *v);
+/* The plan's value for argument i of n (NULL for an omitted input). */
+const CgValue *cg_arg_value(const CgPlan *p, const Node *n, int i);
+/* Asserts the invariants: no two arena values alive at one step overlap,
+ * everything lies inside arena_bytes, offsets are 64-byte aligned. */
+FxStatus cg_plan_check(const CgPlan *p, Diag *d);
+/* The planner's report and the per-node table (bytes, MACs). */
+void cg_plan_report(const CgPlan *p, FILE *out);
+
+/* ------------------------------------------------------------------------- */
+/* C emission (emit_c.c)                                                      */
+/* ------------------------------------------------------------------------- */
+
+typedef struct CgOptions {
+    const char *name;   /* C prefix: NAME.h, NAME_run, ... */
+    FxTarget target;
+    bool emit_main;     /* also main.c + fxio.[ch] and a `main` executable */
+    const char *source; /* model file name, for comments */
+} CgOptions;
+
+/* Writes DIR/NAME.h, DIR/NAME.c (and DIR/NAME_weights.c when the weights are
+ * large), DIR/CMakeLists.txt, DIR/NAME.mk and DIR/fxrt/.  Files are written
+ * to a temporary folder first: on failure DIR is left as it was. */
+FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
+                    Diag *d);
+/* True if name is a valid C identifier for a prefix. */
+bool cg_valid_name(const char *name);
+
+/* ------------------------------------------------------------------------- */
+/* Building and running generated code (build.c)                              */
+/* ------------------------------------------------------------------------- */
+
+typedef struct CgBuildOptions {
+    const char *cc;     /* compiler command, words split on spaces (NULL: "cc") */
+    const char *cflags; /* NULL: "-std=c99 -O2 -Wall -Wextra -Werror -pedantic" */
+    FxTarget target;    /* host adds FXRT_USE_CBLAS and OpenBLAS */
+} CgBuildOptions;
+
+/* Compiles the .c files of DIR and DIR/fxrt (a `--emit-main` output) into
+ * DIR/main; the compiler's output goes to DIR/build.log. */
+FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d);
+/* Runs DIR/main -o OUT_DIR INPUT...; its stderr goes to DIR/run.stderr. */
+FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
+                     const char *out_dir, Diag *d);
+/* fork/exec argv; stdout+stderr appended to log_path, or stderr alone to
+ * stderr_path (either may be NULL).  Returns the exit status, 128+signal, or -1. */
+int cg_spawn(char *const *argv, const char *log_path, const char *stderr_path);
+
+/* ------------------------------------------------------------------------- */
+/* fxcc verify (verify.c)                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct CgVerifyOptions {
+    CgOptions cg;
+    CgBuildOptions build;
+    double rtol, atol;
+    bool per_node;        /* compare every intermediate, name the first that diverges */
+    const char *keep_dir; /* build there and keep it (NULL: a temporary folder) */
+} CgVerifyOptions;
+
+/* Compiles g, builds and runs it on inputs, runs the interpreter on the same
+ * inputs and compares; prints one line per output to report.  Fails with
+ * FX_ERR_RUNTIME past the tolerance.  With per_node, g gains outputs. */
+FxStatus cg_verify(Graph *g, Tensor **inputs, int num_inputs, const CgVerifyOptions *vo,
+                   FILE *report, Diag *d);
+/* Uniform [-1, 1) floats, small non-negative integers, from a fixed stream. */
+Tensor *cg_random_input(const TensorType *t, uint64_t *state, Diag *d);
+/* Appends every computed single-output value to the graph's outputs. */
+int cg_expose_all_values(Graph *g);
+
+#endif

@@ -1,0 +1,678 @@
+/*
+ * emit_c.c - writes the generated C: NAME.h (the contract), NAME.c (one
+ * entry point, one block per node headed by its FX line), the weights, the
+ * build files and a copy of the runtime sources.
+ *
+ * Node blocks are produced first into memory, so that only the buffer
+ * variables the code really reads are declared (generated code compiles
+ * with -Wall -Wextra -Werror).  Everything is written into a temporary
+ * folder and moved into place only when all of it succeeded.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codegen.h"
+#include "embedded.h"
+#include "main_c.h"
+
+/* Weights above this many bytes go to NAME_weights.c, so that editing or
+ * rebuilding the code does not recompile megabytes of literals. */
+enum { CG_INLINE_WEIGHT_BYTES = 64 * 1024 };
+
+bool cg_valid_name(const char *name)
+{
+    if (!name || !(isalpha((unsigned char)name[0]) || name[0] == '_'))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_'))
+            return false;
+    return strlen(name) < 64;
+}
+
+/* --- a growable text buffer --------------------------------------------- */
+
+typedef struct Text {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} Text;
+
+static void text_vprintf(Text *t, const char *fmt, va_list ap)
+{
+    if (t->failed)
+        return;
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0) {
+        t->failed = true;
+        return;
+    }
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + (size_t)n + 1)
+            cap *= 2;
+        char *grown = realloc(t->data, cap);
+        if (!grown) {
+            t->failed = true;
+            return;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
+    t->len += (size_t)n;
+}
+
+static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(Text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    text_vprintf(t, fmt, ap);
+    va_end(ap);
+}
+
+/* A comment line that cannot end the comment early. */
+static void text_comment(Text *t, const char *indent, const char *s)
+{
+    text_printf(t, "%s/* ", indent);
+    for (; *s; s++) {
+        if (s[0] == '*' && s[1] == '/')
+            text_printf(t, "* ");
+        else
+            text_printf(t, "%c", *s);
+    }
+    text_printf(t, " */\n");
+}
+
+/* --- the state of one compilation ---------------------------------------- */
+
+typedef struct Gen {
+    const Graph *g;
+    const CgOptions *o;
+    CgPlan *plan;
+    Diag *d;
+    Text body;      /* node blocks */
+    Text *emit_to;  /* where EmitCtx.line writes */
+} Gen;
+
+static void emit_line(EmitCtx *c, const char *fmt, ...)
+{
+    Gen *gen = c->impl;
+    va_list ap;
+    text_printf(gen->emit_to, "        ");
+    va_start(ap, fmt);
+    text_vprintf(gen->emit_to, fmt, ap);
+    va_end(ap);
+    text_printf(gen->emit_to, "\n");
+}
+
+static const Tensor *value_tensor(const CgValue *v)
+{
+    const Node *n = v->node;
+    if (n->opcode == FX_OPCODE_GET_ATTR)
+        return n->value;
+    return n->const_values ? n->const_values[v->index] : NULL;
+}
+
+static const TensorType *value_type(const CgValue *v)
+{
+    return &v->node->out_types[v->index];
+}
+
+/* The C expression a node uses to read value v. */
+static void value_expr(const Gen *gen, const CgValue *v, char *buf, size_t cap)
+{
+    const CgValue *r = cg_root(v);
+    if (r->kind == CG_WEIGHT)
+        snprintf(buf, cap, "%s_w_%s%s", gen->o->name, r->cname + 2, "");
+    else
+        snprintf(buf, cap, "%s", v->cname);
+}
+
+static bool word_used(const Text *t, const char *word)
+{
+    if (!t->data)
+        return false;
+    size_t len = strlen(word);
+    for (const char *p = strstr(t->data, word); p; p = strstr(p + 1, word)) {
+        bool left = p == t->data || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool right = !(isalnum((unsigned char)p[len]) || p[len] == '_');
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+static bool root_writable(const CgValue *v)
+{
+    CgKind k = cg_root(v)->kind;
+    return k == CG_ARENA || k == CG_OUTPUT || k == CG_SCRATCH;
+}
+
+/* --- weights -------------------------------------------------------------- */
+
+static void write_weight(Text *t, const Gen *gen, const CgValue *v, bool external)
+{
+    const Tensor *x = value_tensor(v);
+    const TensorType *ty = &x->type;
+    char desc[256], line[4096];
+    node_format(v->node, line, sizeof line);
+    text_comment(t, "", line);
+    int64_t n = tensor_numel(x);
+    text_printf(t, "%sconst %s %s_w_%s[%lld] = {", external ? "" : "static ", c_type_name(ty->dtype),
+                gen->o->name, v->cname + 2, (long long)(n ? n : 1));
+    (void)desc;
+    if (n == 0)
+        text_printf(t, "0");
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 8 == 0)
+            text_printf(t, "\n    ");
+        if (ty->dtype == FXRT_DTYPE_FLOAT32) {
+            char lit[48];
+            text_printf(t, "%s,", c_float_literal(((const float *)x->data)[i], lit, sizeof lit));
+        } else if (ty->dtype == FXRT_DTYPE_FLOAT64) {
+            double f = ((const double *)x->data)[i];
+            if (f != f)
+                text_printf(t, "NAN,");
+            else if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308)
+                text_printf(t, f > 0 ? "INFINITY," : "-INFINITY,");
+            else
+                text_printf(t, "%.17g,", f);
+        } else if (ty->dtype == FXRT_DTYPE_UINT64) {
+            text_printf(t, "%lluu,", (unsigned long long)((const uint64_t *)x->data)[i]);
+        } else {
+            int64_t iv = tensor_get_int(x, i);
+            if (iv == INT64_MIN)
+                text_printf(t, "INT64_MIN,");
+            else
+                text_printf(t, "%lld,", (long long)iv);
+        }
+    }
+    text_printf(t, "\n};\n\n");
+}
+
+/* --- the entry point ------------------------------------------------------ */
+
+static void declare_value(Text *t, const Gen *gen, const CgValue *v)
+{
+    const TensorType *ty = value_type(v);
+    const char *ct = c_type_name(ty->dtype);
+    char shape[256];
+    type_format(ty, shape, sizeof shape);
+    const CgValue *r = cg_root(v);
+    switch (v->kind) {
+    case CG_INPUT:
+        text_printf(t, "    const %s *const %s = (const %s *)inputs[%d]; /* %s, input %d */\n", ct,
+                    v->cname, ct, v->io, shape, v->io);
+        break;
+    case CG_OUTPUT:
+        text_printf(t, "    %s *const %s = (%s *)outputs[%d]; /* %s, output %d */\n", ct, v->cname,
+                    ct, v->io, shape, v->io);
+        break;
+    case CG_ARENA:
+        text_printf(t, "    %s *const %s = (%s *)(a + %zu); /* %s, %zu bytes */\n", ct, v->cname, ct,
+                    v->offset, shape, v->bytes);
+        break;
+    case CG_SCRATCH:
+        text_printf(t, "    void *const %s = a + %zu; /* %zu bytes of scratch */\n", v->cname,
+                    v->offset, v->bytes);
+        break;
+    case CG_ALIAS: {
+        char src[200];
+        value_expr(gen, v->alias, src, sizeof src);
+        const char *why = v->inplace ? "in-place over" : "view of";
+        if (root_writable(v))
+            text_printf(t, "    %s *const %s = (%s *)%s; /* %s, %s %s */\n", ct, v->cname, ct, src,
+                        shape, why, v->alias->cname);
+        else
+            text_printf(t, "    const %s *const %s = (const %s *)%s; /* %s, %s %s */\n", ct,
+                        v->cname, ct, src, shape, why, v->alias->cname);
+        (void)r;
+        break;
+    }
+    case CG_WEIGHT:
+        break;
+    }
+}
+
+static FxStatus emit_node(Gen *gen, const Node *n, int pos)
+{
+    char line[4096];
+    node_format(n, line, sizeof line);
+    if (n->opcode == FX_OPCODE_PLACEHOLDER || n->opcode == FX_OPCODE_GET_ATTR ||
+        n->opcode == FX_OPCODE_OUTPUT)
+        return FX_OK;
+    CgValue *v = gen->plan->node_values[pos];
+    if (v->kind == CG_WEIGHT)
+        return FX_OK; /* a compile-time constant: emitted with the weights */
+    text_printf(&gen->body, "\n");
+    text_comment(&gen->body, "    ", line);
+    if (v->kind == CG_ALIAS && !v->inplace) {
+        text_printf(&gen->body, "    /* no code: %s aliases %s */\n", v->cname, v->alias->cname);
+        /* Dropout's mask is a real output: all true at inference. */
+        for (int k = 1; k < n->num_outputs; k++) {
+            char dst[200];
+            value_expr(gen, &v[k], dst, sizeof dst);
+            text_printf(&gen->body, "    memset(%s, 1, %zu);\n", dst, v[k].bytes);
+        }
+        return FX_OK;
+    }
+    int ni = n->num_args, no = n->num_outputs;
+    char(*exprs)[200] = calloc((size_t)(ni + no) + 1, sizeof *exprs);
+    const char **in = calloc((size_t)ni + 1, sizeof *in);
+    const char **out = calloc((size_t)no + 1, sizeof *out);
+    const Tensor **vals = calloc((size_t)ni + 1, sizeof *vals);
+    FxStatus st = FX_ERR_NOMEM;
+    if (!exprs || !in || !out || !vals)
+        goto done;
+    for (int i = 0; i < ni; i++) {
+        const CgValue *a = cg_arg_value(gen->plan, n, i);
+        if (!a)
+            continue;
+        value_expr(gen, a, exprs[i], sizeof exprs[i]);
+        in[i] = exprs[i];
+        vals[i] = value_tensor(cg_root(a));
+    }
+    for (int k = 0; k < no; k++) {
+        value_expr(gen, &v[k], exprs[ni + k], sizeof exprs[ni + k]);
+        out[k] = exprs[ni + k];
+    }
+    const CgValue *scratch = gen->plan->node_scratch[pos];
+    EmitCtx c = {.node = n, .num_inputs = ni, .in = in, .in_value = vals, .num_outputs = no,
+                 .out = out, .scratch = scratch ? scratch->cname : NULL, .target = gen->o->target,
+                 .diag = gen->d, .line = emit_line, .impl = gen};
+    text_printf(&gen->body, "    {\n");
+    gen->emit_to = &gen->body;
+    st = n->op->emit(&c);
+    text_printf(&gen->body, "    }\n");
+done:
+    if (st == FX_ERR_NOMEM && (!exprs || !in || !out || !vals))
+        diag_node_error(gen->d, st, n, "out of memory");
+    free(exprs);
+    free(in);
+    free(out);
+    free(vals);
+    return st;
+}
+
+static void write_shape_comment(Text *t, const char *what, int k, const char *onnx_name,
+                                const TensorType *ty)
+{
+    char shape[256];
+    text_printf(t, " * %s %d '%s': %s\n", what, k, onnx_name, type_format(ty, shape, sizeof shape));
+}
+
+static void write_header(Text *t, const Gen *gen, const Node *out)
+{
+    const char *N = gen->o->name;
+    int ni = graph_num_placeholders(gen->g), no = out->num_args;
+    text_printf(t, "/*\n * %s.h - generated by fxcc from %s.  Do not edit.\n *\n", N,
+                gen->o->source ? gen->o->source : "a model");
+    text_printf(t, " * Call %s_run with one buffer per input and per output, in the element type\n"
+                   " * given below, and an arena of %s_ARENA_BYTES bytes aligned to 64 bytes.\n"
+                   " * It returns 0 on success, non-zero if a kernel refused its data.\n *\n",
+                N, N);
+    for (int k = 0; k < ni; k++) {
+        const Node *p = graph_placeholder(gen->g, k);
+        write_shape_comment(t, "input", k, p->target, &p->out_types[0]);
+    }
+    for (int k = 0; k < no; k++)
+        write_shape_comment(t, "output", k,
+                            out->onnx_outputs && out->onnx_outputs[k] ? out->onnx_outputs[k] : "",
+                            node_input_type(out, k));
+    text_printf(t, " */\n#ifndef %s_H\n#define %s_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n",
+                N, N);
+    text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
+                N, gen->plan->arena_bytes, N, ni, N, no);
+    text_printf(t, "/* element counts */\nextern const size_t %s_input_sizes[%d];\n"
+                   "extern const size_t %s_output_sizes[%d];\n",
+                N, ni ? ni : 1, N, no ? no : 1);
+    text_printf(t, "/* element types, ONNX TensorProto numbering (1 float32, 7 int64, ...) */\n"
+                   "extern const int %s_input_dtypes[%d];\nextern const int %s_output_dtypes[%d];\n",
+                N, ni ? ni : 1, N, no ? no : 1);
+    text_printf(t, "extern const int %s_input_ranks[%d];\nextern const int %s_output_ranks[%d];\n", N,
+                ni ? ni : 1, N, no ? no : 1);
+    text_printf(t, "extern const int64_t *const %s_input_shapes[%d];\n"
+                   "extern const int64_t *const %s_output_shapes[%d];\n",
+                N, ni ? ni : 1, N, no ? no : 1);
+    text_printf(t, "extern const char *const %s_input_names[%d];\n"
+                   "extern const char *const %s_output_names[%d];\n\n",
+                N, ni ? ni : 1, N, no ? no : 1);
+    text_printf(t, "int %s_run(const void *const *inputs, void *const *outputs, void *arena);\n\n"
+                   "#endif\n", N);
+}
+
+static void write_io_tables(Text *t, const Gen *gen, const Node *out)
+{
+    const char *N = gen->o->name;
+    int ni = graph_num_placeholders(gen->g), no = out->num_args;
+    for (int side = 0; side < 2; side++) {
+        const char *s = side ? "output" : "input";
+        int count = side ? no : ni;
+        for (int k = 0; k < count; k++) {
+            const TensorType *ty = side ? node_input_type(out, k)
+                                        : &graph_placeholder(gen->g, k)->out_types[0];
+            text_printf(t, "static const int64_t %s_%s%d_shape[%d] = {", N, s, k,
+                        ty->rank ? ty->rank : 1);
+            for (int i = 0; i < ty->rank; i++)
+                text_printf(t, "%s%lld", i ? ", " : "", (long long)ty->dims[i]);
+            text_printf(t, "%s};\n", ty->rank ? "" : "0");
+        }
+        const char *fields[] = {"sizes", "dtypes", "ranks", "shapes", "names"};
+        const char *types[] = {"const size_t", "const int", "const int", "const int64_t *const",
+                               "const char *const"};
+        for (int f = 0; f < 5; f++) {
+            text_printf(t, "%s %s_%s_%s[%d] = {", types[f], N, s, fields[f], count ? count : 1);
+            for (int k = 0; k < count; k++) {
+                const TensorType *ty = side ? node_input_type(out, k)
+                                            : &graph_placeholder(gen->g, k)->out_types[0];
+                const char *name = side ? (out->onnx_outputs && out->onnx_outputs[k]
+                                               ? out->onnx_outputs[k] : "")
+                                        : graph_placeholder(gen->g, k)->target;
+                const char *sep = k ? ", " : "";
+                switch (f) {
+                case 0: text_printf(t, "%s%lld", sep, (long long)type_numel(ty)); break;
+                case 1: text_printf(t, "%s%d", sep, (int)ty->dtype); break;
+                case 2: text_printf(t, "%s%d", sep, ty->rank); break;
+                case 3: text_printf(t, "%s%s_%s%d_shape", sep, N, s, k); break;
+                case 4:
+                    text_printf(t, "%s\"", sep);
+                    for (const char *p = name; *p; p++)
+                        text_printf(t, isalnum((unsigned char)*p) || strchr("_./:- ", *p) ? "%c"
+                                                                                         : "?",
+                                    *p);
+                    text_printf(t, "\"");
+                    break;
+                }
+            }
+            text_printf(t, "%s};\n", count ? "" : "0");
+        }
+    }
+    text_printf(t, "\n");
+}
+
+static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *external)
+{
+    const CgPlan *p = gen->plan;
+    const char *N = gen->o->name;
+    Node *out = graph_output_node(gen->g);
+    for (int pos = 0; pos < p->num_steps; pos++) {
+        FxStatus st = emit_node(gen, p->order[pos], pos);
+        if (st != FX_OK)
+            return st;
+    }
+    for (int c = 0; c < p->num_copies; c++) {
+        char expr[200];
+        value_expr(gen, p->copies[c].src, expr, sizeof expr);
+        text_printf(&gen->body, "\n    /* output %d is %s: copied */\n", p->copies[c].output,
+                    p->copies[c].src->cname);
+        text_printf(&gen->body, "    memcpy(outputs[%d], %s, %zu);\n", p->copies[c].output, expr,
+                    p->copies[c].src->bytes);
+    }
+
+    size_t weight_bytes = 0;
+    for (int i = 0; i < p->num_values; i++)
+        if (p->values[i].kind == CG_WEIGHT && word_used(&gen->body, p->values[i].cname))
+            weight_bytes += p->values[i].bytes;
+    *external = weight_bytes > CG_INLINE_WEIGHT_BYTES;
+
+    text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
+                     " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
+                     " * %d views aliased.  Each block below is one node; its comment is the\n"
+                     " * node's line in fxcc's FX-style graph.\n */\n",
+                N, gen->o->source ? gen->o->source : "a model", p->arena_bytes, p->lower_bound,
+                p->naive_bytes, p->inplace_count, p->alias_count);
+    text_printf(src, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+                     "#include \"%s.h\"\n#include \"fxrt.h\"\n\n", N);
+    write_io_tables(src, gen, out);
+    Text *wt = *external ? weights_ext : src;
+    if (*external)
+        text_printf(wt, "/* %s_weights.c - generated by fxcc: the constants of %s.c. */\n"
+                        "#include <math.h>\n#include <stdint.h>\n\n",
+                    N, N);
+    for (int i = 0; i < p->num_values; i++) {
+        const CgValue *v = &p->values[i];
+        if (v->kind != CG_WEIGHT)
+            continue;
+        char sym[200];
+        snprintf(sym, sizeof sym, "%s_w_%s", N, v->cname + 2);
+        if (!word_used(&gen->body, sym))
+            continue;
+        if (*external) {
+            const Tensor *x = value_tensor(v);
+            int64_t n = tensor_numel(x);
+            text_printf(src, "extern const %s %s[%lld];\n", c_type_name(x->type.dtype), sym,
+                        (long long)(n ? n : 1));
+        }
+        write_weight(wt, gen, v, *external);
+    }
+    text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
+                N);
+    text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
+    /* Declare what the blocks read, plus what those aliases are made from;
+     * aliases come after their sources, so one backward sweep suffices. */
+    bool *used = calloc((size_t)p->num_values + 1, sizeof *used);
+    if (!used)
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
+    for (int i = p->num_values - 1; i >= 0; i--) {
+        const CgValue *v = &p->values[i];
+        used[i] |= v->kind != CG_WEIGHT && word_used(&gen->body, v->cname);
+        if (used[i] && v->kind == CG_ALIAS)
+            used[v->alias - p->values] = true;
+    }
+    for (int i = 0; i < p->num_values; i++)
+        if (used[i] && p->values[i].kind != CG_WEIGHT)
+            declare_value(src, gen, &p->values[i]);
+    free(used);
+    text_printf(src, "    (void)a;\n    (void)inputs;\n    (void)outputs;\n");
+    if (gen->body.data)
+        text_printf(src, "%s", gen->body.data);
+    text_printf(src, "    return 0;\n}\n");
+    return src->failed || weights_ext->failed || gen->body.failed
+               ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C")
+               : FX_OK;
+}
+
+/* --- build files ---------------------------------------------------------- */
+
+static void write_cmake(Text *t, const CgOptions *o, bool external)
+{
+    const char *N = o->name;
+    text_printf(t, "# Generated by fxcc: builds %s as a static library%s.\n", N,
+                o->emit_main ? " and `main`, a command-line runner" : "");
+    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C)\n\n", N);
+    text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
+                   "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n"
+                   "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n");
+    text_printf(t, "add_library(%s STATIC %s.c%s%s ${FXRT_SOURCES})\n", N, N, external ? " " : "",
+                external ? "" : "");
+    if (external)
+        text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
+    text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
+                   "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
+    text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
+    text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
+                   "  target_link_libraries(%s PUBLIC ${MATH_LIBRARY})\nendif()\n", N);
+    if (o->target == FX_TARGET_HOST)
+        text_printf(t, "# host target: GEMM through OpenBLAS\nfind_package(PkgConfig REQUIRED)\n"
+                       "pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)\n"
+                       "target_compile_definitions(%s PRIVATE FXRT_USE_CBLAS)\n"
+                       "target_link_libraries(%s PUBLIC PkgConfig::OPENBLAS)\n", N, N);
+    if (o->emit_main)
+        text_printf(t, "\nadd_executable(main main.c fxio.c)\ntarget_link_libraries(main PRIVATE %s)\n",
+                    N);
+}
+
+static void write_makefile(Text *t, const CgOptions *o, bool external)
+{
+    const char *N = o->name;
+    text_printf(t, "# Generated by fxcc: include from a Makefile, with %s_DIR set to this folder.\n", N);
+    text_printf(t, "%s_DIR ?= .\n", N);
+    text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c%s%s%s $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N,
+                external ? " $(" : "", external ? N : "", external ? "_DIR)/" : "", N);
+    if (external)
+        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.c\n", N, N, N);
+    if (o->target == FX_TARGET_HOST)
+        text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt -DFXRT_USE_CBLAS "
+                       "$(shell pkg-config --cflags openblas)\n"
+                       "%s_LDLIBS := $(shell pkg-config --libs openblas) -lm\n", N, N, N, N);
+    else
+        text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt\n%s_LDLIBS := -lm\n", N,
+                    N, N, N);
+}
+
+/* --- files ---------------------------------------------------------------- */
+
+static FxStatus write_text(const char *dir, const char *name, const void *data, size_t len,
+                           Diag *d)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    size_t w = len ? fwrite(data, 1, len, f) : 0;
+    if (fclose(f) != 0 || w != len)
+        return diag_error(d, FX_ERR_IO, "cannot write %s", path);
+    return FX_OK;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (dp) {
+        struct dirent *e;
+        while ((e = readdir(dp))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            struct stat sb;
+            if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+                remove_tree(path);
+            else
+                unlink(path);
+        }
+        closedir(dp);
+    }
+    rmdir(dir);
+}
+
+/* Moves the finished files of tmp into dir (creating it), file by file, so
+ * that files of an earlier compile that are not rewritten stay untouched. */
+static FxStatus move_into(const char *tmp, const char *dir, Diag *d)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return diag_error(d, FX_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+    DIR *dp = opendir(tmp);
+    if (!dp)
+        return diag_error(d, FX_ERR_IO, "cannot read %s", tmp);
+    FxStatus st = FX_OK;
+    struct dirent *e;
+    while (st == FX_OK && (e = readdir(dp))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char from[4096], to[4096];
+        snprintf(from, sizeof from, "%s/%s", tmp, e->d_name);
+        snprintf(to, sizeof to, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(from, &sb) == 0 && S_ISDIR(sb.st_mode))
+            st = move_into(from, to, d);
+        else if (rename(from, to) != 0)
+            st = diag_error(d, FX_ERR_IO, "cannot move %s to %s: %s", from, to, strerror(errno));
+    }
+    closedir(dp);
+    return st;
+}
+
+FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
+                    Diag *d)
+{
+    if (!cg_valid_name(o->name))
+        return diag_error(d, FX_ERR_INVALID, "--name '%s' is not a C identifier", o->name);
+    Node *out = graph_output_node(g);
+    if (!out)
+        return diag_error(d, FX_ERR_INVALID, "graph has no output");
+    CgPlan plan;
+    FxStatus st = cg_plan(g, &plan, d);
+    if (st != FX_OK)
+        return st;
+    Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
+    Text header = {0}, src = {0}, weights = {0}, cmake = {0}, mk = {0}, main_c = {0};
+    bool external = false;
+    char tmp[4200] = "";
+    st = write_source(&gen, &src, &weights, &external);
+    if (st == FX_OK) {
+        write_header(&header, &gen, out);
+        write_cmake(&cmake, o, external);
+        write_makefile(&mk, o, external);
+        if (header.failed || cmake.failed || mk.failed)
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
+    }
+    if (st == FX_OK) {
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+        remove_tree(tmp);
+        char rt[4300];
+        snprintf(rt, sizeof rt, "%s/fxrt", tmp);
+        if (mkdir(tmp, 0777) != 0 || mkdir(rt, 0777) != 0)
+            st = diag_error(d, FX_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+        char name[300];
+        snprintf(name, sizeof name, "%s.h", o->name);
+        if (st == FX_OK)
+            st = write_text(tmp, name, header.data, header.len, d);
+        snprintf(name, sizeof name, "%s.c", o->name);
+        if (st == FX_OK)
+            st = write_text(tmp, name, src.data, src.len, d);
+        snprintf(name, sizeof name, "%s_weights.c", o->name);
+        if (st == FX_OK && external)
+            st = write_text(tmp, name, weights.data, weights.len, d);
+        if (st == FX_OK)
+            st = write_text(tmp, "CMakeLists.txt", cmake.data, cmake.len, d);
+        snprintf(name, sizeof name, "%s.mk", o->name);
+        if (st == FX_OK)
+            st = write_text(tmp, name, mk.data, mk.len, d);
+        /* The embedded files: the runtime (fxrt*) goes to fxrt/, the
+         * harness (fxio.*) beside main.c when there is one. */
+        for (int i = 0; st == FX_OK && i < fxcc_embedded_count; i++) {
+            const char *file = fxcc_embedded_names[i];
+            bool runtime = strncmp(file, "fxrt", 4) == 0;
+            if (runtime || o->emit_main)
+                st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
+                                fxcc_embedded_sizes[i], d);
+        }
+        if (st == FX_OK && o->emit_main) {
+            FILE *mem = open_memstream(&main_c.data, &main_c.len);
+            if (!mem)
+                st = diag_error(d, FX_ERR_NOMEM, "out of memory");
+            else {
+                cg_write_main(mem, o->name);
+                fclose(mem);
+                st = write_text(tmp, "main.c", main_c.data, main_c.len, d);
+            }
+        }
+        if (st == FX_OK)
+            st = move_into(tmp, dir, d);
+        remove_tree(tmp);
+    }
+    free(header.data);
+    free(src.data);
+    free(weights.data);
+    free(cmake.data);
+    free(mk.data);
+    free(main_c.data);
+    free(gen.body.data);
+    if (st == FX_OK && plan_out)
+        *plan_out = plan;
+    else
+        cg_plan_free(&plan);
+    return st;
+}

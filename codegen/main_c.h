@@ -1,0 +1,20 @@
+/*
+ * main_c.h - the optional harness of a generated project (--emit-main): a
+ * main.c that runs the model on tensor files, and the fxio reader/writer it
+ * uses.
+ */
+#ifndef FXCC_MAIN_C_H
+#define FXCC_MAIN_C_H
+
+#include <stdio.h>
+
+/* Writes main.c for the model whose symbols start with name (a C identifier
+ * the caller has checked).  The caller checks ferror(out). */
+void cg_write_main(FILE *out, const char *name);
+
+/* Writes fxio.c and fxio.h (embedded in the fxcc binary).  If they were not
+ * embedded (a broken build) each file gets an #error line instead, so the
+ * generated project fails loudly. */
+void cg_write_fxio(FILE *out_c, FILE *out_h);
+
+#endif

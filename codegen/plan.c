@@ -1,0 +1,377 @@
+/*
+ * plan.c - the static memory plan.
+ *
+ * Every node output becomes a CgValue.  Graph inputs and outputs live in the
+ * caller's buffers, constants in const arrays, everything else in one arena.
+ * Lifetimes come from the node order (a value is alive from the step that
+ * makes it to the last step that reads it, through any alias).  Views and
+ * getitem are aliases with no copy; an elementwise op whose input of the same
+ * type dies at that node writes over it (in-place).  Arena offsets are then
+ * assigned greedily, largest value first, each into the smallest gap left by
+ * the values already placed whose lifetimes intersect its own (best fit).
+ * The report compares the result with the lower bound (the largest total
+ * alive at one step) and with the naive sum of all intermediates.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen.h"
+
+enum { CG_ALIGN = 64 };
+
+static size_t align_up(size_t n) { return (n + CG_ALIGN - 1) & ~(size_t)(CG_ALIGN - 1); }
+
+const CgValue *cg_root(const CgValue *v)
+{
+    while (v && v->kind == CG_ALIAS)
+        v = v->alias;
+    return v;
+}
+
+static CgValue *root_mut(CgValue *v)
+{
+    while (v && v->kind == CG_ALIAS)
+        v = v->alias;
+    return v;
+}
+
+static int position(const Node *n) { return (int)(intptr_t)n->pass_data - 1; }
+
+/* The value read when a node uses `a` as an argument. */
+static CgValue *value_of(const CgPlan *p, const Node *a)
+{
+    return a->id < p->num_ids ? p->by_id[a->id] : NULL;
+}
+
+const CgValue *cg_arg_value(const CgPlan *p, const Node *n, int i)
+{
+    return n->args[i] ? value_of(p, n->args[i]) : NULL;
+}
+
+static bool is_constant(const Node *n)
+{
+    if (n->opcode == FX_OPCODE_GET_ATTR)
+        return true;
+    if (!n->const_values || n->opcode == FX_OPCODE_PLACEHOLDER || n->op == &fx_op_getitem)
+        return false;
+    for (int k = 0; k < n->num_outputs; k++)
+        if (!n->const_values[k])
+            return false;
+    return n->num_outputs > 0;
+}
+
+static void name_value(CgValue *v)
+{
+    const Node *n = v->node;
+    if (v->kind == CG_SCRATCH)
+        snprintf(v->cname, sizeof v->cname, "scratch_%s", n->name);
+    else if (n->num_outputs > 1)
+        snprintf(v->cname, sizeof v->cname, "t_%s_%d", n->name, v->index);
+    else
+        snprintf(v->cname, sizeof v->cname, "t_%s", n->name);
+}
+
+static FxStatus check_supported(const Graph *g, Diag *d)
+{
+    FxStatus st = FX_OK;
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->opcode == FX_OPCODE_CALL_MODULE)
+            st = diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                 "call_module nodes are not supported by the code generator yet");
+        if (!n->op || is_constant(n) || (n->op->flags & FX_OPF_VIEW) || n->op == &fx_op_getitem)
+            continue;
+        if (!n->op->emit)
+            st = diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                 "the code generator has no emitter for %s yet", n->op->name);
+        if (!n->shapes_known)
+            st = diag_node_error(d, FX_ERR_INVALID, n, "shapes were not propagated");
+    }
+    return st;
+}
+
+/* Place one value: the lowest-waste gap among the already placed values
+ * whose lifetimes intersect. */
+typedef struct Interval {
+    size_t begin, end;
+} Interval;
+
+static int compare_intervals(const void *a, const void *b)
+{
+    const Interval *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static size_t best_fit(CgValue *const *placed, int count, const CgValue *v, Interval *scratch)
+{
+    int k = 0;
+    for (int i = 0; i < count; i++)
+        if (placed[i]->first <= v->last && v->first <= placed[i]->last)
+            scratch[k++] = (Interval){placed[i]->offset, placed[i]->offset + align_up(placed[i]->bytes)};
+    qsort(scratch, (size_t)k, sizeof *scratch, compare_intervals);
+    size_t need = align_up(v->bytes), cursor = 0, best = SIZE_MAX, best_waste = SIZE_MAX;
+    for (int i = 0; i < k; i++) {
+        if (scratch[i].begin > cursor) {
+            size_t gap = scratch[i].begin - cursor;
+            if (gap >= need && gap - need < best_waste) {
+                best = cursor;
+                best_waste = gap - need;
+            }
+        }
+        if (scratch[i].end > cursor)
+            cursor = scratch[i].end;
+    }
+    return best != SIZE_MAX ? best : cursor;
+}
+
+/* Largest first; ties by birth, then creation order, so plans are stable. */
+static int compare_for_placement(const void *a, const void *b)
+{
+    const CgValue *x = *(CgValue *const *)a, *y = *(CgValue *const *)b;
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->first != y->first)
+        return x->first < y->first ? -1 : 1;
+    return x->node->id - y->node->id;
+}
+
+static bool inplace_allowed(const Node *n)
+{
+    return n->op && (n->op->flags & FX_OPF_ELEMENTWISE) && n->num_outputs == 1 &&
+           !is_constant(n);
+}
+
+FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
+{
+    memset(p, 0, sizeof *p);
+    FxStatus st = check_supported(g, d);
+    if (st != FX_OK)
+        return st;
+    int steps = 0, values = 0;
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        n->pass_data = (void *)(intptr_t)(++steps);
+        values += n->num_outputs + 1; /* +1: room for scratch */
+    }
+    p->num_steps = steps;
+    p->values = calloc((size_t)values + 1, sizeof *p->values);
+    p->node_values = calloc((size_t)steps + 1, sizeof *p->node_values);
+    p->num_ids = g->next_id;
+    p->by_id = calloc((size_t)g->next_id + 1, sizeof *p->by_id);
+    p->node_scratch = calloc((size_t)steps + 1, sizeof *p->node_scratch);
+    p->order = calloc((size_t)steps + 1, sizeof *p->order);
+    p->copies = calloc((size_t)graph_num_outputs(g) + 1, sizeof *p->copies);
+    CgValue **placed = calloc((size_t)values + 1, sizeof *placed);
+    Interval *intervals = calloc((size_t)values + 1, sizeof *intervals);
+    if (!p->values || !p->node_values || !p->by_id || !p->node_scratch || !p->order || !p->copies || !placed ||
+        !intervals) {
+        free(placed);
+        free(intervals);
+        cg_plan_free(p);
+        return diag_error(d, FX_ERR_NOMEM, "out of memory planning the arena");
+    }
+
+    /* 1. One value per node output, classified. */
+    int inputs = 0;
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        int pos = position(n);
+        p->order[pos] = n;
+        if (n->opcode == FX_OPCODE_OUTPUT)
+            continue;
+        p->node_values[pos] = &p->values[p->num_values];
+        p->by_id[n->id] = p->node_values[pos];
+        for (int k = 0; k < n->num_outputs; k++) {
+            CgValue *v = &p->values[p->num_values++];
+            v->node = n;
+            v->index = k;
+            v->bytes = type_nbytes(&n->out_types[k]);
+            v->first = v->last = pos;
+            if (n->opcode == FX_OPCODE_PLACEHOLDER) {
+                v->kind = CG_INPUT;
+                v->io = inputs++;
+            } else if (is_constant(n)) {
+                v->kind = CG_WEIGHT;
+            } else if (n->op == &fx_op_getitem) {
+                v->kind = CG_ALIAS;
+                v->alias = value_of(p, n->args[0]) + n->index;
+            } else if ((n->op->flags & FX_OPF_VIEW) && k == 0 && n->args[0]) {
+                v->kind = CG_ALIAS;
+                v->alias = value_of(p, n->args[0]);
+                p->alias_count++;
+            } else {
+                v->kind = CG_ARENA;
+            }
+            name_value(v);
+        }
+        if (n->op && n->op->scratch_bytes && !is_constant(n)) {
+            size_t bytes = n->op->scratch_bytes(n);
+            if (bytes) {
+                CgValue *s = &p->values[p->num_values++];
+                s->node = n;
+                s->kind = CG_SCRATCH;
+                s->bytes = bytes;
+                s->first = s->last = pos;
+                name_value(s);
+                p->node_scratch[pos] = s;
+            }
+        }
+    }
+
+    /* 2. Own last uses, then graph outputs: a value made in the arena that is
+     * returned is written straight into the caller's buffer. */
+    for (Node *n = g->root.next; n != &g->root; n = n->next)
+        for (int i = 0; i < n->num_args; i++)
+            if (n->args[i] && n->opcode != FX_OPCODE_OUTPUT) {
+                CgValue *v = value_of(p, n->args[i]);
+                if (v->last < position(n))
+                    v->last = position(n);
+            }
+    Node *out = graph_output_node(g);
+    for (int k = 0; out && k < out->num_args; k++) {
+        CgValue *v = value_of(p, out->args[k]);
+        CgValue *r = root_mut(v);
+        if (v == r && r->kind == CG_ARENA) {
+            r->kind = CG_OUTPUT;
+            r->io = k;
+        } else {
+            p->copies[p->num_copies++] = (CgCopy){k, v};
+        }
+    }
+    /* Copies read their value after the last step. */
+    for (int c = 0; c < p->num_copies; c++)
+        ((CgValue *)p->copies[c].src)->last = steps;
+
+    /* 3. Lifetimes of roots cover their aliases. */
+    for (int i = 0; i < p->num_values; i++) {
+        CgValue *r = root_mut(&p->values[i]);
+        if (r->last < p->values[i].last)
+            r->last = p->values[i].last;
+    }
+
+    /* 4. In-place: an elementwise node's output takes over an arena input of
+     * the same type that is read for the last time here. */
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (!inplace_allowed(n))
+            continue;
+        CgValue *o = p->node_values[position(n)];
+        if (o->kind != CG_ARENA)
+            continue;
+        for (int i = 0; i < n->num_args; i++) {
+            if (!n->args[i])
+                continue;
+            CgValue *r = root_mut(value_of(p, n->args[i]));
+            if (r->kind != CG_ARENA || r->last != position(n) || r == o ||
+                !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
+                continue;
+            o->kind = CG_ALIAS;
+            o->alias = r;
+            o->inplace = true;
+            r->last = o->last;
+            p->inplace_count++;
+            break;
+        }
+    }
+
+    /* 5. Offsets. */
+    int count = 0;
+    for (int i = 0; i < p->num_values; i++) {
+        CgValue *v = &p->values[i];
+        if (v->kind == CG_ARENA || v->kind == CG_SCRATCH)
+            placed[count++] = v;
+        if (v->kind == CG_ARENA || v->kind == CG_SCRATCH || (v->kind == CG_ALIAS && v->inplace) ||
+            (v->kind == CG_OUTPUT))
+            p->naive_bytes += v->kind == CG_OUTPUT ? 0 : align_up(v->bytes);
+    }
+    qsort(placed, (size_t)count, sizeof *placed, compare_for_placement);
+    for (int i = 0; i < count; i++) {
+        placed[i]->offset = best_fit(placed, i, placed[i], intervals);
+        size_t end = placed[i]->offset + align_up(placed[i]->bytes);
+        if (end > p->arena_bytes)
+            p->arena_bytes = end;
+    }
+    for (int s = 0; s <= steps; s++) {
+        size_t live = 0;
+        for (int i = 0; i < count; i++)
+            if (placed[i]->first <= s && s <= placed[i]->last)
+                live += align_up(placed[i]->bytes);
+        if (live > p->lower_bound)
+            p->lower_bound = live;
+    }
+    free(placed);
+    free(intervals);
+    for (Node *n = g->root.next; n != &g->root; n = n->next)
+        n->pass_data = NULL;
+    return FX_OK;
+}
+
+void cg_plan_free(CgPlan *p)
+{
+    free(p->values);
+    free(p->node_values);
+    free(p->by_id);
+    free(p->node_scratch);
+    free(p->order);
+    free(p->copies);
+    memset(p, 0, sizeof *p);
+}
+
+FxStatus cg_plan_check(const CgPlan *p, Diag *d)
+{
+    FxStatus st = FX_OK;
+    for (int i = 0; i < p->num_values; i++) {
+        const CgValue *a = &p->values[i];
+        if (a->kind != CG_ARENA && a->kind != CG_SCRATCH)
+            continue;
+        if (a->offset % CG_ALIGN)
+            st = diag_error(d, FX_ERR_INVALID, "plan: %s is not 64-byte aligned", a->cname);
+        if (a->offset + a->bytes > p->arena_bytes)
+            st = diag_error(d, FX_ERR_INVALID, "plan: %s lies outside the arena", a->cname);
+        for (int j = i + 1; j < p->num_values; j++) {
+            const CgValue *b = &p->values[j];
+            if (b->kind != CG_ARENA && b->kind != CG_SCRATCH)
+                continue;
+            bool live_together = a->first <= b->last && b->first <= a->last;
+            bool overlap = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            if (live_together && overlap && a->bytes && b->bytes)
+                st = diag_error(d, FX_ERR_INVALID,
+                                "plan: %s [%zu, +%zu) steps %d-%d overlaps %s [%zu, +%zu) steps "
+                                "%d-%d",
+                                a->cname, a->offset, a->bytes, a->first, a->last, b->cname,
+                                b->offset, b->bytes, b->first, b->last);
+        }
+    }
+    return st;
+}
+
+static const char *kind_name(const CgValue *v)
+{
+    switch (v->kind) {
+    case CG_INPUT: return "input";
+    case CG_OUTPUT: return "output";
+    case CG_WEIGHT: return "weight";
+    case CG_ARENA: return "arena";
+    case CG_ALIAS: return v->inplace ? "in-place" : "alias";
+    case CG_SCRATCH: return "scratch";
+    }
+    return "?";
+}
+
+void cg_plan_report(const CgPlan *p, FILE *out)
+{
+    fprintf(out, "memory plan: arena %zu bytes; lower bound %zu bytes (largest total alive at one "
+                 "step); naive %zu bytes (every intermediate in its own buffer)\n",
+            p->arena_bytes, p->lower_bound, p->naive_bytes);
+    fprintf(out, "             %d in-place, %d views aliased, %d output copies\n",
+            p->inplace_count, p->alias_count, p->num_copies);
+    fprintf(out, "%-32s %-16s %-9s %12s %10s %14s\n", "node", "op", "storage", "bytes", "offset",
+            "MACs");
+    for (int i = 0; i < p->num_values; i++) {
+        const CgValue *v = &p->values[i];
+        const Node *n = v->node;
+        char offset[32] = "-";
+        const CgValue *r = cg_root(v);
+        if (r->kind == CG_ARENA || r->kind == CG_SCRATCH)
+            snprintf(offset, sizeof offset, "%zu", r->offset);
+        fprintf(out, "%-32s %-16s %-9s %12zu %10s %14lld\n", v->cname,
+                n->op ? n->op->name : fx_opcode_name(n->opcode), kind_name(v), v->bytes, offset,
+                v->index == 0 && v->kind != CG_SCRATCH ? (long long)node_macs(n) : 0ll);
+    }
+}
