@@ -138,16 +138,28 @@ static void value_expr(const Gen *gen, const CgValue *v, char *buf, size_t cap)
         snprintf(buf, cap, "%s", v->cname);
 }
 
+/* Whether the code (comments aside) mentions identifier `word`. */
 static bool word_used(const Text *t, const char *word)
 {
     if (!t->data)
         return false;
     size_t len = strlen(word);
-    for (const char *p = strstr(t->data, word); p; p = strstr(p + 1, word)) {
-        bool left = p == t->data || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
-        bool right = !(isalnum((unsigned char)p[len]) || p[len] == '_');
-        if (left && right)
-            return true;
+    for (const char *p = t->data; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+            continue;
+        }
+        if (isalpha((unsigned char)*p) || *p == '_') {
+            const char *q = p;
+            while (isalnum((unsigned char)*q) || *q == '_')
+                q++;
+            if ((size_t)(q - p) == len && strncmp(p, word, len) == 0)
+                return true;
+            p = q;
+            continue;
+        }
+        p++;
     }
     return false;
 }

@@ -430,8 +430,10 @@ static bool build_compiled(const Options *o, char **tests, const Result *results
     fprintf(f, "rt/%%.o: %s/fxrt/%%.c\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && "
                "$(CC) $(CFLAGS) -c $< -o $@\n", first, first);
     fprintf(f, "rt/libfxrt.a: $(RT_OBJS)\n\tar rcs $@ $^\n");
-    fprintf(f, "%%/main: rt/libfxrt.a\n\t@$(CC) $(CFLAGS) -I$* $*/*.c rt/libfxrt.a $(LIBS) "
-               "-o $@ > $*/build.log 2>&1 || (rm -f $@; false)\n");
+    fprintf(f, "rt/fxio.o: %s/fxio.c\n\t@mkdir -p rt && $(CC) $(CFLAGS) -c $< -o $@\n", first);
+    fprintf(f, "%%/main: rt/libfxrt.a rt/fxio.o\n\t@$(CC) $(CFLAGS) -I$* -I%s $*/model*.c "
+               "$*/main.c rt/fxio.o rt/libfxrt.a $(LIBS) -o $@ > $*/build.log 2>&1 "
+               "|| (rm -f $@; false)\n", first);
     fclose(f);
     char jobs[32];
     snprintf(jobs, sizeof jobs, "-j%d", o->jobs > 0 ? o->jobs : 2);
