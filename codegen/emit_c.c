@@ -606,6 +606,28 @@ static FxStatus move_into(const char *tmp, const char *dir, Diag *d)
     return st;
 }
 
+/* mkdir -p of the folder that will hold dir. */
+static FxStatus make_parents(const char *dir, Diag *d)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return FX_OK;
+    *slash = '\0';
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return diag_error(d, FX_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return diag_error(d, FX_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    return FX_OK;
+}
+
 FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
                     Diag *d)
 {
@@ -630,6 +652,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         if (header.failed || cmake.failed || mk.failed)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
     }
+    if (st == FX_OK)
+        st = make_parents(dir, d);
     if (st == FX_OK) {
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
         remove_tree(tmp);
