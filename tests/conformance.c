@@ -305,6 +305,9 @@ static Result compile_test(const Options *o, const Graph *g, const char *name, c
     char out[4300];
     snprintf(out, sizeof out, "%s/%s", o->work, name);
     CgOptions co = {.name = "model", .target = o->target, .emit_main = true, .source = name};
+    char stale[4400];
+    snprintf(stale, sizeof stale, "%s/main", out);
+    unlink(stale); /* make would keep a main built from an earlier compile */
     FxStatus st = cg_compile(g, &co, out, NULL, d);
     if (st == FX_OK)
         return RESULT_PASS;
@@ -426,9 +429,9 @@ static bool build_compiled(const Options *o, char **tests, const Result *results
         if (ran[t] && results[t] == RESULT_PASS)
             fprintf(f, " %s/main", tests[t]);
     fprintf(f, "\nall: $(MAINS)\n");
-    fprintf(f, "rt/%%.h: %s/fxrt/%%.h\n\t@mkdir -p rt && cp $< $@\n", first);
-    fprintf(f, "rt/%%.o: %s/fxrt/%%.c\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && "
-               "$(CC) $(CFLAGS) -c $< -o $@\n", first, first);
+    /* the headers are copied once, before any object: parallel copies race */
+    fprintf(f, "rt/.headers:\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && touch $@\n", first);
+    fprintf(f, "rt/%%.o: %s/fxrt/%%.c rt/.headers\n\t$(CC) $(CFLAGS) -c $< -o $@\n", first);
     fprintf(f, "rt/libfxrt.a: $(RT_OBJS)\n\tar rcs $@ $^\n");
     fprintf(f, "rt/fxio.o: %s/fxio.c\n\t@mkdir -p rt && $(CC) $(CFLAGS) -c $< -o $@\n", first);
     fprintf(f, "%%/main: rt/libfxrt.a rt/fxio.o\n\t@$(CC) $(CFLAGS) -I$* -I%s $*/model*.c "
