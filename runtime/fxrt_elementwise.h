@@ -13,7 +13,7 @@
  *    first, so same-shape inputs run as one flat loop and a scalar or a
  *    per-channel operand runs as a flat inner loop with a hoisted value.
  *    y may alias an input whose strides are the contiguous ones of the
- *    output shape (in-place accumulation, as Sum/Max over many inputs do).
+ *    output shape (in place: every element is read before it is written).
  *  - float32 has its own entry points (the fast path); the type-generic
  *    entry points take a FxrtDType and route float32 there, float64 through
  *    a double twin, and integers through exact 64-bit arithmetic (int64 for
@@ -179,6 +179,15 @@ int fxrt_binary(FxrtBinaryOp op, FxrtDType t, int rank, const int64_t *dims, con
 int fxrt_pow(int rank, const int64_t *dims, FxrtDType ta, const void *a,
              const int64_t *a_strides, FxrtDType tb, const void *b, const int64_t *b_strides,
              void *y);
+
+/* ONNX Sum/Min/Max/Mean: y = x[0] op x[1] op ... op x[count-1] with each
+ * x[k] broadcast by strides[k] to dims (the output, contiguous); mean
+ * nonzero divides the result by count (float types only).  op is an
+ * arithmetic op of the type (ADD, MIN, MAX...).  y may be any of the x[k]
+ * that has the output's shape and type, even several of them (in place).
+ * Returns what fxrt_binary returns. */
+int fxrt_variadic(FxrtBinaryOp op, int mean, FxrtDType t, int rank, const int64_t *dims,
+                  int count, const void *const *x, const int64_t *const *strides, void *y);
 
 /* out = cond ? x : y with three broadcast operands; x, y and out hold
  * elements of elem_size bytes (any type; 1, 2, 4 and 8 have fast paths). */

@@ -439,11 +439,13 @@ int fxrt_pow(int rank, const int64_t *dims, FxrtDType ta, const void *a,
 
 /* --- Where ------------------------------------------------------------- */
 
-/* memcpy with a constant size compiles to one move and keeps the copy free
- * of aliasing questions whatever the element type is. */
+/* memmove with a constant size compiles to one move and keeps the copy free
+ * of aliasing questions whatever the element type is; memmove rather than
+ * memcpy because out may be x or y (in place), where the source and
+ * destination of one element are the same bytes. */
 #define WHERE_RUN(K)                                                                     \
     for (int64_t i = 0; i < n; i++)                                                      \
-        memcpy(o + (yo + i) * (K),                                                       \
+        memmove(o + (yo + i) * (K),                                                      \
                c[off[0] + i * s0] ? xb + (off[1] + i * s1) * (K)                         \
                                   : yb + (off[2] + i * s2) * (K),                        \
                (K))
@@ -466,4 +468,102 @@ void fxrt_where(size_t elem_size, int rank, const int64_t *dims, const uint8_t *
     case 8: ITER_RUNS(it, WHERE_RUN(8)); break;
     default: ITER_RUNS(it, WHERE_RUN(k)); break;
     }
+}
+
+/* --- variadic folds (Sum, Mean, Min, Max) -------------------------------- */
+
+/* Offset in elements of output element i (row-major over dims) in an
+ * operand with the given strides. */
+static int64_t unravel_offset(int rank, const int64_t *dims, const int64_t *strides, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        off += (i % dims[d]) * strides[d];
+        i /= dims[d];
+    }
+    return off;
+}
+
+/* One element at a time, all operands read before the result is stored:
+ * the fallback for three or more operands that are the output buffer. */
+static int fold_by_element(FxrtBinaryOp op, FxrtDType t, int rank, const int64_t *dims,
+                           int count, const void *const *x, const int64_t *const *strides,
+                           void *y)
+{
+    const size_t es = fxrt_dtype_size(t);
+    int64_t total = 1;
+    for (int d = 0; d < rank; d++)
+        total *= dims[d];
+    for (int64_t i = 0; i < total; i++) {
+        union {
+            double d;
+            int64_t i;
+            unsigned char b[8];
+        } acc;
+        const unsigned char *x0 = x[0];
+        memcpy(acc.b, x0 + unravel_offset(rank, dims, strides[0], i) * (int64_t)es, es);
+        for (int k = 1; k < count; k++) {
+            const unsigned char *xk = x[k];
+            int rc = fxrt_binary(op, t, 0, dims, acc.b, NULL,
+                                 xk + unravel_offset(rank, dims, strides[k], i) * (int64_t)es,
+                                 NULL, acc.b);
+            if (rc != FXRT_EW_OK)
+                return rc;
+        }
+        memcpy((unsigned char *)y + i * (int64_t)es, acc.b, es);
+    }
+    return FXRT_EW_OK;
+}
+
+int fxrt_variadic(FxrtBinaryOp op, int mean, FxrtDType t, int rank, const int64_t *dims,
+                  int count, const void *const *x, const int64_t *const *strides, void *y)
+{
+    int64_t ys[FXRT_MAX_RANK], zero[FXRT_MAX_RANK] = {0};
+    int64_t s = 1;
+    if (count < 1 || rank < 0 || rank > FXRT_MAX_RANK || fxrt_binary_is_predicate(op))
+        return FXRT_EW_ERR_TYPE;
+    for (int d = rank - 1; d >= 0; d--) {
+        ys[d] = dims[d] == 1 ? 0 : s;
+        s *= dims[d];
+    }
+    /* Operands that are the output buffer (in place) must be read before y
+     * is first written: the first step reads two operands, so up to two
+     * such operands go first and the fold y = y op x[k] handles the rest.
+     * The ops are commutative, so the order changes only float rounding. */
+    int first = -1, second = -1, aliases = 0;
+    for (int k = 0; k < count; k++) {
+        if (x[k] != y)
+            continue;
+        aliases++;
+        if (first < 0)
+            first = k;
+        else if (second < 0)
+            second = k;
+    }
+    int rc = FXRT_EW_OK;
+    if (aliases >= 3) {
+        rc = fold_by_element(op, t, rank, dims, count, x, strides, y);
+    } else if (count == 1) {
+        if (x[0] != y)
+            memmove(y, x[0], (size_t)s * fxrt_dtype_size(t));
+    } else {
+        int i0 = first >= 0 ? first : 0;
+        int i1 = second >= 0 ? second : (i0 == 0 ? 1 : 0);
+        rc = fxrt_binary(op, t, rank, dims, x[i0], strides[i0], x[i1], strides[i1], y);
+        for (int k = 0; k < count && rc == FXRT_EW_OK; k++)
+            if (k != i0 && k != i1)
+                rc = fxrt_binary(op, t, rank, dims, y, ys, x[k], strides[k], y);
+    }
+    if (rc != FXRT_EW_OK || !mean || count == 1)
+        return rc;
+    /* Mean = Sum / N, divided like the reference rather than scaled by 1/N. */
+    if (t == FXRT_DTYPE_FLOAT32) {
+        const float nf = (float)count;
+        return fxrt_binary(FXRT_BINARY_DIV, t, rank, dims, y, ys, &nf, zero, y);
+    }
+    if (t == FXRT_DTYPE_FLOAT64) {
+        const double nd = (double)count;
+        return fxrt_binary(FXRT_BINARY_DIV, t, rank, dims, y, ys, &nd, zero, y);
+    }
+    return FXRT_EW_ERR_TYPE;
 }

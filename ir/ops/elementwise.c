@@ -10,6 +10,11 @@
  * numerics are the runtime's (runtime/fxrt_elementwise*.c); this file only
  * checks types and shapes, reads attributes and computes strides.
  *
+ * Every op also has an emitter for `fxcc compile`: it writes one call of the
+ * same runtime kernel that eval uses, with the parameters eval computes
+ * (the *_params functions below serve both) baked in as static const
+ * arrays: compacted dims, broadcast strides, float attributes.
+ *
  * Refusals: float16/bfloat16/string inputs (FX_ERR_UNSUPPORTED); element
  * types ONNX does not allow for the op, mismatched operand types, shapes
  * that do not broadcast, Mod with fmod=0 on floats, a BitShift direction
@@ -120,6 +125,116 @@ static FxStatus runtime_status(EvalCtx *c, int rc)
                            dtype_name(c->in[0]->type.dtype));
 }
 
+/* --- shared by eval and emit ------------------------------------------------ */
+
+/* The broadcast walk of an elementwise node with nops operands: the
+ * output's dims with size-1 axes dropped and neighbouring axes merged where
+ * every operand's strides chain (the compaction the runtime kernels do
+ * anyway, done here once so that emitted code carries the short form), and
+ * one stride row per operand.  A walk has rank >= 1. */
+static int walk_compute(const TensorType *out, int nops, const TensorType *const *ins,
+                        int64_t *dims, int64_t (*st)[FX_MAX_RANK])
+{
+    int64_t full[FX_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < out->rank; d++) {
+        if (out->dims[d] == 1)
+            continue;
+        bool chain = r > 0;
+        for (int k = 0; k < nops; k++) {
+            fxrt_broadcast_strides(out->rank, out->dims, ins[k]->rank, ins[k]->dims, full);
+            if (chain && st[k][r - 1] != full[d] * out->dims[d])
+                chain = false;
+        }
+        int at = chain ? r - 1 : r;
+        for (int k = 0; k < nops; k++) {
+            fxrt_broadcast_strides(out->rank, out->dims, ins[k]->rank, ins[k]->dims, full);
+            st[k][at] = full[d];
+        }
+        dims[at] = chain ? dims[at] * out->dims[d] : out->dims[d];
+        if (!chain)
+            r++;
+    }
+    if (r == 0) {
+        dims[0] = 1;
+        for (int k = 0; k < nops; k++)
+            st[k][0] = 0;
+        r = 1;
+    }
+    return r;
+}
+
+/* Writes `static const int64_t dims[] = ...;` and one stride array per
+ * operand, named names[k]. */
+static void emit_walk(EmitCtx *c, int rank, const int64_t *dims, int nops,
+                      const int64_t (*st)[FX_MAX_RANK], const char *const *names)
+{
+    emit_int64_array(c, "dims", dims, rank);
+    for (int k = 0; k < nops; k++)
+        emit_int64_array(c, names[k], st[k], rank);
+}
+
+static const char *const unary_names[FXRT_UNARY_COUNT_] = {
+    [FXRT_UNARY_NEG] = "FXRT_UNARY_NEG",
+    [FXRT_UNARY_ABS] = "FXRT_UNARY_ABS",
+    [FXRT_UNARY_SIGN] = "FXRT_UNARY_SIGN",
+    [FXRT_UNARY_RELU] = "FXRT_UNARY_RELU",
+    [FXRT_UNARY_SQRT] = "FXRT_UNARY_SQRT",
+    [FXRT_UNARY_EXP] = "FXRT_UNARY_EXP",
+    [FXRT_UNARY_LOG] = "FXRT_UNARY_LOG",
+    [FXRT_UNARY_RECIPROCAL] = "FXRT_UNARY_RECIPROCAL",
+    [FXRT_UNARY_ERF] = "FXRT_UNARY_ERF",
+    [FXRT_UNARY_TANH] = "FXRT_UNARY_TANH",
+    [FXRT_UNARY_SIGMOID] = "FXRT_UNARY_SIGMOID",
+    [FXRT_UNARY_LEAKY_RELU] = "FXRT_UNARY_LEAKY_RELU",
+    [FXRT_UNARY_ELU] = "FXRT_UNARY_ELU",
+    [FXRT_UNARY_SELU] = "FXRT_UNARY_SELU",
+    [FXRT_UNARY_CELU] = "FXRT_UNARY_CELU",
+    [FXRT_UNARY_HARD_SIGMOID] = "FXRT_UNARY_HARD_SIGMOID",
+    [FXRT_UNARY_HARD_SWISH] = "FXRT_UNARY_HARD_SWISH",
+    [FXRT_UNARY_SOFTPLUS] = "FXRT_UNARY_SOFTPLUS",
+    [FXRT_UNARY_SOFTSIGN] = "FXRT_UNARY_SOFTSIGN",
+    [FXRT_UNARY_THRESHOLDED_RELU] = "FXRT_UNARY_THRESHOLDED_RELU",
+    [FXRT_UNARY_SHRINK] = "FXRT_UNARY_SHRINK",
+    [FXRT_UNARY_FLOOR] = "FXRT_UNARY_FLOOR",
+    [FXRT_UNARY_CEIL] = "FXRT_UNARY_CEIL",
+    [FXRT_UNARY_ROUND] = "FXRT_UNARY_ROUND",
+    [FXRT_UNARY_SIN] = "FXRT_UNARY_SIN",
+    [FXRT_UNARY_COS] = "FXRT_UNARY_COS",
+    [FXRT_UNARY_TAN] = "FXRT_UNARY_TAN",
+    [FXRT_UNARY_ASIN] = "FXRT_UNARY_ASIN",
+    [FXRT_UNARY_ACOS] = "FXRT_UNARY_ACOS",
+    [FXRT_UNARY_ATAN] = "FXRT_UNARY_ATAN",
+    [FXRT_UNARY_SINH] = "FXRT_UNARY_SINH",
+    [FXRT_UNARY_COSH] = "FXRT_UNARY_COSH",
+    [FXRT_UNARY_ASINH] = "FXRT_UNARY_ASINH",
+    [FXRT_UNARY_ACOSH] = "FXRT_UNARY_ACOSH",
+    [FXRT_UNARY_ATANH] = "FXRT_UNARY_ATANH",
+};
+
+static const char *const binary_names[FXRT_BINARY_COUNT_] = {
+    [FXRT_BINARY_ADD] = "FXRT_BINARY_ADD",
+    [FXRT_BINARY_SUB] = "FXRT_BINARY_SUB",
+    [FXRT_BINARY_MUL] = "FXRT_BINARY_MUL",
+    [FXRT_BINARY_DIV] = "FXRT_BINARY_DIV",
+    [FXRT_BINARY_POW] = "FXRT_BINARY_POW",
+    [FXRT_BINARY_MIN] = "FXRT_BINARY_MIN",
+    [FXRT_BINARY_MAX] = "FXRT_BINARY_MAX",
+    [FXRT_BINARY_MOD] = "FXRT_BINARY_MOD",
+    [FXRT_BINARY_FMOD] = "FXRT_BINARY_FMOD",
+    [FXRT_BINARY_PRELU] = "FXRT_BINARY_PRELU",
+    [FXRT_BINARY_SHL] = "FXRT_BINARY_SHL",
+    [FXRT_BINARY_SHR] = "FXRT_BINARY_SHR",
+    [FXRT_BINARY_EQUAL] = "FXRT_BINARY_EQUAL",
+    [FXRT_BINARY_LESS] = "FXRT_BINARY_LESS",
+    [FXRT_BINARY_LESS_EQUAL] = "FXRT_BINARY_LESS_EQUAL",
+    [FXRT_BINARY_GREATER] = "FXRT_BINARY_GREATER",
+    [FXRT_BINARY_GREATER_EQUAL] = "FXRT_BINARY_GREATER_EQUAL",
+    [FXRT_BINARY_AND] = "FXRT_BINARY_AND",
+    [FXRT_BINARY_OR] = "FXRT_BINARY_OR",
+    [FXRT_BINARY_XOR] = "FXRT_BINARY_XOR",
+};
+
 /* --- the table ------------------------------------------------------------- */
 
 typedef enum EwKind {
@@ -228,23 +343,57 @@ static FxStatus unary_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* The op's float attributes as the kernel's params[] (unused entries 0);
+ * returns how many the op reads. */
+static int unary_params(const Node *n, float params[2])
+{
+    const EwInfo *e = info_of(n);
+    params[0] = e->p0 ? node_attr_float(n, e->p0, 0.0f) : 0.0f;
+    params[1] = e->p1 ? node_attr_float(n, e->p1, 0.0f) : 0.0f;
+    return fxrt_unary_num_params((FxrtUnaryOp)e->rt_op);
+}
+
 static FxStatus unary_eval(EvalCtx *c)
 {
     const EwInfo *e = info_of(c->node);
-    double params[2] = {0.0, 0.0};
-    if (e->p0)
-        params[0] = node_attr_float(c->node, e->p0, 0.0f);
-    if (e->p1)
-        params[1] = node_attr_float(c->node, e->p1, 0.0f);
+    float p[2];
+    unary_params(c->node, p);
     const Tensor *x = c->in[0];
     size_t n = (size_t)tensor_numel(x);
     if (x->type.dtype == FXRT_DTYPE_FLOAT32) {
-        float p[2] = {(float)params[0], (float)params[1]};
         fxrt_unary_f32((FxrtUnaryOp)e->rt_op, x->data, c->out[0]->data, n, p);
         return FX_OK;
     }
+    double pd[2] = {p[0], p[1]};
     return runtime_status(c, fxrt_unary((FxrtUnaryOp)e->rt_op, x->type.dtype, x->data,
-                                        c->out[0]->data, n, params));
+                                        c->out[0]->data, n, pd));
+}
+
+static FxStatus unary_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const EwInfo *e = info_of(n);
+    const char *opname = unary_names[e->rt_op];
+    DType dt = node_input_type(n, 0)->dtype;
+    long long count = (long long)type_numel(&n->out_types[0]);
+    float p[2];
+    int np = unary_params(n, p);
+    char l0[48], l1[48];
+    c_float_literal(p[0], l0, sizeof l0);
+    c_float_literal(p[1], l1, sizeof l1);
+    if (dt == FXRT_DTYPE_FLOAT32) {
+        if (np > 0)
+            emit_float_array(c, "p", p, 2);
+        c->line(c, "fxrt_unary_f32(%s, %s, %s, %lld, %s);", opname, c->in[0], c->out[0], count,
+                np > 0 ? "p" : "NULL");
+        return FX_OK;
+    }
+    /* float literals: params[] holds the float attribute widened, as in eval */
+    if (np > 0)
+        c->line(c, "static const double p[2] = {%s, %s};", l0, l1);
+    c->line(c, "if (fxrt_unary(%s, %s, %s, %s, %lld, %s) != 0) return 1;", opname,
+            c_dtype_enum(dt), c->in[0], c->out[0], count, np > 0 ? "p" : "NULL");
+    return FX_OK;
 }
 
 /* IsNaN, IsInf and Not: bool results. */
@@ -255,6 +404,32 @@ static FxStatus predicate_infer(InferCtx *c)
         return st;
     c->out[0] = *c->in[0];
     c->out[0].dtype = FXRT_DTYPE_BOOL;
+    return FX_OK;
+}
+
+static FxStatus predicate_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    DType dt = node_input_type(n, 0)->dtype;
+    long long count = (long long)type_numel(&n->out_types[0]);
+    const char *x = c->in[0], *y = c->out[0];
+    if (n->op == &fx_op_Not) {
+        c->line(c, "fxrt_not_bool(%s, %s, %lld);", x, y, count);
+    } else if (n->op == &fx_op_IsNaN) {
+        if (dt == FXRT_DTYPE_FLOAT32)
+            c->line(c, "fxrt_isnan_f32(%s, %s, %lld);", x, y, count);
+        else
+            c->line(c, "if (fxrt_isnan(%s, %s, %s, %lld) != 0) return 1;", c_dtype_enum(dt), x,
+                    y, count);
+    } else {
+        int neg = node_attr_int(n, "detect_negative", 1) != 0;
+        int pos = node_attr_int(n, "detect_positive", 1) != 0;
+        if (dt == FXRT_DTYPE_FLOAT32)
+            c->line(c, "fxrt_isinf_f32(%s, %s, %lld, %d, %d);", x, y, count, neg, pos);
+        else
+            c->line(c, "if (fxrt_isinf(%s, %s, %s, %lld, %d, %d) != 0) return 1;",
+                    c_dtype_enum(dt), x, y, count, neg, pos);
+    }
     return FX_OK;
 }
 
@@ -319,24 +494,87 @@ static FxStatus binary_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* Which kernel a binary node calls: mixed-type Pow, the float32 fast paths,
+ * or the type-generic entry point. */
+typedef enum BinaryKernel { BK_POW_MIXED, BK_F32, BK_COMPARE_F32, BK_GENERIC } BinaryKernel;
+
+typedef struct BinaryParams {
+    FxrtBinaryOp op;
+    BinaryKernel kernel;
+    int rank;
+    int64_t dims[FX_MAX_RANK];
+    int64_t st[2][FX_MAX_RANK]; /* a, b */
+} BinaryParams;
+
+static void binary_params(const Node *n, const TensorType *y, const TensorType *a,
+                          const TensorType *b, BinaryParams *p)
+{
+    const TensorType *ins[2] = {a, b};
+    p->op = binary_op_of(n);
+    p->rank = walk_compute(y, 2, ins, p->dims, p->st);
+    bool f32 = a->dtype == FXRT_DTYPE_FLOAT32;
+    if (n->op == &fx_op_Pow && a->dtype != b->dtype)
+        p->kernel = BK_POW_MIXED;
+    else if (f32 && !fxrt_binary_is_predicate(p->op))
+        p->kernel = BK_F32;
+    else if (f32 && p->op <= FXRT_BINARY_GREATER_EQUAL)
+        p->kernel = BK_COMPARE_F32;
+    else
+        p->kernel = BK_GENERIC;
+}
+
 static FxStatus binary_eval(EvalCtx *c)
 {
     const Tensor *a = c->in[0], *b = c->in[1];
     Tensor *y = c->out[0];
-    const TensorType *yt = &y->type;
-    int64_t sa[FX_MAX_RANK], sb[FX_MAX_RANK];
-    fxrt_broadcast_strides(yt->rank, yt->dims, a->type.rank, a->type.dims, sa);
-    fxrt_broadcast_strides(yt->rank, yt->dims, b->type.rank, b->type.dims, sb);
-    FxrtBinaryOp op = binary_op_of(c->node);
-    if (c->node->op == &fx_op_Pow)
-        return runtime_status(c, fxrt_pow(yt->rank, yt->dims, a->type.dtype, a->data, sa,
-                                          b->type.dtype, b->data, sb, y->data));
-    if (a->type.dtype == FXRT_DTYPE_FLOAT32 && !fxrt_binary_is_predicate(op)) {
-        fxrt_binary_f32(op, yt->rank, yt->dims, a->data, sa, b->data, sb, y->data);
+    BinaryParams p;
+    binary_params(c->node, &y->type, &a->type, &b->type, &p);
+    switch (p.kernel) {
+    case BK_POW_MIXED:
+        return runtime_status(c, fxrt_pow(p.rank, p.dims, a->type.dtype, a->data, p.st[0],
+                                          b->type.dtype, b->data, p.st[1], y->data));
+    case BK_F32:
+        fxrt_binary_f32(p.op, p.rank, p.dims, a->data, p.st[0], b->data, p.st[1], y->data);
         return FX_OK;
+    case BK_COMPARE_F32:
+        fxrt_compare_f32(p.op, p.rank, p.dims, a->data, p.st[0], b->data, p.st[1], y->data);
+        return FX_OK;
+    case BK_GENERIC:
+        break;
     }
-    return runtime_status(c, fxrt_binary(op, a->type.dtype, yt->rank, yt->dims, a->data, sa,
-                                         b->data, sb, y->data));
+    return runtime_status(c, fxrt_binary(p.op, a->type.dtype, p.rank, p.dims, a->data, p.st[0],
+                                         b->data, p.st[1], y->data));
+}
+
+static FxStatus binary_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const TensorType *a = node_input_type(n, 0), *b = node_input_type(n, 1);
+    BinaryParams p;
+    binary_params(n, &n->out_types[0], a, b, &p);
+    static const char *const names[2] = {"sa", "sb"};
+    emit_walk(c, p.rank, p.dims, 2, (const int64_t(*)[FX_MAX_RANK])p.st, names);
+    const char *opname = binary_names[p.op];
+    const char *x0 = c->in[0], *x1 = c->in[1], *y = c->out[0];
+    switch (p.kernel) {
+    case BK_POW_MIXED:
+        c->line(c, "if (fxrt_pow(%d, dims, %s, %s, sa, %s, %s, sb, %s) != 0) return 1;", p.rank,
+                c_dtype_enum(a->dtype), x0, c_dtype_enum(b->dtype), x1, y);
+        break;
+    case BK_F32:
+        c->line(c, "fxrt_binary_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0, x1,
+                y);
+        break;
+    case BK_COMPARE_F32:
+        c->line(c, "fxrt_compare_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0,
+                x1, y);
+        break;
+    case BK_GENERIC:
+        c->line(c, "if (fxrt_binary(%s, %s, %d, dims, %s, sa, %s, sb, %s) != 0) return 1;",
+                opname, c_dtype_enum(a->dtype), p.rank, x0, x1, y);
+        break;
+    }
+    return FX_OK;
 }
 
 /* --- variadic -------------------------------------------------------------- */
@@ -363,40 +601,95 @@ static FxStatus variadic_infer(InferCtx *c)
     return FX_OK;
 }
 
-/* y = in0 op in1, then y = y op in_k: every step reads y in place with the
- * output's contiguous strides, which the runtime allows. */
+/* The walk over all inputs of a Sum/Mean/Min/Max node; st has one row per
+ * input (count rows, allocated by the caller). */
+static int variadic_params(const TensorType *y, int count, const TensorType *const *ins,
+                           int64_t *dims, int64_t (*st)[FX_MAX_RANK])
+{
+    return walk_compute(y, count, ins, dims, st);
+}
+
 static FxStatus variadic_eval(EvalCtx *c)
 {
     const EwInfo *e = info_of(c->node);
-    FxrtBinaryOp op = (FxrtBinaryOp)e->rt_op;
+    int count = c->num_inputs;
     Tensor *y = c->out[0];
-    const TensorType *yt = &y->type;
-    DType dt = yt->dtype;
-    int64_t sa[FX_MAX_RANK], sb[FX_MAX_RANK];
-    const Tensor *first = c->in[0];
-    if (c->num_inputs == 1) {
-        memcpy(y->data, first->data, tensor_nbytes(y));
+    const TensorType **ins = malloc((size_t)count * sizeof *ins);
+    const void **xs = malloc((size_t)count * sizeof *xs);
+    const int64_t **sp = malloc((size_t)count * sizeof *sp);
+    int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
+    FxStatus status = FX_OK;
+    if (!ins || !xs || !sp || !st) {
+        status = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     } else {
-        for (int i = 1; i < c->num_inputs; i++) {
-            const Tensor *a = i == 1 ? first : y, *b = c->in[i];
-            fxrt_broadcast_strides(yt->rank, yt->dims, a->type.rank, a->type.dims, sa);
-            fxrt_broadcast_strides(yt->rank, yt->dims, b->type.rank, b->type.dims, sb);
-            FxStatus st = runtime_status(c, fxrt_binary(op, dt, yt->rank, yt->dims, a->data, sa,
-                                                        b->data, sb, y->data));
-            if (st != FX_OK)
-                return st;
+        int64_t dims[FX_MAX_RANK];
+        for (int i = 0; i < count; i++) {
+            ins[i] = &c->in[i]->type;
+            xs[i] = c->in[i]->data;
+            sp[i] = st[i];
         }
+        int rank = variadic_params(&y->type, count, ins, dims, st);
+        status = runtime_status(c, fxrt_variadic((FxrtBinaryOp)e->rt_op,
+                                                 c->node->op == &fx_op_Mean, y->type.dtype, rank,
+                                                 dims, count, xs, sp, y->data));
     }
-    if (c->node->op == &fx_op_Mean && c->num_inputs > 1) {
-        /* Mean = Sum / N, divided like the reference rather than scaled by 1/N. */
-        int64_t s[FX_MAX_RANK], zero[FX_MAX_RANK] = {0};
-        fxrt_broadcast_strides(yt->rank, yt->dims, yt->rank, yt->dims, s);
-        double nd = (double)c->num_inputs;
-        float nf = (float)c->num_inputs;
-        const void *divisor = dt == FXRT_DTYPE_FLOAT32 ? (const void *)&nf : (const void *)&nd;
-        return runtime_status(c, fxrt_binary(FXRT_BINARY_DIV, dt, yt->rank, yt->dims, y->data,
-                                             s, divisor, zero, y->data));
+    free(ins);
+    free(xs);
+    free(sp);
+    free(st);
+    return status;
+}
+
+static FxStatus variadic_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const EwInfo *e = info_of(n);
+    int count = c->num_inputs;
+    const TensorType **ins = malloc((size_t)count * sizeof *ins);
+    int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
+    if (!ins || !st) {
+        free(ins);
+        free(st);
+        return diag_node_error(c->diag, FX_ERR_NOMEM, n, "out of memory");
     }
+    for (int i = 0; i < count; i++)
+        ins[i] = node_input_type(n, i);
+    int64_t dims[FX_MAX_RANK];
+    int rank = variadic_params(&n->out_types[0], count, ins, dims, st);
+    emit_int64_array(c, "dims", dims, rank);
+    for (int i = 0; i < count; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "s%d", i);
+        emit_int64_array(c, name, st[i], rank);
+    }
+    /* The operand lists: on one line when short, else one entry a line. */
+    size_t need = 0;
+    for (int i = 0; i < count; i++)
+        need += strlen(c->in[i]) + 2;
+    if (count <= 8 && need <= 60) {
+        char sl[8 * 8], xl[128];
+        size_t ls = 0, lx = 0;
+        for (int i = 0; i < count; i++) {
+            ls += (size_t)snprintf(sl + ls, sizeof sl - ls, "%ss%d", i ? ", " : "", i);
+            lx += (size_t)snprintf(xl + lx, sizeof xl - lx, "%s%s", i ? ", " : "", c->in[i]);
+        }
+        c->line(c, "static const int64_t *const st[%d] = {%s};", count, sl);
+        c->line(c, "const void *const x[%d] = {%s};", count, xl);
+    } else {
+        c->line(c, "static const int64_t *const st[%d] = {", count);
+        for (int i = 0; i < count; i++)
+            c->line(c, "    s%d%s", i, i + 1 < count ? "," : "");
+        c->line(c, "};");
+        c->line(c, "const void *const x[%d] = {", count);
+        for (int i = 0; i < count; i++)
+            c->line(c, "    %s%s", c->in[i], i + 1 < count ? "," : "");
+        c->line(c, "};");
+    }
+    c->line(c, "if (fxrt_variadic(%s, %d, %s, %d, dims, %d, x, st, %s) != 0) return 1;",
+            binary_names[e->rt_op], n->op == &fx_op_Mean, c_dtype_enum(n->out_types[0].dtype),
+            rank, count, c->out[0]);
+    free(ins);
+    free(st);
     return FX_OK;
 }
 
@@ -421,13 +714,26 @@ static FxStatus where_eval(EvalCtx *c)
 {
     const Tensor *cond = c->in[0], *x = c->in[1], *y = c->in[2];
     Tensor *out = c->out[0];
-    const TensorType *ot = &out->type;
-    int64_t sc[FX_MAX_RANK], sx[FX_MAX_RANK], sy[FX_MAX_RANK];
-    fxrt_broadcast_strides(ot->rank, ot->dims, cond->type.rank, cond->type.dims, sc);
-    fxrt_broadcast_strides(ot->rank, ot->dims, x->type.rank, x->type.dims, sx);
-    fxrt_broadcast_strides(ot->rank, ot->dims, y->type.rank, y->type.dims, sy);
-    fxrt_where(fxrt_dtype_size(ot->dtype), ot->rank, ot->dims, cond->data, sc, x->data, sx,
-               y->data, sy, out->data);
+    const TensorType *ins[3] = {&cond->type, &x->type, &y->type};
+    int64_t dims[FX_MAX_RANK], st[3][FX_MAX_RANK];
+    int rank = walk_compute(&out->type, 3, ins, dims, st);
+    fxrt_where(fxrt_dtype_size(out->type.dtype), rank, dims, cond->data, st[0], x->data, st[1],
+               y->data, st[2], out->data);
+    return FX_OK;
+}
+
+static FxStatus where_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const TensorType *ins[3] = {node_input_type(n, 0), node_input_type(n, 1),
+                                node_input_type(n, 2)};
+    int64_t dims[FX_MAX_RANK], st[3][FX_MAX_RANK];
+    int rank = walk_compute(&n->out_types[0], 3, ins, dims, st);
+    static const char *const names[3] = {"sc", "sx", "sy"};
+    emit_walk(c, rank, dims, 3, (const int64_t(*)[FX_MAX_RANK])st, names);
+    c->line(c, "fxrt_where(%zu, %d, dims, %s, sc, %s, sx, %s, sy, %s);",
+            fxrt_dtype_size(n->out_types[0].dtype), rank, c->in[0], c->in[1], c->in[2],
+            c->out[0]);
     return FX_OK;
 }
 
@@ -532,6 +838,53 @@ static FxStatus clip_eval(EvalCtx *c)
                                        bound[0], bound[1]));
 }
 
+/* Clip's bounds in generated code.  float32 with both bounds becomes
+ * fxrt_clip_f32 (a ReLU6 reads as 0.0f, 6.0f); otherwise the
+ * bound inputs are passed as pointers to one element, through a widened
+ * local for the legacy float32 bound of a float64 input. */
+static FxStatus clip_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    DType dt = node_input_type(n, 0)->dtype;
+    long long count = (long long)type_numel(&n->out_types[0]);
+    static const char *const local[2] = {"lo", "hi"};
+    const char *ptr[2] = {"NULL", "NULL"};
+    char lit[2][512];
+    /* fxrt_clip_f32 only with both bounds (a missing one would be INFINITY,
+     * which needs <math.h> in the generated file): a literal for a finite
+     * constant, else the bound's one element. */
+    bool literal = dt == FXRT_DTYPE_FLOAT32;
+    for (int k = 0; k < 2; k++) {
+        int i = k + 1;
+        if (i >= c->num_inputs || !c->in[i]) {
+            literal = false;
+            continue;
+        }
+        ptr[k] = c->in[i];
+        if (c->in_value && c->in_value[i] && isfinite(*(const float *)c->in_value[i]->data))
+            c_float_literal(*(const float *)c->in_value[i]->data, lit[k], sizeof lit[k]);
+        else
+            snprintf(lit[k], sizeof lit[k], "(%s)[0]", c->in[i]);
+    }
+    if (literal) {
+        c->line(c, "fxrt_clip_f32(%s, %s, %lld, %s, %s);", c->in[0], c->out[0], count, lit[0],
+                lit[1]);
+        return FX_OK;
+    }
+    char addr[2][8];
+    for (int k = 0; k < 2; k++) {
+        int i = k + 1;
+        if (i >= c->num_inputs || !c->in[i] || node_input_type(n, i)->dtype == dt)
+            continue;
+        c->line(c, "const double %s = (double)(%s)[0];", local[k], c->in[i]);
+        snprintf(addr[k], sizeof addr[k], "&%s", local[k]);
+        ptr[k] = addr[k];
+    }
+    c->line(c, "if (fxrt_clip(%s, %s, %s, %lld, %s, %s) != 0) return 1;", c_dtype_enum(dt),
+            c->in[0], c->out[0], count, ptr[0], ptr[1]);
+    return FX_OK;
+}
+
 /* --- attribute specs -------------------------------------------------------- */
 
 static const AttrSpec no_attrs[] = {{NULL}};
@@ -556,7 +909,7 @@ static const AttrSpec bitshift_attrs[] = {{"direction", FX_ATTR_STRING, NULL, tr
 
 /* --- op definitions --------------------------------------------------------- */
 
-#define EW_DEF(Name, nin_min, nin_max, extra_flags, attr_list, canon, inf, ev)           \
+#define EW_DEF(Name, nin_min, nin_max, extra_flags, attr_list, canon, inf, ev, em)       \
     const OpDef fx_op_##Name = {                                                         \
         .name = #Name,                                                                   \
         .min_inputs = nin_min, .max_inputs = nin_max,                                    \
@@ -566,13 +919,16 @@ static const AttrSpec bitshift_attrs[] = {{"direction", FX_ATTR_STRING, NULL, tr
         .canonicalize = canon,                                                           \
         .infer = inf,                                                                    \
         .eval = ev,                                                                      \
+        .emit = em,                                                                      \
     }
 
-#define UNARY_DEF(Name, attr_list) EW_DEF(Name, 1, 1, 0, attr_list, NULL, unary_infer, unary_eval)
+#define UNARY_DEF(Name, attr_list) \
+    EW_DEF(Name, 1, 1, 0, attr_list, NULL, unary_infer, unary_eval, unary_emit)
 #define BINARY_DEF(Name, flags, attr_list)                                               \
-    EW_DEF(Name, 2, 2, flags, attr_list, NULL, binary_infer, binary_eval)
+    EW_DEF(Name, 2, 2, flags, attr_list, NULL, binary_infer, binary_eval, binary_emit)
 #define VARIADIC_DEF(Name) \
-    EW_DEF(Name, 1, -1, FX_OPF_COMMUTATIVE, no_attrs, NULL, variadic_infer, variadic_eval)
+    EW_DEF(Name, 1, -1, FX_OPF_COMMUTATIVE, no_attrs, NULL, variadic_infer, variadic_eval, \
+           variadic_emit)
 
 UNARY_DEF(Neg, no_attrs);
 UNARY_DEF(Abs, no_attrs);
@@ -609,10 +965,10 @@ UNARY_DEF(Cosh, no_attrs);
 UNARY_DEF(Asinh, no_attrs);
 UNARY_DEF(Acosh, no_attrs);
 UNARY_DEF(Atanh, no_attrs);
-EW_DEF(IsNaN, 1, 1, 0, no_attrs, NULL, predicate_infer, predicate_eval);
-EW_DEF(IsInf, 1, 1, 0, isinf_attrs, NULL, predicate_infer, predicate_eval);
-EW_DEF(Not, 1, 1, 0, no_attrs, NULL, predicate_infer, predicate_eval);
-EW_DEF(Clip, 1, 3, 0, clip_attrs, clip_canonicalize, clip_infer, clip_eval);
+EW_DEF(IsNaN, 1, 1, 0, no_attrs, NULL, predicate_infer, predicate_eval, predicate_emit);
+EW_DEF(IsInf, 1, 1, 0, isinf_attrs, NULL, predicate_infer, predicate_eval, predicate_emit);
+EW_DEF(Not, 1, 1, 0, no_attrs, NULL, predicate_infer, predicate_eval, predicate_emit);
+EW_DEF(Clip, 1, 3, 0, clip_attrs, clip_canonicalize, clip_infer, clip_eval, clip_emit);
 
 BINARY_DEF(Add, FX_OPF_COMMUTATIVE, no_attrs);
 BINARY_DEF(Sub, 0, no_attrs);
@@ -634,4 +990,4 @@ VARIADIC_DEF(Min);
 VARIADIC_DEF(Max);
 VARIADIC_DEF(Sum);
 VARIADIC_DEF(Mean);
-EW_DEF(Where, 3, 3, 0, no_attrs, NULL, where_infer, where_eval);
+EW_DEF(Where, 3, 3, 0, no_attrs, NULL, where_infer, where_eval, where_emit);

@@ -16,6 +16,9 @@
  * import and changes nothing for a scalar scale, so no rewrite is needed.
  * Quantize/Dequantize are not flagged elementwise: a per-axis scale does not
  * broadcast NumPy-style (it aligns with `axis`, not with the last axis).
+ *
+ * The emitters write the same runtime call as eval, with the (outer,
+ * channels, inner) split computed by the shared quant_split.
  */
 #include <string.h>
 
@@ -104,6 +107,16 @@ static FxStatus cast_infer(InferCtx *c)
         return st;
     c->out[0] = *c->in[0];
     c->out[0].dtype = (DType)to;
+    return FX_OK;
+}
+
+static FxStatus cast_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    c->line(c, "if (fxrt_cast(%s, %s, %s, %s, %lld) != 0) return 1;",
+            c_dtype_enum(node_input_type(n, 0)->dtype), c->in[0],
+            c_dtype_enum(n->out_types[0].dtype), c->out[0],
+            (long long)type_numel(&n->out_types[0]));
     return FX_OK;
 }
 
@@ -211,26 +224,27 @@ static FxStatus dequantize_infer(InferCtx *c)
     return FX_OK;
 }
 
-/* (outer, channels, inner) of x for the scale s; infer has checked them. */
-static void quant_split(const EvalCtx *c, const Tensor *x, const Tensor *s, size_t *outer,
-                        size_t *channels, size_t *inner)
+/* (outer, channels, inner) of data x for the scale s; infer has checked
+ * them. */
+static void quant_split(const Node *n, const TensorType *x, const TensorType *s,
+                        size_t *outer, size_t *channels, size_t *inner)
 {
     *outer = 1;
     *channels = 1;
-    *inner = (size_t)tensor_numel(x);
-    if (tensor_numel(s) == 1)
+    *inner = (size_t)type_numel(x);
+    if (type_numel(s) == 1)
         return;
-    int rank = x->type.rank;
-    int64_t axis = node_attr_int(c->node, "axis", 1);
+    int rank = x->rank;
+    int64_t axis = node_attr_int(n, "axis", 1);
     if (axis < 0)
         axis += rank;
-    *channels = (size_t)x->type.dims[axis];
+    *channels = (size_t)x->dims[axis];
     *inner = 1;
     for (int d = 0; d < rank; d++) {
         if (d < axis)
-            *outer *= (size_t)x->type.dims[d];
+            *outer *= (size_t)x->dims[d];
         else if (d > axis)
-            *inner *= (size_t)x->type.dims[d];
+            *inner *= (size_t)x->dims[d];
     }
 }
 
@@ -240,7 +254,7 @@ static FxStatus quantize_eval(EvalCtx *c)
     const Tensor *z = c->num_inputs > 2 ? c->in[2] : NULL;
     Tensor *y = c->out[0];
     size_t outer, channels, inner;
-    quant_split(c, x, s, &outer, &channels, &inner);
+    quant_split(c->node, &x->type, &s->type, &outer, &channels, &inner);
     return runtime_status(c, fxrt_quantize_linear(x->type.dtype, x->data, outer, channels, inner,
                                                   s->data, y->type.dtype, z ? z->data : NULL,
                                                   y->data));
@@ -251,10 +265,29 @@ static FxStatus dequantize_eval(EvalCtx *c)
     const Tensor *x = c->in[0], *s = c->in[1];
     const Tensor *z = c->num_inputs > 2 ? c->in[2] : NULL;
     size_t outer, channels, inner;
-    quant_split(c, x, s, &outer, &channels, &inner);
+    quant_split(c->node, &x->type, &s->type, &outer, &channels, &inner);
     return runtime_status(c, fxrt_dequantize_linear(x->type.dtype, x->data, outer, channels,
                                                     inner, s->data, z ? z->data : NULL,
                                                     c->out[0]->data));
+}
+
+static FxStatus quant_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const TensorType *x = node_input_type(n, 0), *s = node_input_type(n, 1);
+    size_t outer, channels, inner;
+    quant_split(n, x, s, &outer, &channels, &inner);
+    const char *zp = c->num_inputs > 2 && c->in[2] ? c->in[2] : "NULL";
+    if (n->op == &fx_op_QuantizeLinear)
+        c->line(c,
+                "if (fxrt_quantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s, %s) != 0) return 1;",
+                c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1],
+                c_dtype_enum(n->out_types[0].dtype), zp, c->out[0]);
+    else
+        c->line(c, "if (fxrt_dequantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s) != 0) return 1;",
+                c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1], zp,
+                c->out[0]);
+    return FX_OK;
 }
 
 /* --- op definitions --------------------------------------------------------- */
@@ -270,6 +303,7 @@ const OpDef fx_op_Cast = {
     .attrs = cast_attrs,
     .infer = cast_infer,
     .eval = cast_eval,
+    .emit = cast_emit,
 };
 
 const OpDef fx_op_CastLike = {
@@ -279,6 +313,7 @@ const OpDef fx_op_CastLike = {
     .attrs = no_attrs,
     .infer = cast_infer,
     .eval = cast_eval,
+    .emit = cast_emit,
 };
 
 const OpDef fx_op_QuantizeLinear = {
@@ -287,6 +322,7 @@ const OpDef fx_op_QuantizeLinear = {
     .attrs = axis_attrs,
     .infer = quantize_infer,
     .eval = quantize_eval,
+    .emit = quant_emit,
 };
 
 const OpDef fx_op_DequantizeLinear = {
@@ -295,4 +331,5 @@ const OpDef fx_op_DequantizeLinear = {
     .attrs = axis_attrs,
     .infer = dequantize_infer,
     .eval = dequantize_eval,
+    .emit = quant_emit,
 };

@@ -105,6 +105,134 @@ static void f32_output_finish(Tensor *t, float *buf)
     free(buf);
 }
 
+
+/* --- emitter helpers ---------------------------------------------------------- */
+
+static const char *emit_input(const EmitCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+static const Tensor *emit_value(const EmitCtx *c, int i)
+{
+    return i < c->num_inputs && c->in_value ? c->in_value[i] : NULL;
+}
+
+static const TensorType *node_input(const Node *n, int i)
+{
+    return i < n->num_args ? node_input_type(n, i) : NULL;
+}
+
+/* "{v0, v1, ...}" of count values into buf. */
+static char *format_ints(const int64_t *v, int count, char *buf, size_t cap)
+{
+    size_t len = (size_t)snprintf(buf, cap, "{");
+    for (int i = 0; i < count && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)v[i]);
+    if (len < cap)
+        snprintf(buf + len, cap - len, "}");
+    return buf;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* The generated code runs the float kernels on float32 only; float64 would
+ * need conversion buffers the interpreter makes with malloc. */
+static FxStatus emit_check_f32(EmitCtx *c, DType t)
+{
+    if (t == FXRT_DTYPE_FLOAT32)
+        return FX_OK;
+    return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                           "the code generator supports %s on float32 only, not %s",
+                           c->node->op->name, dtype_name(t));
+}
+
+static void emit_conv_params(EmitCtx *c, const FxrtConvParams *p)
+{
+    char a[96], b[96], k[96];
+    c->line(c, "static const FxrtConvParams p = {");
+    c->line(c, "    .batch = %lld, .in_channels = %lld, .out_channels = %lld, .groups = %lld,",
+            (long long)p->batch, (long long)p->in_channels, (long long)p->out_channels,
+            (long long)p->groups);
+    c->line(c, "    .in_size = %s, .out_size = %s, .kernel = %s,",
+            format_ints(p->in_size, SPMAX, a, sizeof a),
+            format_ints(p->out_size, SPMAX, b, sizeof b), format_ints(p->kernel, SPMAX, k, sizeof k));
+    c->line(c, "    .stride = %s, .dilation = %s, .pad_begin = %s, .col_tile = %lld};",
+            format_ints(p->stride, SPMAX, a, sizeof a),
+            format_ints(p->dilation, SPMAX, b, sizeof b),
+            format_ints(p->pad_begin, SPMAX, k, sizeof k), (long long)p->col_tile);
+}
+
+static void emit_pool_params(EmitCtx *c, const FxrtPoolParams *p)
+{
+    char a[96], b[96], k[96], f[48];
+    c->line(c, "static const FxrtPoolParams p = {");
+    c->line(c, "    .planes = %lld, .in_size = %s, .out_size = %s, .kernel = %s,",
+            (long long)p->planes, format_ints(p->in_size, SPMAX, a, sizeof a),
+            format_ints(p->out_size, SPMAX, b, sizeof b), format_ints(p->kernel, SPMAX, k, sizeof k));
+    c->line(c, "    .stride = %s, .dilation = %s,", format_ints(p->stride, SPMAX, a, sizeof a),
+            format_ints(p->dilation, SPMAX, b, sizeof b));
+    c->line(c, "    .pad_begin = %s, .pad_end = %s,", format_ints(p->pad_begin, SPMAX, a, sizeof a),
+            format_ints(p->pad_end, SPMAX, b, sizeof b));
+    c->line(c, "    .count_include_pad = %d, .storage_order = %d, .p = %s};",
+            (int)p->count_include_pad, (int)p->storage_order, c_float_literal(p->p, f, sizeof f));
+}
+
+/* See nn_gemm.c: a zero-point input as an int32 table (static when
+ * constant, converted into scratch `dst` otherwise).  Returns the count. */
+static int64_t emit_zero_points(EmitCtx *c, int i, const char *name, const char *dst,
+                                int64_t max)
+{
+    const char *expr = emit_input(c, i);
+    const Tensor *v = emit_value(c, i);
+    if (!expr) {
+        c->line(c, "static const int32_t %s[1] = {0};", name);
+        return 1;
+    }
+    const TensorType *t = node_input_type(c->node, i);
+    int64_t n = type_numel(t);
+    if (n > max)
+        n = max;
+    if (v) {
+        char buf[16 * 16 + 8];
+        size_t len = 0;
+        c->line(c, "static const int32_t %s[%lld] = {", name, (long long)n);
+        for (int64_t j = 0; j < n; j++) {
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%d,",
+                                    (int)tensor_get_int(v, j));
+            if (j % 16 == 15 || j == n - 1) {
+                c->line(c, "    %s", buf);
+                len = 0;
+            }
+        }
+        c->line(c, "};");
+        return n;
+    }
+    c->line(c, "int32_t *const %s = (int32_t *)(%s);", name, dst);
+    c->line(c, "(void)fxrt_cast(%s, %s, FXRT_DTYPE_INT32, %s, %lld);", c_dtype_enum(t->dtype),
+            expr, name, (long long)n);
+    return n;
+}
+
+static char *zero_point_expr(const EmitCtx *c, int i, char *buf, size_t cap)
+{
+    const char *expr = emit_input(c, i);
+    const Tensor *v = emit_value(c, i);
+    if (!expr)
+        snprintf(buf, cap, "0");
+    else if (v)
+        snprintf(buf, cap, "%d", (int)tensor_get_int(v, 0));
+    else
+        snprintf(buf, cap, "(int32_t)%s[0]", expr);
+    return buf;
+}
+
+static size_t zero_point_bytes(const Node *n, int i)
+{
+    const TensorType *t = node_input(n, i);
+    return t ? align64((size_t)type_numel(t) * sizeof(int32_t)) : 0;
+}
+
 /* --- attribute defaults (canonical form) ------------------------------------ */
 
 static const char *const auto_pad_names[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
@@ -505,6 +633,76 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
 static FxStatus conv_eval(EvalCtx *c) { return conv_eval_kind(c, CONV_PLAIN); }
 static FxStatus conv_transpose_eval(EvalCtx *c) { return conv_eval_kind(c, CONV_TRANSPOSE); }
 
+
+/* The parameters emit and scratch_bytes use: the same conv_params and the
+ * same im2col tiling as eval. */
+static FxStatus conv_node_params(const Node *n, Diag *d, ConvKind kind, int xi, int wi,
+                                 FxrtConvParams *p, int64_t *scratch_floats)
+{
+    TensorType out;
+    FxStatus st = conv_params(n, d, kind, node_input_type(n, xi), node_input_type(n, wi), p, &out);
+    if (st == FX_OK && scratch_floats)
+        *scratch_floats = conv_col_tile(p, kind == CONV_TRANSPOSE);
+    return st;
+}
+
+static size_t conv_scratch_kind(const Node *n, ConvKind kind)
+{
+    Diag d;
+    diag_init(&d);
+    FxrtConvParams p;
+    int64_t floats = 0;
+    FxStatus st = conv_node_params(n, &d, kind, 0, 1, &p, &floats);
+    diag_free(&d);
+    return st == FX_OK && floats > 0 ? (size_t)floats * sizeof(float) : 0;
+}
+
+static size_t conv_scratch(const Node *n) { return conv_scratch_kind(n, CONV_PLAIN); }
+static size_t conv_transpose_scratch(const Node *n)
+{
+    return conv_scratch_kind(n, CONV_TRANSPOSE);
+}
+
+/* float32 only; the algorithm fxrt_conv_f32 would pick is chosen here, at
+ * compile time. */
+static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
+{
+    FxStatus st = emit_check_f32(c, node_input_type(c->node, 0)->dtype);
+    if (st != FX_OK)
+        return st;
+    FxrtConvParams p;
+    int64_t floats;
+    if ((st = conv_node_params(c->node, c->diag, kind, 0, 1, &p, &floats)) != FX_OK)
+        return st;
+    if (type_numel(&c->node->out_types[0]) == 0)
+        return FX_OK;
+    const char *bias = emit_input(c, 2) ? c->in[2] : "NULL";
+    emit_conv_params(c, &p);
+    if (kind == CONV_TRANSPOSE) {
+        c->line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
+                c->in[1], bias, c->out[0], c->scratch);
+        return FX_OK;
+    }
+    switch (fxrt_conv_algo(&p)) {
+    case FXRT_CONV_ALGO_GEMM_1X1:
+        c->line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], bias,
+                c->out[0]);
+        break;
+    case FXRT_CONV_ALGO_DEPTHWISE:
+        c->line(c, "fxrt_conv_depthwise_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], bias,
+                c->out[0]);
+        break;
+    case FXRT_CONV_ALGO_IM2COL:
+        c->line(c, "fxrt_conv_im2col_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0], c->in[1],
+                bias, c->out[0], c->scratch);
+        break;
+    }
+    return FX_OK;
+}
+
+static FxStatus conv_emit(EmitCtx *c) { return conv_emit_kind(c, CONV_PLAIN); }
+static FxStatus conv_transpose_emit(EmitCtx *c) { return conv_emit_kind(c, CONV_TRANSPOSE); }
+
 static const AttrSpec conv_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"dilations", FX_ATTR_INTS, NULL, false},
@@ -522,6 +720,8 @@ const OpDef fx_op_Conv = {
     .canonicalize = conv_canonicalize,
     .infer = conv_infer,
     .eval = conv_eval,
+    .scratch_bytes = conv_scratch,
+    .emit = conv_emit,
 };
 
 static const AttrSpec conv_transpose_attrs[] = {
@@ -543,6 +743,8 @@ const OpDef fx_op_ConvTranspose = {
     .canonicalize = conv_canonicalize,
     .infer = conv_transpose_infer,
     .eval = conv_transpose_eval,
+    .scratch_bytes = conv_transpose_scratch,
+    .emit = conv_transpose_emit,
 };
 
 /* --- ConvInteger and QLinearConv -------------------------------------------- */
@@ -627,6 +829,34 @@ static FxStatus conv_integer_eval(EvalCtx *c)
     return conv_integer_run(c, 0, 2, 1, 3, &p, c->out[0]->data);
 }
 
+
+static size_t conv_integer_scratch(const Node *n) { return zero_point_bytes(n, 3); }
+
+/* Writes the integer convolution of inputs xi/wi with zero points xzi/wzi
+ * into `acc`; `wzp_dst` is scratch for the converted W zero points. */
+static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int wzi,
+                                       const char *wzp_dst, const char *acc, FxrtConvParams *p)
+{
+    FxStatus st = conv_node_params(c->node, c->diag, CONV_PLAIN, xi, wi, p, NULL);
+    if (st != FX_OK)
+        return st;
+    emit_conv_params(c, p);
+    int64_t nw = emit_zero_points(c, wzi, "wzp", wzp_dst,
+                                  p->out_channels > 0 ? p->out_channels : 1);
+    char xzp[64];
+    c->line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
+            c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
+            zero_point_expr(c, xzi, xzp, sizeof xzp),
+            c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
+    return FX_OK;
+}
+
+static FxStatus conv_integer_emit(EmitCtx *c)
+{
+    FxrtConvParams p;
+    return emit_conv_integer_call(c, 0, 2, 1, 3, c->scratch, c->out[0], &p);
+}
+
 static const AttrSpec conv_integer_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"dilations", FX_ATTR_INTS, NULL, false},
@@ -644,6 +874,8 @@ const OpDef fx_op_ConvInteger = {
     .canonicalize = conv_canonicalize,
     .infer = conv_integer_infer,
     .eval = conv_integer_eval,
+    .scratch_bytes = conv_integer_scratch,
+    .emit = conv_integer_emit,
 };
 
 enum { QC_X, QC_X_SCALE, QC_X_ZP, QC_W, QC_W_SCALE, QC_W_ZP, QC_Y_SCALE, QC_Y_ZP, QC_B };
@@ -708,6 +940,53 @@ static FxStatus qlinear_conv_eval(EvalCtx *c)
     return st;
 }
 
+
+/* Scratch: the int32 accumulator, W's zero points as int32, the
+ * per-channel multipliers. */
+static void qlinear_conv_layout(const Node *n, size_t *zp_off, size_t *scale_off, size_t *total)
+{
+    *zp_off = align64((size_t)type_numel(&n->out_types[0]) * sizeof(int32_t));
+    *scale_off = *zp_off + zero_point_bytes(n, QC_W_ZP);
+    *total = *scale_off + align64((size_t)type_numel(node_input_type(n, QC_W_SCALE)) *
+                                  sizeof(float));
+}
+
+static size_t qlinear_conv_scratch(const Node *n)
+{
+    size_t zp, sc, total;
+    qlinear_conv_layout(n, &zp, &sc, &total);
+    return total;
+}
+
+static FxStatus qlinear_conv_emit(EmitCtx *c)
+{
+    const Node *node = c->node;
+    size_t zp_off, scale_off, total;
+    qlinear_conv_layout(node, &zp_off, &scale_off, &total);
+    int64_t ns = type_numel(node_input_type(node, QC_W_SCALE));
+    char dst[256], yzp[64];
+    c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+    c->line(c, "int32_t *const acc = (int32_t *)s;");
+    c->line(c, "float *const scale = (float *)(s + %zu);", scale_off);
+    c->line(c, "int64_t j;");
+    /* float arithmetic in ONNX's order, as the interpreter does */
+    c->line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
+    c->line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QC_X_SCALE], c->in[QC_W_SCALE],
+            c->in[QC_Y_SCALE]);
+    snprintf(dst, sizeof dst, "s + %zu", zp_off);
+    FxrtConvParams p;
+    FxStatus st = emit_conv_integer_call(c, QC_X, QC_X_ZP, QC_W, QC_W_ZP, dst, "acc", &p);
+    if (st != FX_OK)
+        return st;
+    const char *bias = emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
+    c->line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
+            (long long)p.batch, (long long)p.out_channels,
+            (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
+            zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
+            c_dtype_enum(node->out_types[0].dtype), c->out[0]);
+    return FX_OK;
+}
+
 const OpDef fx_op_QLinearConv = {
     .name = "QLinearConv",
     .min_inputs = 8, .max_inputs = 9, .min_outputs = 1, .max_outputs = 1,
@@ -715,6 +994,8 @@ const OpDef fx_op_QLinearConv = {
     .canonicalize = qlinear_conv_canonicalize,
     .infer = qlinear_conv_infer,
     .eval = qlinear_conv_eval,
+    .scratch_bytes = qlinear_conv_scratch,
+    .emit = qlinear_conv_emit,
 };
 
 /* --- windowed pools ------------------------------------------------------- */
@@ -808,6 +1089,30 @@ static FxStatus maxpool_eval(EvalCtx *c)
     return FX_OK;
 }
 
+
+static FxStatus maxpool_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0);
+    FxrtPoolParams p;
+    TensorType out;
+    FxStatus st = pool_params(c->node, c->diag, x, &p, &out);
+    if (st != FX_OK)
+        return st;
+    const char *kernel;
+    switch (x->dtype) {
+    case FXRT_DTYPE_FLOAT32: kernel = "fxrt_maxpool_f32"; break;
+    case FXRT_DTYPE_FLOAT64: kernel = "fxrt_maxpool_f64"; break;
+    case FXRT_DTYPE_UINT8: kernel = "fxrt_maxpool_u8"; break;
+    case FXRT_DTYPE_INT8: kernel = "fxrt_maxpool_i8"; break;
+    default:
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "unexpected element type");
+    }
+    const char *idx = c->num_outputs > 1 && c->out[1] ? c->out[1] : "NULL";
+    emit_pool_params(c, &p);
+    c->line(c, "%s(&p, %s, %s, %s);", kernel, c->in[0], c->out[0], idx);
+    return FX_OK;
+}
+
 static const AttrSpec maxpool_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"ceil_mode", FX_ATTR_INT, "0", false},
@@ -826,6 +1131,7 @@ const OpDef fx_op_MaxPool = {
     .canonicalize = pool_canonicalize,
     .infer = maxpool_infer,
     .eval = maxpool_eval,
+    .emit = maxpool_emit,
 };
 
 static FxStatus float_pool_infer(InferCtx *c)
@@ -865,6 +1171,24 @@ static FxStatus float_pool_eval(EvalCtx *c)
     return FX_OK;
 }
 
+
+static FxStatus float_pool_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0);
+    FxrtPoolParams p;
+    TensorType out;
+    FxStatus st = emit_check_f32(c, x->dtype);
+    if (st == FX_OK)
+        st = pool_params(c->node, c->diag, x, &p, &out);
+    if (st != FX_OK)
+        return st;
+    emit_pool_params(c, &p);
+    c->line(c, "%s(&p, %s, %s);",
+            c->node->op == &fx_op_LpPool ? "fxrt_lppool_f32" : "fxrt_avgpool_f32", c->in[0],
+            c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec avgpool_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"ceil_mode", FX_ATTR_INT, "0", false},
@@ -883,6 +1207,7 @@ const OpDef fx_op_AveragePool = {
     .canonicalize = pool_canonicalize,
     .infer = float_pool_infer,
     .eval = float_pool_eval,
+    .emit = float_pool_emit,
 };
 
 static const AttrSpec lppool_attrs[] = {
@@ -903,6 +1228,7 @@ const OpDef fx_op_LpPool = {
     .canonicalize = pool_canonicalize,
     .infer = float_pool_infer,
     .eval = float_pool_eval,
+    .emit = float_pool_emit,
 };
 
 /* --- global pools ------------------------------------------------------------ */
@@ -949,6 +1275,29 @@ static FxStatus global_pool_eval(EvalCtx *c)
     return FX_OK;
 }
 
+
+static FxStatus global_pool_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0);
+    FxStatus st = emit_check_f32(c, x->dtype);
+    if (st != FX_OK)
+        return st;
+    int64_t planes = x->dims[0] * x->dims[1];
+    long long size = planes > 0 ? (long long)(type_numel(x) / planes) : 0;
+    if (c->node->op == &fx_op_GlobalLpPool) {
+        char f[48];
+        c->line(c, "fxrt_global_lppool_f32(%lld, %lld, %s, %s, %s);", (long long)planes, size,
+                c_float_literal((float)node_attr_int(c->node, "p", 2), f, sizeof f), c->in[0],
+                c->out[0]);
+    } else {
+        c->line(c, "%s(%lld, %lld, %s, %s);",
+                c->node->op == &fx_op_GlobalAveragePool ? "fxrt_global_avgpool_f32"
+                                                         : "fxrt_global_maxpool_f32",
+                (long long)planes, size, c->in[0], c->out[0]);
+    }
+    return FX_OK;
+}
+
 static const AttrSpec no_attrs[] = {{NULL}};
 static const AttrSpec global_lppool_attrs[] = {
     {"p", FX_ATTR_INT, "2", false},
@@ -961,6 +1310,7 @@ const OpDef fx_op_GlobalAveragePool = {
     .attrs = no_attrs,
     .infer = global_pool_infer,
     .eval = global_pool_eval,
+    .emit = global_pool_emit,
 };
 
 const OpDef fx_op_GlobalMaxPool = {
@@ -969,6 +1319,7 @@ const OpDef fx_op_GlobalMaxPool = {
     .attrs = no_attrs,
     .infer = global_pool_infer,
     .eval = global_pool_eval,
+    .emit = global_pool_emit,
 };
 
 const OpDef fx_op_GlobalLpPool = {
@@ -977,4 +1328,5 @@ const OpDef fx_op_GlobalLpPool = {
     .attrs = global_lppool_attrs,
     .infer = global_pool_infer,
     .eval = global_pool_eval,
+    .emit = global_pool_emit,
 };

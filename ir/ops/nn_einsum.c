@@ -455,6 +455,223 @@ static FxStatus einsum_eval(EvalCtx *c)
     return st;
 }
 
+
+/* --- code generation ----------------------------------------------------------- */
+
+/* What the GEMM path of a float32 Einsum needs, decided once for the
+ * emitter and its scratch size exactly as einsum_gemm_eval decides: which
+ * operands are packed first, the transpose flags, whether the product lands
+ * in the output directly, and the scratch offsets of the packed copies. */
+typedef struct EinsumGemmLayout {
+    int ta, tb;
+    bool pack_a, pack_b, out_direct;
+    size_t off_a, off_b, off_y, total;
+} EinsumGemmLayout;
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void einsum_gemm_layout(const Einsum *e, const GemmPlan *g, EinsumGemmLayout *l)
+{
+    int64_t bs = g->size[G_BATCH], m = g->size[G_M], n = g->size[G_N], k = g->size[G_K];
+    memset(l, 0, sizeof *l);
+    if (!layout_is(e, 0, g, G_BATCH, G_M, G_K)) {
+        l->ta = layout_is(e, 0, g, G_BATCH, G_K, G_M);
+        l->pack_a = !l->ta;
+    }
+    if (!layout_is(e, 1, g, G_BATCH, G_K, G_N)) {
+        l->tb = layout_is(e, 1, g, G_BATCH, G_N, G_K);
+        l->pack_b = !l->tb;
+    }
+    int order[3 * FX_MAX_RANK];
+    int nd = concat_groups(g, G_BATCH, G_M, G_N, order);
+    l->out_direct = nd == e->out_rank && memcmp(order, e->out_labels, (size_t)nd * sizeof(int)) == 0;
+    size_t off = 0;
+    l->off_a = off;
+    if (l->pack_a)
+        off += align64((size_t)(bs * m * k) * sizeof(float));
+    l->off_b = off;
+    if (l->pack_b)
+        off += align64((size_t)(bs * k * n) * sizeof(float));
+    l->off_y = off;
+    if (!l->out_direct)
+        off += align64((size_t)(bs * m * n) * sizeof(float));
+    l->total = off;
+}
+
+/* Parses node n's equation against its input types into *e (malloc'd). */
+static Einsum *einsum_parse_node(const Node *n, Diag *d, FxStatus *st)
+{
+    const TensorType *types[MAX_OPS];
+    if (n->num_args > MAX_OPS) {
+        *st = diag_node_error(d, FX_ERR_UNSUPPORTED, n, "too many operands");
+        return NULL;
+    }
+    for (int k = 0; k < n->num_args; k++)
+        types[k] = node_input_type(n, k);
+    Einsum *e = malloc(sizeof *e);
+    if (!e) {
+        *st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return NULL;
+    }
+    *st = einsum_parse(n, d, types, n->num_args, e);
+    if (*st != FX_OK) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static bool einsum_uses_gemm(const Node *n, const Einsum *e, GemmPlan *g)
+{
+    return n->out_types[0].dtype == FXRT_DTYPE_FLOAT32 && type_numel(&n->out_types[0]) > 0 &&
+           einsum_gemm_plan(e, g);
+}
+
+static size_t einsum_scratch(const Node *n)
+{
+    Diag d;
+    diag_init(&d);
+    FxStatus st;
+    Einsum *e = einsum_parse_node(n, &d, &st);
+    diag_free(&d);
+    size_t bytes = 0;
+    GemmPlan g;
+    EinsumGemmLayout l;
+    if (e && einsum_uses_gemm(n, e, &g)) {
+        einsum_gemm_layout(e, &g, &l);
+        bytes = l.total;
+    }
+    free(e);
+    return bytes;
+}
+
+static void emit_einsum_params(EmitCtx *c, const char *name, const FxrtEinsumParams *p)
+{
+    char buf[FXRT_EINSUM_MAX_LETTERS * 24 + 8];
+    c->line(c, "static const FxrtEinsumParams %s = {", name);
+    c->line(c, "    .num_operands = %d, .num_out = %d, .num_letters = %d,", (int)p->num_operands,
+            (int)p->num_out, (int)p->num_letters);
+    for (int k = -1; k < p->num_operands; k++) {
+        const int64_t *v = k < 0 ? p->sizes : p->strides[k];
+        size_t len = 0;
+        for (int i = 0; i < p->num_letters; i++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", i ? ", " : "",
+                                    (long long)v[i]);
+        if (k < 0)
+            c->line(c, "    .sizes = {%s},", p->num_letters ? buf : "0");
+        else
+            c->line(c, "    %s{%s}%s", k == 0 ? ".strides = {" : "            ",
+                    p->num_letters ? buf : "0", k == p->num_operands - 1 ? "}};" : ",");
+    }
+}
+
+/* A permuting copy as a one-operand contraction: dst (contiguous, axes
+ * `labels`) reads src through `strides` (indexed by label position), the
+ * same walk as gather_f32. */
+static void emit_einsum_gather(EmitCtx *c, const char *name, const Einsum *e,
+                               const int64_t *strides, const int *labels, int rank,
+                               const char *src, const char *dst)
+{
+    FxrtEinsumParams g;
+    memset(&g, 0, sizeof g);
+    g.num_operands = 1;
+    g.num_out = g.num_letters = rank;
+    for (int i = 0; i < rank; i++) {
+        g.sizes[i] = e->size[labels[i]];
+        g.strides[0][i] = strides[e->pos[labels[i]]];
+    }
+    emit_einsum_params(c, name, &g);
+    c->line(c, "{");
+    c->line(c, "    const float *const src[1] = {%s};", src);
+    c->line(c, "    fxrt_einsum_f32(&%s, src, %s);", name, dst);
+    c->line(c, "}");
+}
+
+static void einsum_emit_gemm(EmitCtx *c, const Einsum *e, const GemmPlan *g)
+{
+    EinsumGemmLayout l;
+    einsum_gemm_layout(e, g, &l);
+    long long bs = (long long)g->size[G_BATCH], m = (long long)g->size[G_M];
+    long long n = (long long)g->size[G_N], k = (long long)g->size[G_K];
+    const char *a = c->in[0], *b = c->in[1], *y = c->out[0];
+    int order[3 * FX_MAX_RANK];
+    if (l.total > 0)
+        c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+    if (l.pack_a) {
+        c->line(c, "float *const pa = (float *)(s + %zu);", l.off_a);
+        int r = concat_groups(g, G_BATCH, G_M, G_K, order);
+        emit_einsum_gather(c, "ga", e, e->p.strides[0], order, r, a, "pa");
+        a = "pa";
+    }
+    if (l.pack_b) {
+        c->line(c, "float *const pb = (float *)(s + %zu);", l.off_b);
+        int r = concat_groups(g, G_BATCH, G_K, G_N, order);
+        emit_einsum_gather(c, "gb", e, e->p.strides[1], order, r, b, "pb");
+        b = "pb";
+    }
+    const char *dst = y;
+    if (!l.out_direct) {
+        c->line(c, "float *const py = (float *)(s + %zu);", l.off_y);
+        dst = "py";
+    }
+    long long lda = l.ta ? m : k, ldb = l.tb ? k : n;
+    if (bs == 1) {
+        c->line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, "
+                   "%lld);",
+                l.ta, l.tb, m, n, k, a, lda, b, ldb, dst, n);
+    } else {
+        c->line(c, "int64_t i;");
+        c->line(c, "for (i = 0; i < %lld; i++)", bs);
+        c->line(c, "    fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, (%s) + i * %lld, %lld, "
+                   "(%s) + i * %lld, %lld,",
+                l.ta, l.tb, m, n, k, a, m * k, lda, b, k * n, ldb);
+        c->line(c, "                  0.0f, (%s) + i * %lld, %lld);", dst, m * n, n);
+    }
+    if (!l.out_direct) {
+        /* the product's axes are in batch, M, N order; permute into the output's */
+        int direct[3 * FX_MAX_RANK];
+        int nd = concat_groups(g, G_BATCH, G_M, G_N, direct);
+        int64_t strides[FXRT_EINSUM_MAX_LETTERS] = {0}, st = 1;
+        for (int i = nd - 1; i >= 0; i--) {
+            strides[e->pos[direct[i]]] = st;
+            st *= e->size[direct[i]];
+        }
+        emit_einsum_gather(c, "gy", e, strides, e->out_labels, e->out_rank, "py", y);
+    }
+}
+
+static FxStatus einsum_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    FxStatus st;
+    Einsum *e = einsum_parse_node(n, c->diag, &st);
+    if (!e)
+        return st;
+    GemmPlan g;
+    DType t = n->out_types[0].dtype;
+    if (type_numel(&n->out_types[0]) == 0) {
+        /* nothing to compute */
+    } else if (einsum_uses_gemm(n, e, &g)) {
+        einsum_emit_gemm(c, e, &g);
+    } else {
+        char list[MAX_OPS * 64 + 16];
+        size_t len = 0;
+        for (int k = 0; k < e->num_ops; k++)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", k ? ", " : "",
+                                    c->in[k]);
+        emit_einsum_params(c, "p", &e->p);
+        if (t == FXRT_DTYPE_FLOAT32) {
+            c->line(c, "const float *const ops[%d] = {%s};", e->num_ops, list);
+            c->line(c, "fxrt_einsum_f32(&p, ops, %s);", c->out[0]);
+        } else {
+            c->line(c, "const void *const ops[%d] = {%s};", e->num_ops, list);
+            c->line(c, "fxrt_einsum_generic(%s, &p, ops, %s);", c_dtype_enum(t), c->out[0]);
+        }
+    }
+    free(e);
+    return FX_OK;
+}
+
 static const AttrSpec einsum_attrs[] = {
     {"equation", FX_ATTR_STRING, NULL, true},
     {NULL},
@@ -466,4 +683,6 @@ const OpDef fx_op_Einsum = {
     .attrs = einsum_attrs,
     .infer = einsum_infer,
     .eval = einsum_eval,
+    .scratch_bytes = einsum_scratch,
+    .emit = einsum_emit,
 };

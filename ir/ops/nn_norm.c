@@ -106,6 +106,31 @@ static FxStatus bufs_finish(F32Bufs *b, EvalCtx *c, Tensor *const *outs, float *
     return FX_OK;
 }
 
+
+/* --- emitter helpers ---------------------------------------------------------- */
+
+/* The generated code runs these kernels on float32 only (float64 would
+ * need the conversion buffers the interpreter mallocs). */
+static FxStatus emit_check_f32(EmitCtx *c)
+{
+    for (int i = 0; i < c->num_inputs; i++) {
+        const TensorType *t = c->in[i] ? node_input_type(c->node, i) : NULL;
+        if (t && t->dtype != FXRT_DTYPE_FLOAT32)
+            return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                                   "the code generator supports %s on float32 only, not %s",
+                                   c->node->op->name, dtype_name(t->dtype));
+    }
+    return FX_OK;
+}
+
+/* Output k's buffer, or NULL when the node has no such output in use. */
+static const char *emit_output(const EmitCtx *c, int k)
+{
+    return k < c->num_outputs && c->out[k] ? c->out[k] : "NULL";
+}
+
+static const char *float_lit(float v, char *buf, size_t cap) { return c_float_literal(v, buf, cap); }
+
 /* --- BatchNormalization ------------------------------------------------------ */
 
 static FxStatus batchnorm_canonicalize(Graph *g, Node *n, int opset, Diag *d)
@@ -194,6 +219,25 @@ static FxStatus batchnorm_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+static FxStatus batchnorm_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const TensorType *x = node_input_type(c->node, 0);
+    int64_t n = x->dims[0], ch = x->dims[1], inner = dims_numel(x->dims, 2, x->rank);
+    if (node_input_type(c->node, 1)->rank > 1) { /* per activation */
+        ch *= inner;
+        inner = 1;
+    }
+    char eps[48];
+    c->line(c, "fxrt_batchnorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)n,
+            (long long)ch, (long long)inner, c->in[0], c->in[1], c->in[2], c->in[3], c->in[4],
+            float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec batchnorm_attrs[] = {
     {"epsilon", FX_ATTR_FLOAT, "1e-05", false},
     {"momentum", FX_ATTR_FLOAT, "0.9", false},
@@ -209,6 +253,7 @@ const OpDef fx_op_BatchNormalization = {
     .canonicalize = batchnorm_canonicalize,
     .infer = batchnorm_infer,
     .eval = batchnorm_eval,
+    .emit = batchnorm_emit,
 };
 
 /* --- InstanceNormalization ----------------------------------------------------- */
@@ -247,6 +292,21 @@ static FxStatus instancenorm_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+static FxStatus instancenorm_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const TensorType *x = node_input_type(c->node, 0);
+    char eps[48];
+    c->line(c, "fxrt_instancenorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s);",
+            (long long)x->dims[0], (long long)x->dims[1],
+            (long long)dims_numel(x->dims, 2, x->rank), c->in[0], c->in[1], c->in[2],
+            float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec instancenorm_attrs[] = {
     {"epsilon", FX_ATTR_FLOAT, "1e-05", false},
     {NULL},
@@ -258,6 +318,7 @@ const OpDef fx_op_InstanceNormalization = {
     .attrs = instancenorm_attrs,
     .infer = instancenorm_infer,
     .eval = instancenorm_eval,
+    .emit = instancenorm_emit,
 };
 
 /* --- LayerNormalization -------------------------------------------------------- */
@@ -365,6 +426,82 @@ static FxStatus layernorm_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+/* rows x cols of the normalization and whether Scale (input 1) / B (input
+ * 2) must be broadcast to cols floats first. */
+static void layernorm_geometry(const Node *n, int64_t *rows, int64_t *cols, int *axis_out,
+                               bool expand[3])
+{
+    const TensorType *x = node_input_type(n, 0);
+    int axis = (int)node_attr_int(n, "axis", -1);
+    if (axis < 0)
+        axis += x->rank;
+    *axis_out = axis;
+    *rows = dims_numel(x->dims, 0, axis);
+    *cols = dims_numel(x->dims, axis, x->rank);
+    expand[0] = false;
+    for (int i = 1; i < 3; i++) {
+        const TensorType *t = i < n->num_args ? node_input_type(n, i) : NULL;
+        expand[i] = t && type_numel(t) != *cols;
+    }
+}
+
+static size_t layernorm_scratch(const Node *n)
+{
+    int64_t rows, cols;
+    int axis;
+    bool expand[3];
+    layernorm_geometry(n, &rows, &cols, &axis, expand);
+    size_t one = ((size_t)cols * sizeof(float) + 63) & ~(size_t)63;
+    return (expand[1] ? one : 0) + (expand[2] ? one : 0);
+}
+
+static FxStatus layernorm_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const Node *n = c->node;
+    const TensorType *x = node_input_type(n, 0);
+    int64_t rows, cols;
+    int axis;
+    bool expand[3];
+    layernorm_geometry(n, &rows, &cols, &axis, expand);
+    const char *param[3] = {NULL, c->in[1], c->num_inputs > 2 ? c->in[2] : NULL};
+    size_t off = 0, one = ((size_t)cols * sizeof(float) + 63) & ~(size_t)63;
+    int nr = x->rank - axis;
+    if (expand[1] || expand[2]) {
+        /* Scale or B broadcasts to the normalized dims: expand it once per run. */
+        int64_t od[FX_MAX_RANK];
+        for (int i = 0; i < nr; i++)
+            od[i] = x->dims[axis + i];
+        emit_int64_array(c, "nd", od, nr);
+        c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+    }
+    static const char *const names[3] = {NULL, "sc", "bi"};
+    for (int i = 1; i < 3; i++) {
+        if (!expand[i])
+            continue;
+        const TensorType *t = node_input_type(n, i);
+        int64_t id[FX_MAX_RANK];
+        for (int j = 0; j < nr; j++)
+            id[j] = j < nr - t->rank ? 1 : t->dims[j - (nr - t->rank)];
+        char dn[8];
+        snprintf(dn, sizeof dn, "%sd", names[i]);
+        emit_int64_array(c, dn, id, nr);
+        c->line(c, "float *const %s = (float *)(s + %zu);", names[i], off);
+        c->line(c, "fxrt_expand(sizeof(float), %d, %s, nd, %s, %s);", nr, dn, param[i], names[i]);
+        param[i] = names[i];
+        off += one;
+    }
+    char eps[48];
+    c->line(c, "fxrt_layernorm_f32(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows,
+            (long long)cols, c->in[0], param[1], param[2] ? param[2] : "NULL",
+            float_lit(node_attr_float(n, "epsilon", 1e-5f), eps, sizeof eps), c->out[0],
+            emit_output(c, 1), emit_output(c, 2));
+    return FX_OK;
+}
+
 static const AttrSpec layernorm_attrs[] = {
     {"axis", FX_ATTR_INT, "-1", false},
     {"epsilon", FX_ATTR_FLOAT, "1e-05", false},
@@ -378,6 +515,8 @@ const OpDef fx_op_LayerNormalization = {
     .attrs = layernorm_attrs,
     .infer = layernorm_infer,
     .eval = layernorm_eval,
+    .scratch_bytes = layernorm_scratch,
+    .emit = layernorm_emit,
 };
 
 /* --- LRN ------------------------------------------------------------------------ */
@@ -410,6 +549,24 @@ static FxStatus lrn_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+static FxStatus lrn_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const Node *n = c->node;
+    const TensorType *x = node_input_type(n, 0);
+    char a[48], b[48], bias[48];
+    c->line(c, "fxrt_lrn_f32(%lld, %lld, %lld, %lld, %s, %s, %s, %s, %s);", (long long)x->dims[0],
+            (long long)x->dims[1], (long long)dims_numel(x->dims, 2, x->rank),
+            (long long)node_attr_int(n, "size", 1),
+            float_lit(node_attr_float(n, "alpha", 1e-4f), a, sizeof a),
+            float_lit(node_attr_float(n, "beta", 0.75f), b, sizeof b),
+            float_lit(node_attr_float(n, "bias", 1.0f), bias, sizeof bias), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec lrn_attrs[] = {
     {"alpha", FX_ATTR_FLOAT, "0.0001", false},
     {"beta", FX_ATTR_FLOAT, "0.75", false},
@@ -424,6 +581,7 @@ const OpDef fx_op_LRN = {
     .attrs = lrn_attrs,
     .infer = lrn_infer,
     .eval = lrn_eval,
+    .emit = lrn_emit,
 };
 
 /* --- MeanVarianceNormalization ------------------------------------------------ */
@@ -478,6 +636,35 @@ static FxStatus mvn_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+static size_t mvn_scratch(const Node *n)
+{
+    const TensorType *x = node_input_type(n, 0);
+    uint32_t mask;
+    Diag d;
+    diag_init(&d);
+    FxStatus st = mvn_mask(n, &d, x->rank, &mask);
+    diag_free(&d);
+    if (st != FX_OK)
+        return 0;
+    return (size_t)fxrt_mvn_scratch_floats(x->rank, x->dims, mask) * sizeof(float);
+}
+
+static FxStatus mvn_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const TensorType *x = node_input_type(c->node, 0);
+    uint32_t mask;
+    if ((st = mvn_mask(c->node, c->diag, x->rank, &mask)) != FX_OK)
+        return st;
+    emit_int64_array(c, "dims", x->dims, x->rank);
+    c->line(c, "fxrt_mvn_f32(%d, dims, 0x%xu, %s, %s, (float *)(%s));", x->rank, (unsigned)mask,
+            c->in[0], c->out[0], c->scratch ? c->scratch : "NULL");
+    return FX_OK;
+}
+
 static const AttrSpec mvn_attrs[] = {
     {"axes", FX_ATTR_INTS, "[0, 2, 3]", false},
     {NULL},
@@ -489,6 +676,8 @@ const OpDef fx_op_MeanVarianceNormalization = {
     .attrs = mvn_attrs,
     .infer = mvn_infer,
     .eval = mvn_eval,
+    .scratch_bytes = mvn_scratch,
+    .emit = mvn_emit,
 };
 
 /* --- LpNormalization ------------------------------------------------------------ */
@@ -527,6 +716,26 @@ static FxStatus lpnorm_eval(EvalCtx *c)
     return bufs_finish(&b, c, c->out, &fy, 1);
 }
 
+
+static FxStatus lpnorm_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const TensorType *x = node_input_type(c->node, 0);
+    int rank = x->rank;
+    int axis = (int)node_attr_int(c->node, "axis", -1);
+    if (axis < 0)
+        axis += rank;
+    if (rank == 0)
+        return FX_OK;
+    c->line(c, "fxrt_lpnorm_f32(%lld, %lld, %lld, %d, %s, %s);",
+            (long long)dims_numel(x->dims, 0, axis), (long long)x->dims[axis],
+            (long long)dims_numel(x->dims, axis + 1, rank), (int)node_attr_int(c->node, "p", 2),
+            c->in[0], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec lpnorm_attrs[] = {
     {"axis", FX_ATTR_INT, "-1", false},
     {"p", FX_ATTR_INT, "2", false},
@@ -539,6 +748,7 @@ const OpDef fx_op_LpNormalization = {
     .attrs = lpnorm_attrs,
     .infer = lpnorm_infer,
     .eval = lpnorm_eval,
+    .emit = lpnorm_emit,
 };
 
 /* --- Softmax, LogSoftmax, Hardmax ---------------------------------------------- */
@@ -576,25 +786,32 @@ static FxStatus softmax_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* The (outer, len, inner) view of x, shared by eval and emit. */
+static void softmax_geometry(const Node *n, const TensorType *x, int64_t *outer, int64_t *len,
+                             int64_t *inner)
+{
+    int rank = x->rank;
+    int axis = (int)node_attr_int(n, "axis", -1);
+    if (axis < 0)
+        axis += rank;
+    if (rank == 0) {
+        *outer = *len = *inner = 1;
+    } else if (node_attr_int(n, "coerce_2d", 0)) {
+        *outer = dims_numel(x->dims, 0, axis);
+        *len = dims_numel(x->dims, axis, rank);
+        *inner = 1;
+    } else {
+        *outer = dims_numel(x->dims, 0, axis);
+        *len = x->dims[axis];
+        *inner = dims_numel(x->dims, axis + 1, rank);
+    }
+}
+
 static FxStatus softmax_eval(EvalCtx *c)
 {
     const Tensor *x = c->in[0];
-    int rank = x->type.rank;
-    int axis = (int)node_attr_int(c->node, "axis", -1);
-    if (axis < 0)
-        axis += rank;
     int64_t outer, len, inner;
-    if (rank == 0) {
-        outer = len = inner = 1;
-    } else if (node_attr_int(c->node, "coerce_2d", 0)) {
-        outer = dims_numel(x->type.dims, 0, axis);
-        len = dims_numel(x->type.dims, axis, rank);
-        inner = 1;
-    } else {
-        outer = dims_numel(x->type.dims, 0, axis);
-        len = x->type.dims[axis];
-        inner = dims_numel(x->type.dims, axis + 1, rank);
-    }
+    softmax_geometry(c->node, &x->type, &outer, &len, &inner);
     F32Bufs b = {0};
     const float *fx = bufs_in(&b, x);
     float *fy = bufs_out(&b, c->out[0]);
@@ -607,6 +824,22 @@ static FxStatus softmax_eval(EvalCtx *c)
             fxrt_hardmax_f32(outer, len, inner, fx, fy);
     }
     return bufs_finish(&b, c, c->out, &fy, 1);
+}
+
+
+static FxStatus softmax_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    int64_t outer, len, inner;
+    softmax_geometry(c->node, node_input_type(c->node, 0), &outer, &len, &inner);
+    const char *kernel = c->node->op == &fx_op_Softmax      ? "fxrt_softmax_f32"
+                         : c->node->op == &fx_op_LogSoftmax ? "fxrt_logsoftmax_f32"
+                                                            : "fxrt_hardmax_f32";
+    c->line(c, "%s(%lld, %lld, %lld, %s, %s);", kernel, (long long)outer, (long long)len,
+            (long long)inner, c->in[0], c->out[0]);
+    return FX_OK;
 }
 
 static const AttrSpec softmax_attrs[] = {
@@ -624,6 +857,7 @@ const OpDef fx_op_Softmax = {
     .canonicalize = softmax_canonicalize,
     .infer = softmax_infer,
     .eval = softmax_eval,
+    .emit = softmax_emit,
 };
 
 const OpDef fx_op_LogSoftmax = {
@@ -633,6 +867,7 @@ const OpDef fx_op_LogSoftmax = {
     .canonicalize = softmax_canonicalize,
     .infer = softmax_infer,
     .eval = softmax_eval,
+    .emit = softmax_emit,
 };
 
 const OpDef fx_op_Hardmax = {
@@ -642,4 +877,5 @@ const OpDef fx_op_Hardmax = {
     .canonicalize = softmax_canonicalize,
     .infer = softmax_infer,
     .eval = softmax_eval,
+    .emit = softmax_emit,
 };

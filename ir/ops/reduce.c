@@ -177,15 +177,37 @@ static FxStatus reduce_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* The work of one reduction, shared by eval and emit so that the interpreter
+ * and the generated code run the same kernel on the same view.  axes is the
+ * constant axes input (NULL when omitted), count its length. */
+static FxStatus reduce_plan(Diag *d, const Node *n, const TensorType *x, const Tensor *axes,
+                            int64_t count, FxrtReduceView *v, bool *identity)
+{
+    uint32_t mask;
+    FxStatus st = reduce_axes_mask(d, n, x->rank, axes, count, &mask, identity);
+    if (st == FX_OK)
+        fxrt_reduce_view_init(v, x->rank, x->dims, mask);
+    return st;
+}
+
+static int64_t reduce_view_outputs(const FxrtReduceView *v)
+{
+    int64_t outputs = 1;
+    for (int k = 0; k < v->rank; k++)
+        if (!(v->reduced & (1u << k)))
+            outputs *= v->dims[k];
+    return outputs;
+}
+
 static FxStatus reduce_eval(EvalCtx *c)
 {
     const Tensor *x = c->in[0];
     const Tensor *axes = c->num_inputs > 1 ? c->in[1] : NULL;
     Tensor *y = c->out[0];
-    uint32_t mask;
+    FxrtReduceView v;
     bool identity;
-    FxStatus st = reduce_axes_mask(c->diag, c->node, x->type.rank, axes,
-                                   axes ? tensor_numel(axes) : 0, &mask, &identity);
+    FxStatus st = reduce_plan(c->diag, c->node, &x->type, axes, axes ? tensor_numel(axes) : 0,
+                              &v, &identity);
     if (st != FX_OK)
         return st;
     if (identity) {
@@ -195,13 +217,7 @@ static FxStatus reduce_eval(EvalCtx *c)
         memcpy(y->data, x->data, tensor_nbytes(x));
         return FX_OK;
     }
-    FxrtReduceView v;
-    fxrt_reduce_view_init(&v, x->type.rank, x->type.dims, mask);
-    int64_t outputs = 1;
-    for (int k = 0; k < v.rank; k++)
-        if (!(v.reduced & (1u << k)))
-            outputs *= v.dims[k];
-    if (outputs != tensor_numel(y) || y->type.dtype != x->type.dtype)
+    if (reduce_view_outputs(&v) != tensor_numel(y) || y->type.dtype != x->type.dtype)
         return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node,
                                "output disagrees with the input shape and axes");
     FxrtReduceOp op = reduce_op_of(c->node->op);
@@ -210,6 +226,81 @@ static FxStatus reduce_eval(EvalCtx *c)
     else if (!fxrt_reduce_nd(op, x->type.dtype, x->data, y->data, &v))
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                "element type %s is not supported", dtype_name(x->type.dtype));
+    return FX_OK;
+}
+
+static const char *reduce_op_enum(FxrtReduceOp op)
+{
+    switch (op) {
+    case FXRT_REDUCE_SUM: return "FXRT_REDUCE_SUM";
+    case FXRT_REDUCE_MEAN: return "FXRT_REDUCE_MEAN";
+    case FXRT_REDUCE_MAX: return "FXRT_REDUCE_MAX";
+    case FXRT_REDUCE_MIN: return "FXRT_REDUCE_MIN";
+    case FXRT_REDUCE_PROD: return "FXRT_REDUCE_PROD";
+    case FXRT_REDUCE_L1: return "FXRT_REDUCE_L1";
+    case FXRT_REDUCE_L2: return "FXRT_REDUCE_L2";
+    case FXRT_REDUCE_LOG_SUM: return "FXRT_REDUCE_LOG_SUM";
+    case FXRT_REDUCE_LOG_SUM_EXP: return "FXRT_REDUCE_LOG_SUM_EXP";
+    case FXRT_REDUCE_SUM_SQUARE: return "FXRT_REDUCE_SUM_SQUARE";
+    }
+    return "FXRT_REDUCE_SUM";
+}
+
+/* Writes `static const FxrtReduceView v = {...};`. */
+static void emit_reduce_view(EmitCtx *c, const FxrtReduceView *v)
+{
+    char dims[FXRT_MAX_RANK * 24 + 8];
+    size_t len = 0;
+    for (int k = 0; k < v->rank; k++)
+        len += (size_t)snprintf(dims + len, sizeof dims - len, "%s%lld", k ? ", " : "",
+                                (long long)v->dims[k]);
+    if (v->rank == 0)
+        snprintf(dims, sizeof dims, "0");
+    c->line(c, "static const FxrtReduceView v = {");
+    c->line(c, "    .rank = %d, .dims = {%s}, .reduced = 0x%xu, .contiguous = %d,", v->rank, dims,
+            (unsigned)v->reduced, v->contiguous);
+    c->line(c, "    .outer = %lld, .n = %lld, .inner = %lld, .count = %lld};",
+            (long long)v->outer, (long long)v->n, (long long)v->inner, (long long)v->count);
+}
+
+/* The view is fixed at compile time: a contiguous float reduction becomes
+ * one fxrt_reduce_f32/f64 call with literal extents, anything else passes a
+ * static const FxrtReduceView. */
+static FxStatus reduce_emit(EmitCtx *c)
+{
+    const Node *n = c->node;
+    const TensorType *x = node_input_type(n, 0);
+    const TensorType *axes_t = c->num_inputs > 1 ? node_input_type(n, 1) : NULL;
+    const Tensor *axes = c->num_inputs > 1 ? c->in_value[1] : NULL;
+    int64_t count = axes_t && axes_t->rank == 1 ? axes_t->dims[0] : 0;
+    if (count > 0 && !axes)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n,
+                               "axes input must be a compile-time constant");
+    FxrtReduceView v;
+    bool identity;
+    FxStatus st = reduce_plan(c->diag, n, x, axes, count, &v, &identity);
+    if (st != FX_OK)
+        return st;
+    if (identity) {
+        c->line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
+                (long long)type_nbytes(x));
+        return FX_OK;
+    }
+    const char *op = reduce_op_enum(reduce_op_of(n->op));
+    if (x->dtype == FXRT_DTYPE_FLOAT32 || x->dtype == FXRT_DTYPE_FLOAT64) {
+        const char *sfx = x->dtype == FXRT_DTYPE_FLOAT32 ? "f32" : "f64";
+        if (v.contiguous) {
+            c->line(c, "fxrt_reduce_%s(%s, %s, %s, %lld, %lld, %lld);", sfx, op, c->in[0],
+                    c->out[0], (long long)v.outer, (long long)v.n, (long long)v.inner);
+            return FX_OK;
+        }
+        emit_reduce_view(c, &v);
+        c->line(c, "fxrt_reduce_nd_%s(%s, %s, %s, &v);", sfx, op, c->in[0], c->out[0]);
+        return FX_OK;
+    }
+    emit_reduce_view(c, &v);
+    c->line(c, "fxrt_reduce_nd(%s, %s, %s, %s, &v);", op, c_dtype_enum(x->dtype), c->in[0],
+            c->out[0]);
     return FX_OK;
 }
 
@@ -228,6 +319,7 @@ static const AttrSpec reduce_attrs[] = {
         .canonicalize = reduce_canonicalize,                                                \
         .infer = reduce_infer,                                                              \
         .eval = reduce_eval,                                                                \
+        .emit = reduce_emit,                                                                \
     };
 
 REDUCE_OPDEF(ReduceSum)
@@ -262,21 +354,32 @@ static FxStatus arg_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* [outer, n, inner] around the axis; false when the axis is bad. */
+static bool arg_view(const Node *n, const TensorType *x, int64_t *outer, int64_t *len,
+                     int64_t *inner)
+{
+    int rank = x->rank;
+    int64_t axis = node_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank || x->dims[axis] == 0)
+        return false;
+    *outer = *inner = 1;
+    *len = x->dims[axis];
+    for (int k = 0; k < axis; k++)
+        *outer *= x->dims[k];
+    for (int k = (int)axis + 1; k < rank; k++)
+        *inner *= x->dims[k];
+    return true;
+}
+
 static FxStatus arg_eval(EvalCtx *c)
 {
     const Tensor *x = c->in[0];
     Tensor *y = c->out[0];
-    int rank = x->type.rank;
-    int64_t axis = node_attr_int(c->node, "axis", 0);
-    if (axis < 0)
-        axis += rank;
-    if (axis < 0 || axis >= rank || x->type.dims[axis] == 0)
+    int64_t outer, n, inner;
+    if (!arg_view(c->node, &x->type, &outer, &n, &inner))
         return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node, "bad axis for the input");
-    int64_t outer = 1, inner = 1, n = x->type.dims[axis];
-    for (int k = 0; k < axis; k++)
-        outer *= x->type.dims[k];
-    for (int k = (int)axis + 1; k < rank; k++)
-        inner *= x->type.dims[k];
     if (y->type.dtype != FXRT_DTYPE_INT64 || tensor_numel(y) != outer * inner)
         return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node,
                                "output disagrees with the input shape");
@@ -285,6 +388,24 @@ static FxStatus arg_eval(EvalCtx *c)
     if (!fxrt_arg_reduce(x->type.dtype, is_min, x->data, y->data, outer, n, inner, last))
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                "element type %s is not supported", dtype_name(x->type.dtype));
+    return FX_OK;
+}
+
+static FxStatus arg_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0);
+    int64_t outer, n, inner;
+    if (!arg_view(c->node, x, &outer, &n, &inner))
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "bad axis for the input");
+    int is_min = c->node->op == &fx_op_ArgMin;
+    int last = node_attr_int(c->node, "select_last_index", 0) != 0;
+    if (x->dtype == FXRT_DTYPE_FLOAT32)
+        c->line(c, "fxrt_%s_f32(%s, %s, %lld, %lld, %lld, %d);", is_min ? "argmin" : "argmax",
+                c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, last);
+    else
+        c->line(c, "fxrt_arg_reduce(%s, %d, %s, %s, %lld, %lld, %lld, %d);",
+                c_dtype_enum(x->dtype), is_min, c->in[0], c->out[0], (long long)outer,
+                (long long)n, (long long)inner, last);
     return FX_OK;
 }
 
@@ -301,6 +422,7 @@ const OpDef fx_op_ArgMax = {
     .attrs = arg_attrs,
     .infer = arg_infer,
     .eval = arg_eval,
+    .emit = arg_emit,
 };
 
 const OpDef fx_op_ArgMin = {
@@ -309,4 +431,5 @@ const OpDef fx_op_ArgMin = {
     .attrs = arg_attrs,
     .infer = arg_infer,
     .eval = arg_eval,
+    .emit = arg_emit,
 };

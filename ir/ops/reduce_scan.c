@@ -157,6 +157,50 @@ static FxStatus topk_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* K and the axis are fixed by the output type, which shape propagation
+ * derived from the constant K. */
+static bool topk_view(const Node *n, int64_t *outer, int64_t *len, int64_t *inner, int64_t *k)
+{
+    const TensorType *x = node_input_type(n, 0);
+    if (!x || n->num_outputs != 2 || x->rank == 0)
+        return false;
+    int rank = x->rank;
+    int64_t axis = node_attr_int(n, "axis", -1);
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank || n->out_types[0].rank != rank)
+        return false;
+    axis_view(x, (int)axis, outer, len, inner);
+    *k = n->out_types[0].dims[axis];
+    return *k >= 0 && *k <= *len;
+}
+
+static size_t topk_scratch_bytes(const Node *n)
+{
+    int64_t outer, len, inner, k;
+    if (!topk_view(n, &outer, &len, &inner, &k))
+        return 0;
+    return fxrt_topk_scratch_bytes(k);
+}
+
+static FxStatus topk_emit(EmitCtx *c)
+{
+    int64_t outer, n, inner, k;
+    if (!topk_view(c->node, &outer, &n, &inner, &k) || c->num_outputs != 2 || !c->scratch)
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "bad K or axis for the input");
+    DType t = node_input_type(c->node, 0)->dtype;
+    int largest = node_attr_int(c->node, "largest", 1) != 0;
+    if (t == FXRT_DTYPE_FLOAT32)
+        c->line(c, "fxrt_topk_f32(%s, %s, %s, %lld, %lld, %lld, %lld, %d, %s);", c->in[0],
+                c->out[0], c->out[1], (long long)outer, (long long)n, (long long)inner,
+                (long long)k, largest, c->scratch);
+    else
+        c->line(c, "fxrt_topk(%s, %s, %s, %s, %lld, %lld, %lld, %lld, %d, %s);", c_dtype_enum(t),
+                c->in[0], c->out[0], c->out[1], (long long)outer, (long long)n, (long long)inner,
+                (long long)k, largest, c->scratch);
+    return FX_OK;
+}
+
 static const AttrSpec topk_attrs[] = {
     {"axis", FX_ATTR_INT, "-1", false},
     {"k", FX_ATTR_INT, NULL, false}, /* opsets 1-9; becomes input 1 */
@@ -172,6 +216,8 @@ const OpDef fx_op_TopK = {
     .canonicalize = topk_canonicalize,
     .infer = topk_infer,
     .eval = topk_eval,
+    .scratch_bytes = topk_scratch_bytes,
+    .emit = topk_emit,
 };
 
 /* --- CumSum --------------------------------------------------------------------- */
@@ -220,6 +266,31 @@ static FxStatus cumsum_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* The axis input is a compile-time constant (infer insists). */
+static FxStatus cumsum_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0);
+    int rank = x->rank;
+    int64_t axis;
+    if (!single_int(c->in_value[1], &axis) || axis < -rank || axis >= rank)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "axis must be a compile-time constant in range");
+    if (axis < 0)
+        axis += rank;
+    int64_t outer, n, inner;
+    axis_view(x, (int)axis, &outer, &n, &inner);
+    int exclusive = node_attr_int(c->node, "exclusive", 0) != 0;
+    int reverse = node_attr_int(c->node, "reverse", 0) != 0;
+    if (x->dtype == FXRT_DTYPE_FLOAT32)
+        c->line(c, "fxrt_cumsum_f32(%s, %s, %lld, %lld, %lld, %d, %d);", c->in[0], c->out[0],
+                (long long)outer, (long long)n, (long long)inner, exclusive, reverse);
+    else
+        c->line(c, "fxrt_cumsum(%s, %s, %s, %lld, %lld, %lld, %d, %d);", c_dtype_enum(x->dtype),
+                c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, exclusive,
+                reverse);
+    return FX_OK;
+}
+
 static const AttrSpec cumsum_attrs[] = {
     {"exclusive", FX_ATTR_INT, "0", false},
     {"reverse", FX_ATTR_INT, "0", false},
@@ -232,4 +303,5 @@ const OpDef fx_op_CumSum = {
     .attrs = cumsum_attrs,
     .infer = cumsum_infer,
     .eval = cumsum_eval,
+    .emit = cumsum_emit,
 };

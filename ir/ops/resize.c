@@ -323,6 +323,58 @@ static FxStatus resize_infer_common(InferCtx *c, int roi_i, int scales_i, int si
     return FX_OK;
 }
 
+/* The per-axis sampling tables of a setup; eval, emit and scratch_bytes all
+ * build them the same way (fxrt_resize_axis_plan), so the interpreter and the
+ * generated code sample identically. */
+typedef struct ResizeTables {
+    FxrtResizeAxis axes[FX_MAX_RANK];
+    void *blocks[3 * FX_MAX_RANK];
+    int nblocks;
+} ResizeTables;
+
+static void resize_tables_free(ResizeTables *tb)
+{
+    for (int i = 0; i < tb->nblocks; i++)
+        free(tb->blocks[i]);
+    tb->nblocks = 0;
+}
+
+static FxStatus resize_tables_build(Diag *d, const Node *n, const ResizeSetup *s,
+                                    ResizeTables *tb)
+{
+    int taps = fxrt_resize_taps(s->cfg.mode);
+    memset(tb, 0, sizeof *tb);
+    for (int a = 0; a < s->rank; a++) {
+        int64_t out = s->out[a];
+        size_t entries = (size_t)(out > 0 ? out : 1) * (size_t)taps;
+        int64_t *idx = malloc(entries * sizeof *idx);
+        double *w = malloc(entries * sizeof *w);
+        uint8_t *outside = malloc((size_t)(out > 0 ? out : 1));
+        tb->blocks[tb->nblocks++] = idx;
+        tb->blocks[tb->nblocks++] = w;
+        tb->blocks[tb->nblocks++] = outside;
+        if (!idx || !w || !outside) {
+            resize_tables_free(tb);
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        }
+        int any_outside;
+        int identity = fxrt_resize_axis_plan(&s->cfg, s->in[a], out, s->scale[a],
+                                             s->roi_start[a], s->roi_end[a], idx, w, outside,
+                                             &any_outside);
+        tb->axes[a] = (FxrtResizeAxis){
+            .in = s->in[a], .out = out, .taps = identity ? 0 : taps, .idx = idx,
+            .w = s->cfg.mode == FXRT_RESIZE_NEAREST ? NULL : w,
+            .outside = any_outside ? outside : NULL};
+    }
+    return FX_OK;
+}
+
+/* Nearest (and bool, which only nearest accepts) is a typed gather. */
+static bool resize_is_gather(const ResizeSetup *s, DType t)
+{
+    return s->cfg.mode == FXRT_RESIZE_NEAREST || t == FXRT_DTYPE_BOOL;
+}
+
 static FxStatus resize_eval_common(EvalCtx *c, int roi_i, int scales_i, int sizes_i,
                                    bool upsample)
 {
@@ -346,51 +398,258 @@ static FxStatus resize_eval_common(EvalCtx *c, int roi_i, int scales_i, int size
     if (tensor_numel(y) == 0)
         return FX_OK;
 
-    int taps = fxrt_resize_taps(s.cfg.mode);
-    FxrtResizeAxis axes[FX_MAX_RANK];
-    void *blocks[3 * FX_MAX_RANK + 1] = {NULL};
-    int nblocks = 0;
-    memset(axes, 0, sizeof axes);
-    for (int a = 0; a < s.rank && st == FX_OK; a++) {
-        int64_t out = s.out[a];
-        int64_t *idx = malloc((size_t)out * (size_t)taps * sizeof *idx);
-        double *w = malloc((size_t)out * (size_t)taps * sizeof *w);
-        uint8_t *outside = malloc((size_t)out);
-        blocks[nblocks++] = idx;
-        blocks[nblocks++] = w;
-        blocks[nblocks++] = outside;
-        if (!idx || !w || !outside) {
+    ResizeTables tb;
+    if ((st = resize_tables_build(c->diag, c->node, &s, &tb)) != FX_OK)
+        return st;
+    DType t = x->type.dtype;
+    if (resize_is_gather(&s, t)) {
+        unsigned char e[8] = {0};
+        fxrt_store_f64(t, e, 0, s.extrapolation);
+        fxrt_resize_nearest(fxrt_dtype_size(t), x->data, y->data, s.rank, tb.axes, e);
+    } else {
+        size_t bytes = fxrt_resize_scratch_bytes(t, s.rank, tb.axes);
+        void *scratch = NULL;
+        if (bytes > FX_MAX_TENSOR_BYTES)
+            st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node,
+                                 "intermediate buffers are too large (%zu bytes)", bytes);
+        else if (bytes && !(scratch = malloc(bytes)))
             st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
-            break;
-        }
-        int any_outside;
-        int identity = fxrt_resize_axis_plan(&s.cfg, s.in[a], out, s.scale[a], s.roi_start[a],
-                                             s.roi_end[a], idx, w, outside, &any_outside);
-        axes[a] = (FxrtResizeAxis){.in = s.in[a], .out = out, .taps = identity ? 0 : taps,
-                                   .idx = idx, .w = s.cfg.mode == FXRT_RESIZE_NEAREST ? NULL : w,
-                                   .outside = any_outside ? outside : NULL};
+        else if (!fxrt_resize(t, x->data, y->data, s.rank, tb.axes, s.extrapolation, scratch))
+            st = diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                                 "element type %s is not supported", dtype_name(t));
+        free(scratch);
     }
-    if (st == FX_OK) {
-        DType t = x->type.dtype;
-        if (s.cfg.mode == FXRT_RESIZE_NEAREST || t == FXRT_DTYPE_BOOL) {
-            unsigned char e[8] = {0};
-            fxrt_store_f64(t, e, 0, s.extrapolation);
-            fxrt_resize_nearest(fxrt_dtype_size(t), x->data, y->data, s.rank, axes, e);
-        } else {
-            size_t bytes = fxrt_resize_scratch_bytes(t, s.rank, axes);
-            void *scratch = NULL;
-            if (bytes > FX_MAX_TENSOR_BYTES)
-                st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node,
-                                     "intermediate buffers are too large (%zu bytes)", bytes);
-            else if (bytes && !(scratch = blocks[nblocks++] = malloc(bytes)))
-                st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
-            else if (!fxrt_resize(t, x->data, y->data, s.rank, axes, s.extrapolation, scratch))
-                st = diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                                     "element type %s is not supported", dtype_name(t));
+    resize_tables_free(&tb);
+    return st;
+}
+
+/* --- code generation ------------------------------------------------------------ */
+
+/* A non-empty constant argument i of n, found the way shape propagation
+ * finds it (get_attr value or folded constant), or NULL: scratch_bytes only
+ * sees the node. */
+static const Tensor *node_const_arg(const Node *n, int i)
+{
+    const Node *a = i >= 0 && i < n->num_args ? n->args[i] : NULL;
+    const Tensor *t = NULL;
+    if (!a)
+        return NULL;
+    if (a->opcode == FX_OPCODE_GET_ATTR)
+        t = a->value;
+    else if (a->opcode != FX_OPCODE_PLACEHOLDER && a->const_values && a->num_outputs == 1)
+        t = a->const_values[0];
+    return non_empty(t);
+}
+
+static const Tensor *emit_const_arg(const EmitCtx *c, int i)
+{
+    return i >= 0 && i < c->num_inputs ? non_empty(c->in_value[i]) : NULL;
+}
+
+/* Scratch of the separable passes: the same size fxrt_resize_scratch_bytes
+ * reports to eval. */
+static size_t resize_scratch_common(const Node *n, int roi_i, int scales_i, int sizes_i,
+                                    bool upsample)
+{
+    const TensorType *x = node_input_type(n, 0);
+    ResizeSetup s;
+    ResizeTables tb;
+    if (!x || resize_setup(NULL, n, x, node_const_arg(n, roi_i), node_const_arg(n, scales_i),
+                           node_const_arg(n, sizes_i), upsample, &s) != FX_OK)
+        return 0;
+    if (resize_is_gather(&s, x->dtype) || type_numel(&n->out_types[0]) == 0 ||
+        resize_tables_build(NULL, n, &s, &tb) != FX_OK)
+        return 0;
+    size_t bytes = fxrt_resize_scratch_bytes(x->dtype, s.rank, tb.axes);
+    resize_tables_free(&tb);
+    return bytes;
+}
+
+/* A double as a C literal that reads back exactly. */
+static void double_literal(double v, char *buf, size_t cap)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "NAN");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "INFINITY" : "-INFINITY");
+    else {
+        snprintf(buf, cap, "%.17g", v);
+        if (!strpbrk(buf, ".en"))
+            strncat(buf, ".0", cap - strlen(buf) - 1);
+    }
+}
+
+/* Writes `static const double NAME[count] = {...};`, 4 values a line (the
+ * int64 tables use emit_int64_array). */
+static void emit_double_array(EmitCtx *c, const char *name, const double *v, int64_t count)
+{
+    char buf[4 * 32 + 8];
+    if (count <= 4) {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int64_t j = 0; j < count; j++) {
+            char lit[32];
+            double_literal(v[j], lit, sizeof lit);
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", j ? ", " : "", lit);
+        }
+        c->line(c, "static const double %s[%lld] = {%s};", name, (long long)count, buf);
+        return;
+    }
+    c->line(c, "static const double %s[%lld] = {", name, (long long)count);
+    for (int64_t i = 0; i < count; i += 4) {
+        size_t len = 0;
+        for (int64_t j = i; j < count && j < i + 4; j++) {
+            char lit[32];
+            double_literal(v[j], lit, sizeof lit);
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s,", j > i ? " " : "", lit);
+        }
+        c->line(c, "    %s", buf);
+    }
+    c->line(c, "};");
+}
+
+/* Writes `static const uint8_t NAME[count] = {...};` of 0/1 flags. */
+static void emit_u8_array(EmitCtx *c, const char *name, const uint8_t *v, int64_t count)
+{
+    char buf[16 * 3 + 8];
+    bool one_line = count <= 16;
+    if (!one_line)
+        c->line(c, "static const uint8_t %s[%lld] = {", name, (long long)count);
+    for (int64_t i = 0; i < count; i += 16) {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int64_t j = i; j < count && j < i + 16; j++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d%s", j > i ? " " : "",
+                                    v[j] != 0, one_line && j == count - 1 ? "" : ",");
+        if (one_line)
+            c->line(c, "static const uint8_t %s[%lld] = {%s};", name, (long long)count, buf);
+        else
+            c->line(c, "    %s", buf);
+    }
+    if (!one_line)
+        c->line(c, "};");
+}
+
+/* The extrapolation value converted to type t exactly as eval converts it
+ * (fxrt_store_f64), as a C literal of that type. */
+static void extrapolation_literal(DType t, double v, char *buf, size_t cap)
+{
+    unsigned char e[8] = {0};
+    fxrt_store_f64(t, e, 0, v);
+    switch (t) {
+    case FXRT_DTYPE_FLOAT32: {
+        float f;
+        memcpy(&f, e, sizeof f);
+        c_float_literal(f, buf, cap);
+        return;
+    }
+    case FXRT_DTYPE_FLOAT64: {
+        double dv;
+        memcpy(&dv, e, sizeof dv);
+        double_literal(dv, buf, cap);
+        return;
+    }
+    case FXRT_DTYPE_UINT64: {
+        uint64_t u;
+        memcpy(&u, e, sizeof u);
+        snprintf(buf, cap, "%lluu", (unsigned long long)u);
+        return;
+    }
+    case FXRT_DTYPE_INT64: {
+        int64_t i;
+        memcpy(&i, e, sizeof i);
+        if (i == INT64_MIN)
+            snprintf(buf, cap, "INT64_MIN");
+        else
+            snprintf(buf, cap, "%lld", (long long)i);
+        return;
+    }
+    default:
+        snprintf(buf, cap, "%lld", (long long)fxrt_load_i64(t, e, 0));
+        return;
+    }
+}
+
+/* Emits the sampling tables as const arrays (idxA, wA, outA for axis A) and
+ * `static const FxrtResizeAxis axes[rank]`, then one kernel call. */
+static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int sizes_i,
+                                   bool upsample)
+{
+    const Node *n = c->node;
+    const TensorType *x = node_input_type(n, 0);
+    ResizeSetup s;
+    FxStatus st = resize_setup(c->diag, n, x, emit_const_arg(c, roi_i),
+                               emit_const_arg(c, scales_i), emit_const_arg(c, sizes_i), upsample,
+                               &s);
+    if (st != FX_OK)
+        return st;
+    if (type_numel(&n->out_types[0]) == 0) {
+        c->line(c, "/* empty output: nothing to compute */");
+        return FX_OK;
+    }
+    ResizeTables tb;
+    if ((st = resize_tables_build(c->diag, n, &s, &tb)) != FX_OK)
+        return st;
+    DType t = x->dtype;
+    int taps = fxrt_resize_taps(s.cfg.mode);
+    for (int a = 0; a < s.rank; a++) {
+        const FxrtResizeAxis *ax = &tb.axes[a];
+        char name[32];
+        if (ax->taps == 0)
+            continue;
+        snprintf(name, sizeof name, "idx%d", a);
+        emit_int64_array(c, name, ax->idx, ax->out * taps);
+        if (ax->w) {
+            snprintf(name, sizeof name, "w%d", a);
+            emit_double_array(c, name, ax->w, ax->out * taps);
+        }
+        if (ax->outside) {
+            snprintf(name, sizeof name, "out%d", a);
+            emit_u8_array(c, name, ax->outside, ax->out);
         }
     }
-    for (int i = 0; i < nblocks; i++)
-        free(blocks[i]);
+    c->line(c, "static const FxrtResizeAxis axes[%d] = {", s.rank);
+    for (int a = 0; a < s.rank; a++) {
+        const FxrtResizeAxis *ax = &tb.axes[a];
+        if (ax->taps == 0) {
+            c->line(c, "    {.in = %lld, .out = %lld, .taps = 0},", (long long)ax->in,
+                    (long long)ax->out);
+            continue;
+        }
+        char w[16] = "NULL", o[16] = "NULL";
+        if (ax->w)
+            snprintf(w, sizeof w, "w%d", a);
+        if (ax->outside)
+            snprintf(o, sizeof o, "out%d", a);
+        c->line(c, "    {.in = %lld, .out = %lld, .taps = %d, .idx = idx%d, .w = %s, .outside = %s},",
+                (long long)ax->in, (long long)ax->out, ax->taps, a, w, o);
+    }
+    c->line(c, "};");
+    char e[64];
+    extrapolation_literal(t, s.extrapolation, e, sizeof e);
+    if (resize_is_gather(&s, t)) {
+        c->line(c, "static const %s e = %s;", c_type_name(t), e);
+        c->line(c, "fxrt_resize_nearest(sizeof e, %s, %s, %d, axes, &e);", c->in[0], c->out[0],
+                s.rank);
+    } else {
+        size_t bytes = fxrt_resize_scratch_bytes(t, s.rank, tb.axes);
+        const char *scratch = c->scratch ? c->scratch : "NULL";
+        if (bytes > 0 && !c->scratch)
+            st = diag_node_error(c->diag, FX_ERR_INVALID, n, "no scratch buffer was given");
+        else if (t == FXRT_DTYPE_FLOAT32)
+            c->line(c, "fxrt_resize_f32(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
+                    e, scratch);
+        else if (t == FXRT_DTYPE_FLOAT64)
+            c->line(c, "fxrt_resize_f64(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
+                    e, scratch);
+        else {
+            char ed[64];
+            double_literal(s.extrapolation, ed, sizeof ed);
+            c->line(c, "fxrt_resize(%s, %s, %s, %d, axes, %s, %s);", c_dtype_enum(t), c->in[0],
+                    c->out[0], s.rank, ed, scratch);
+        }
+    }
+    resize_tables_free(&tb);
     return st;
 }
 
@@ -456,6 +715,16 @@ static FxStatus resize_eval(EvalCtx *c)
     return resize_eval_common(c, 1, 2, 3, false);
 }
 
+static size_t resize_scratch_bytes(const Node *n)
+{
+    return resize_scratch_common(n, 1, 2, 3, false);
+}
+
+static FxStatus resize_emit(EmitCtx *c)
+{
+    return resize_emit_common(c, 1, 2, 3, false);
+}
+
 static const AttrSpec resize_attrs[] = {
     {"antialias", FX_ATTR_INT, "0", false},                /* opset 18 */
     {"axes", FX_ATTR_INTS, NULL, false},                   /* opset 18 */
@@ -476,6 +745,8 @@ const OpDef fx_op_Resize = {
     .canonicalize = resize_canonicalize,
     .infer = resize_infer,
     .eval = resize_eval,
+    .scratch_bytes = resize_scratch_bytes,
+    .emit = resize_emit,
 };
 
 /* --- Upsample ----------------------------------------------------------------- */
@@ -546,6 +817,16 @@ static FxStatus upsample_eval(EvalCtx *c)
     return resize_eval_common(c, -1, 1, -1, true);
 }
 
+static size_t upsample_scratch_bytes(const Node *n)
+{
+    return resize_scratch_common(n, -1, 1, -1, true);
+}
+
+static FxStatus upsample_emit(EmitCtx *c)
+{
+    return resize_emit_common(c, -1, 1, -1, true);
+}
+
 static const AttrSpec upsample_attrs[] = {
     {"mode", FX_ATTR_STRING, "nearest", false},
     {"scales", FX_ATTR_FLOATS, NULL, false}, /* opset 7; becomes an input */
@@ -559,4 +840,6 @@ const OpDef fx_op_Upsample = {
     .canonicalize = upsample_canonicalize,
     .infer = upsample_infer,
     .eval = upsample_eval,
+    .scratch_bytes = upsample_scratch_bytes,
+    .emit = upsample_emit,
 };

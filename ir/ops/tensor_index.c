@@ -69,6 +69,30 @@ static FxStatus rank_limit(InferCtx *c, int rank)
     return FX_OK;
 }
 
+/* --- code generation helpers ----------------------------------------------- */
+
+/* Zero-element outputs need no code (the code generator declares only the
+ * buffers a block names). */
+static bool emit_if_empty(EmitCtx *c)
+{
+    if (type_numel(&c->node->out_types[0]) > 0)
+        return false;
+    c->line(c, "/* empty output: nothing to compute */");
+    return true;
+}
+
+static const char *reduce_name(FxrtScatterReduce r)
+{
+    switch (r) {
+    case FXRT_SCATTER_ADD: return "FXRT_SCATTER_ADD";
+    case FXRT_SCATTER_MUL: return "FXRT_SCATTER_MUL";
+    case FXRT_SCATTER_MAX: return "FXRT_SCATTER_MAX";
+    case FXRT_SCATTER_MIN: return "FXRT_SCATTER_MIN";
+    case FXRT_SCATTER_NONE:
+    default: return "FXRT_SCATTER_NONE";
+    }
+}
+
 /* --- Gather ----------------------------------------------------------------- */
 
 static FxStatus gather_infer(InferCtx *c)
@@ -110,6 +134,23 @@ static FxStatus gather_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* Index kernels check every index; a bad one fails the generated run. */
+static FxStatus gather_emit(EmitCtx *c)
+{
+    const TensorType *t = node_input_type(c->node, 0), *idx = node_input_type(c->node, 1);
+    int axis = (int)node_attr_int(c->node, "axis", 0);
+    if (axis < 0)
+        axis += t->rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    c->line(c, "if (fxrt_gather(sizeof(%s), %lld, %lld, %lld, %s, %s, %s, %lld, %s) != 0)",
+            c_type_name(t->dtype), (long long)dims_product(t->dims, 0, axis),
+            (long long)t->dims[axis], (long long)dims_product(t->dims, axis + 1, t->rank),
+            c->in[0], c_dtype_enum(idx->dtype), c->in[1], (long long)type_numel(idx), c->out[0]);
+    c->line(c, "    return 1;");
+    return FX_OK;
+}
+
 static const AttrSpec axis0_attrs[] = {
     {"axis", FX_ATTR_INT, "0", false},
     {NULL},
@@ -121,6 +162,7 @@ const OpDef fx_op_Gather = {
     .attrs = axis0_attrs,
     .infer = gather_infer,
     .eval = gather_eval,
+    .emit = gather_emit,
 };
 
 /* --- GatherElements --------------------------------------------------------- */
@@ -175,12 +217,30 @@ static FxStatus gather_elements_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus gather_elements_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0), *idx = node_input_type(c->node, 1);
+    int axis = (int)node_attr_int(c->node, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    emit_int64_array(c, "data_dims", x->dims, x->rank);
+    emit_int64_array(c, "index_dims", idx->dims, idx->rank);
+    c->line(c, "if (fxrt_gather_elements(sizeof(%s), %d, data_dims, index_dims, %d, %s, %s, %s, "
+            "%s) != 0)", c_type_name(x->dtype), x->rank, axis, c->in[0],
+            c_dtype_enum(idx->dtype), c->in[1], c->out[0]);
+    c->line(c, "    return 1;");
+    return FX_OK;
+}
+
 const OpDef fx_op_GatherElements = {
     .name = "GatherElements",
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .attrs = axis0_attrs,
     .infer = gather_elements_infer,
     .eval = gather_elements_eval,
+    .emit = gather_elements_emit,
 };
 
 /* --- GatherND --------------------------------------------------------------- */
@@ -234,6 +294,21 @@ static FxStatus gather_nd_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus gather_nd_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0), *idx = node_input_type(c->node, 1);
+    int b = (int)node_attr_int(c->node, "batch_dims", 0), q = idx->rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    emit_int64_array(c, "data_dims", x->dims, x->rank);
+    c->line(c, "if (fxrt_gather_nd(sizeof(%s), %d, data_dims, %d, %lld, %lld, %s, %s, %s, %s) "
+            "!= 0)", c_type_name(x->dtype), x->rank, b, (long long)idx->dims[q - 1],
+            (long long)dims_product(idx->dims, b, q - 1), c->in[0], c_dtype_enum(idx->dtype),
+            c->in[1], c->out[0]);
+    c->line(c, "    return 1;");
+    return FX_OK;
+}
+
 static const AttrSpec gather_nd_attrs[] = {
     {"batch_dims", FX_ATTR_INT, "0", false},
     {NULL},
@@ -245,6 +320,7 @@ const OpDef fx_op_GatherND = {
     .attrs = gather_nd_attrs,
     .infer = gather_nd_infer,
     .eval = gather_nd_eval,
+    .emit = gather_nd_emit,
 };
 
 /* --- ScatterElements / Scatter ---------------------------------------------- */
@@ -324,6 +400,25 @@ static FxStatus scatter_elements_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus scatter_elements_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0), *idx = node_input_type(c->node, 1);
+    FxrtScatterReduce r = FXRT_SCATTER_NONE;
+    int axis = (int)node_attr_int(c->node, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    scatter_reduction(c->node, &r);
+    if (emit_if_empty(c))
+        return FX_OK;
+    emit_int64_array(c, "data_dims", x->dims, x->rank);
+    emit_int64_array(c, "index_dims", idx->dims, idx->rank);
+    c->line(c, "if (fxrt_scatter_elements(%s, %d, data_dims, index_dims, %d, %s, %s, %s, %s, %s, "
+            "%s) != 0)", c_dtype_enum(x->dtype), x->rank, axis, reduce_name(r), c->in[0],
+            c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
+    c->line(c, "    return 1;");
+    return FX_OK;
+}
+
 static const AttrSpec scatter_elements_attrs[] = {
     {"axis", FX_ATTR_INT, "0", false},
     {"reduction", FX_ATTR_STRING, "none", false},
@@ -336,6 +431,7 @@ const OpDef fx_op_ScatterElements = {
     .attrs = scatter_elements_attrs,
     .infer = scatter_elements_infer,
     .eval = scatter_elements_eval,
+    .emit = scatter_elements_emit,
 };
 
 /* Scatter (opsets 9-10) is ScatterElements without reduction; it keeps its
@@ -346,6 +442,7 @@ const OpDef fx_op_Scatter = {
     .attrs = axis0_attrs,
     .infer = scatter_elements_infer,
     .eval = scatter_elements_eval,
+    .emit = scatter_elements_emit,
 };
 
 /* --- ScatterND -------------------------------------------------------------- */
@@ -398,6 +495,23 @@ static FxStatus scatter_nd_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus scatter_nd_emit(EmitCtx *c)
+{
+    const TensorType *x = node_input_type(c->node, 0), *idx = node_input_type(c->node, 1);
+    FxrtScatterReduce r = FXRT_SCATTER_NONE;
+    int q = idx->rank;
+    scatter_reduction(c->node, &r);
+    if (emit_if_empty(c))
+        return FX_OK;
+    emit_int64_array(c, "data_dims", x->dims, x->rank);
+    c->line(c, "if (fxrt_scatter_nd(%s, %d, data_dims, %lld, %lld, %s, %s, %s, %s, %s, %s) != 0)",
+            c_dtype_enum(x->dtype), x->rank, (long long)idx->dims[q - 1],
+            (long long)dims_product(idx->dims, 0, q - 1), reduce_name(r), c->in[0],
+            c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
+    c->line(c, "    return 1;");
+    return FX_OK;
+}
+
 static const AttrSpec scatter_nd_attrs[] = {
     {"reduction", FX_ATTR_STRING, "none", false},
     {NULL},
@@ -409,6 +523,7 @@ const OpDef fx_op_ScatterND = {
     .attrs = scatter_nd_attrs,
     .infer = scatter_nd_infer,
     .eval = scatter_nd_eval,
+    .emit = scatter_nd_emit,
 };
 
 /* --- OneHot ----------------------------------------------------------------- */
@@ -467,6 +582,22 @@ static FxStatus onehot_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* values holds [off, on]; depth is baked in (it sets the output shape). */
+static FxStatus onehot_emit(EmitCtx *c)
+{
+    const TensorType *idx = node_input_type(c->node, 0), *o = &c->node->out_types[0];
+    int axis = (int)node_attr_int(c->node, "axis", -1);
+    if (axis < 0)
+        axis += o->rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    c->line(c, "fxrt_onehot(sizeof(%s), %s, %s, %lld, %lld, %lld, %s, (%s) + 1, %s);",
+            c_type_name(o->dtype), c_dtype_enum(idx->dtype), c->in[0],
+            (long long)dims_product(idx->dims, 0, axis), (long long)o->dims[axis],
+            (long long)dims_product(idx->dims, axis, idx->rank), c->in[2], c->in[2], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec onehot_attrs[] = {
     {"axis", FX_ATTR_INT, "-1", false},
     {NULL},
@@ -478,4 +609,5 @@ const OpDef fx_op_OneHot = {
     .attrs = onehot_attrs,
     .infer = onehot_infer,
     .eval = onehot_eval,
+    .emit = onehot_emit,
 };

@@ -84,6 +84,19 @@ static FxStatus const_int_list(InferCtx *c, int i, const char *what, bool allow_
     return infer_const_ints(c, i, vals, max, count);
 }
 
+/* Reads a list from tensor t (an eval input or a compile-time value). */
+static FxStatus tensor_int_list(Diag *d, const Node *n, const Tensor *t, const char *what,
+                                bool allow_scalar, int64_t *vals, int64_t max, int64_t *count)
+{
+    FxStatus st = check_int_list(d, n, &t->type, what, allow_scalar, max);
+    if (st != FX_OK)
+        return st;
+    *count = tensor_numel(t);
+    for (int64_t k = 0; k < *count; k++)
+        vals[k] = tensor_get_int(t, k);
+    return FX_OK;
+}
+
 /* The same list read from an eval input. */
 static FxStatus eval_int_list(EvalCtx *c, int i, const char *what, bool allow_scalar,
                               int64_t *vals, int64_t max, int64_t *count)
@@ -91,13 +104,82 @@ static FxStatus eval_int_list(EvalCtx *c, int i, const char *what, bool allow_sc
     const Tensor *t = eval_input(c, i);
     if (!t)
         return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node, "input '%s' is missing", what);
-    FxStatus st = check_int_list(c->diag, c->node, &t->type, what, allow_scalar, max);
-    if (st != FX_OK)
-        return st;
-    *count = tensor_numel(t);
-    for (int64_t k = 0; k < *count; k++)
-        vals[k] = tensor_get_int(t, k);
-    return FX_OK;
+    return tensor_int_list(c->diag, c->node, t, what, allow_scalar, vals, max, count);
+}
+
+/* --- code generation helpers ----------------------------------------------- */
+
+static const TensorType *emit_in_type(const EmitCtx *c, int i)
+{
+    return i < c->num_inputs && c->in[i] ? node_input_type(c->node, i) : NULL;
+}
+
+/* The same list read from the compile-time value of input i.  Shape
+ * propagation made it constant (infer refuses otherwise), so a missing value
+ * means the graph changed under the code generator. */
+static FxStatus emit_int_list(EmitCtx *c, int i, const char *what, int64_t *vals, int64_t max,
+                              int64_t *count)
+{
+    const Tensor *t = i < c->num_inputs ? c->in_value[i] : NULL;
+    if (!t)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "input '%s' must be a compile-time constant to compile the node",
+                               what);
+    return tensor_int_list(c->diag, c->node, t, what, false, vals, max, count);
+}
+
+/* Zero-element outputs need no code (the code generator declares only the
+ * buffers a block names).  Returns true when it wrote the whole block. */
+static bool emit_if_empty(EmitCtx *c)
+{
+    for (int k = 0; k < c->num_outputs; k++)
+        if (type_numel(&c->node->out_types[k]) > 0)
+            return false;
+    c->line(c, "/* empty output: nothing to compute */");
+    return true;
+}
+
+/* Writes `static const T NAME = <the element at elem>;` for dtype t. */
+static void emit_scalar(EmitCtx *c, const char *name, DType t, const void *elem)
+{
+    char lit[64];
+    switch (t) {
+    case FXRT_DTYPE_FLOAT32: {
+        float v;
+        memcpy(&v, elem, sizeof v);
+        c_float_literal(v, lit, sizeof lit);
+        break;
+    }
+    case FXRT_DTYPE_FLOAT64: {
+        double v;
+        memcpy(&v, elem, sizeof v);
+        if (v != v)
+            snprintf(lit, sizeof lit, "NAN");
+        else if (v > 1.7976931348623157e308 || v < -1.7976931348623157e308)
+            snprintf(lit, sizeof lit, v > 0 ? "INFINITY" : "-INFINITY");
+        else {
+            snprintf(lit, sizeof lit, "%.17g", v);
+            if (!strpbrk(lit, ".en"))
+                strcat(lit, ".0");
+        }
+        break;
+    }
+    case FXRT_DTYPE_UINT64: {
+        uint64_t v;
+        memcpy(&v, elem, sizeof v);
+        snprintf(lit, sizeof lit, "%lluu", (unsigned long long)v);
+        break;
+    }
+    default: {
+        int64_t v = fxrt_load_i64(t, elem, 0);
+        if (v == INT64_MIN)
+            snprintf(lit, sizeof lit, "INT64_MIN");
+        else
+            snprintf(lit, sizeof lit, "%lld", (long long)v);
+        break;
+    }
+    }
+    c->line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
 }
 
 static FxStatus check_out_dims(EvalCtx *c, const int64_t *dims, int rank)
@@ -225,6 +307,42 @@ static FxStatus transpose_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* Identity permutations (after size-1 axes, which move nothing) are a copy. */
+static bool perm_is_identity(const TensorType *x, const int64_t *perm)
+{
+    int last = -1;
+    for (int i = 0; i < x->rank; i++) {
+        if (x->dims[perm[i]] == 1)
+            continue;
+        if (perm[i] < last)
+            return false;
+        last = (int)perm[i];
+    }
+    return true;
+}
+
+static FxStatus transpose_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    int64_t perm[FX_MAX_RANK];
+    FxStatus st = transpose_perm(c->node, x->rank, perm, c->diag);
+    if (st != FX_OK || emit_if_empty(c))
+        return st;
+    if (perm_is_identity(x, perm)) {
+        c->line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
+                (long long)((size_t)type_numel(x) * fxrt_dtype_size(x->dtype)));
+        return FX_OK;
+    }
+    emit_int64_array(c, "dims", x->dims, x->rank);
+    emit_int64_array(c, "perm", perm, x->rank);
+    if (x->dtype == FXRT_DTYPE_FLOAT32)
+        c->line(c, "fxrt_transpose_f32(%d, dims, perm, %s, %s);", x->rank, c->in[0], c->out[0]);
+    else
+        c->line(c, "fxrt_transpose(sizeof(%s), %d, dims, perm, %s, %s);", c_type_name(x->dtype),
+                x->rank, c->in[0], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec transpose_attrs[] = {
     {"perm", FX_ATTR_INTS, NULL, false}, /* absent: reverse the axes */
     {NULL},
@@ -236,6 +354,7 @@ const OpDef fx_op_Transpose = {
     .attrs = transpose_attrs,
     .infer = transpose_infer,
     .eval = transpose_eval,
+    .emit = transpose_emit,
 };
 
 /* --- Concat ----------------------------------------------------------------- */
@@ -307,6 +426,59 @@ static FxStatus concat_eval(EvalCtx *c)
     return st;
 }
 
+/* Writes `<decl>[n] = {e0, e1, ...};` with four expressions a line. */
+static void emit_pointer_list(EmitCtx *c, const char *decl, const char *const *exprs, int n)
+{
+    if (n <= 4) {
+        char buf[1024];
+        size_t len = 0;
+        for (int i = 0; i < n && len < sizeof buf; i++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", exprs[i]);
+        if (len < sizeof buf) {
+            c->line(c, "%s[%d] = {%s};", decl, n, buf);
+            return;
+        }
+    }
+    c->line(c, "%s[%d] = {", decl, n);
+    for (int i = 0; i < n; i += 4) {
+        char buf[1024];
+        size_t len = 0;
+        for (int j = i; j < n && j < i + 4 && len < sizeof buf; j++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s,", j > i ? " " : "",
+                                    exprs[j]);
+        if (len < sizeof buf) {
+            c->line(c, "    %s", buf);
+        } else { /* very long expressions: one a line */
+            for (int j = i; j < n && j < i + 4; j++)
+                c->line(c, "    %s,", exprs[j]);
+        }
+    }
+    c->line(c, "};");
+}
+
+static FxStatus concat_emit(EmitCtx *c)
+{
+    const TensorType *o = &c->node->out_types[0];
+    int axis = (int)node_attr_int(c->node, "axis", 0);
+    if (axis < 0)
+        axis += o->rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    int k = c->num_inputs;
+    int64_t *axis_dims = malloc((size_t)k * sizeof *axis_dims);
+    if (!axis_dims)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    for (int i = 0; i < k; i++)
+        axis_dims[i] = emit_in_type(c, i)->dims[axis];
+    emit_int64_array(c, "axis_dims", axis_dims, k);
+    emit_pointer_list(c, "const void *const ins", c->in, k);
+    c->line(c, "fxrt_concat(sizeof(%s), %lld, %lld, %d, axis_dims, ins, %s);",
+            c_type_name(o->dtype), (long long)dims_product(o->dims, 0, axis),
+            (long long)dims_product(o->dims, axis + 1, o->rank), k, c->out[0]);
+    free(axis_dims);
+    return FX_OK;
+}
+
 static const AttrSpec concat_attrs[] = {
     {"axis", FX_ATTR_INT, NULL, true},
     {NULL},
@@ -318,6 +490,7 @@ const OpDef fx_op_Concat = {
     .attrs = concat_attrs,
     .infer = concat_infer,
     .eval = concat_eval,
+    .emit = concat_emit,
 };
 
 /* --- Split ------------------------------------------------------------------ */
@@ -363,11 +536,13 @@ static FxStatus split_infer(InferCtx *c)
             st = const_int_list(c, 1, "split", false, split, k, &count);
         int64_t sum = 0;
         for (int i = 0; i < k && st == FX_OK; i++) {
-            if (split[i] < 0 || split[i] > dim)
+            /* sum <= dim holds throughout, so the addition cannot overflow */
+            if (split[i] < 0 || split[i] > dim - sum)
                 st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "split[%d] = %lld is "
-                                     "invalid", i, (long long)split[i]);
+                                     "invalid (the parts exceed the axis of %lld)", i,
+                                     (long long)split[i], (long long)dim);
             else
-                sum += split[i]; /* each part <= dim: the sum stays far from overflow */
+                sum += split[i];
         }
         if (st == FX_OK && sum != dim)
             st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
@@ -421,6 +596,29 @@ static FxStatus split_eval(EvalCtx *c)
     return st;
 }
 
+static FxStatus split_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    int rank = x->rank, k = c->num_outputs;
+    int axis = (int)node_attr_int(c->node, "axis", 0);
+    if (axis < 0)
+        axis += rank;
+    if (emit_if_empty(c))
+        return FX_OK;
+    int64_t *axis_dims = malloc((size_t)k * sizeof *axis_dims);
+    if (!axis_dims)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    for (int i = 0; i < k; i++)
+        axis_dims[i] = c->node->out_types[i].dims[axis];
+    emit_int64_array(c, "axis_dims", axis_dims, k);
+    emit_pointer_list(c, "void *const outs", c->out, k);
+    c->line(c, "fxrt_split(sizeof(%s), %lld, %lld, %d, axis_dims, %s, outs);",
+            c_type_name(x->dtype), (long long)dims_product(x->dims, 0, axis),
+            (long long)dims_product(x->dims, axis + 1, rank), k, c->in[0]);
+    free(axis_dims);
+    return FX_OK;
+}
+
 static const AttrSpec split_attrs[] = {
     {"axis", FX_ATTR_INT, "0", false},
     {"split", FX_ATTR_INTS, NULL, false}, /* opset < 13; becomes input 1 */
@@ -434,6 +632,7 @@ const OpDef fx_op_Split = {
     .canonicalize = split_canonicalize,
     .infer = split_infer,
     .eval = split_eval,
+    .emit = split_emit,
 };
 
 /* --- Slice ------------------------------------------------------------------ */
@@ -576,6 +775,33 @@ static FxStatus slice_eval(EvalCtx *c)
     return st;
 }
 
+static FxStatus slice_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    SliceArgs a = {.naxes = -1, .nsteps = -1};
+    int64_t ne = 0, start[FX_MAX_RANK], step[FX_MAX_RANK], dims[FX_MAX_RANK];
+    FxStatus st = emit_int_list(c, 1, "starts", a.starts, FX_MAX_RANK, &a.n);
+    if (st == FX_OK)
+        st = emit_int_list(c, 2, "ends", a.ends, FX_MAX_RANK, &ne);
+    if (st == FX_OK && ne != a.n)
+        st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "starts and ends differ in length");
+    if (st == FX_OK && emit_in_type(c, 3))
+        st = emit_int_list(c, 3, "axes", a.axes, FX_MAX_RANK, &a.naxes);
+    if (st == FX_OK && emit_in_type(c, 4))
+        st = emit_int_list(c, 4, "steps", a.steps, FX_MAX_RANK, &a.nsteps);
+    if (st == FX_OK)
+        st = slice_plan(c->diag, c->node, x, &a, start, step, dims);
+    if (st != FX_OK || emit_if_empty(c))
+        return st;
+    emit_int64_array(c, "in_dims", x->dims, x->rank);
+    emit_int64_array(c, "starts", start, x->rank);
+    emit_int64_array(c, "steps", step, x->rank);
+    emit_int64_array(c, "out_dims", dims, x->rank);
+    c->line(c, "fxrt_slice(sizeof(%s), %d, in_dims, starts, steps, out_dims, %s, %s);",
+            c_type_name(x->dtype), x->rank, c->in[0], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec slice_attrs[] = {
     /* opset < 10; become inputs 1-3 */
     {"starts", FX_ATTR_INTS, NULL, false},
@@ -591,6 +817,7 @@ const OpDef fx_op_Slice = {
     .canonicalize = slice_canonicalize,
     .infer = slice_infer,
     .eval = slice_eval,
+    .emit = slice_emit,
 };
 
 /* --- Expand ----------------------------------------------------------------- */
@@ -635,12 +862,38 @@ static FxStatus expand_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* Expand and Tile: the input's dims (left-padded with 1s to the output's
+ * rank) and the output's. */
+static FxStatus broadcast_emit(EmitCtx *c, const char *kernel)
+{
+    const TensorType *x = emit_in_type(c, 0), *o = &c->node->out_types[0];
+    int64_t in_dims[FX_MAX_RANK];
+    int pad = o->rank - x->rank;
+    if (pad < 0)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "output rank is too small");
+    if (emit_if_empty(c))
+        return FX_OK;
+    for (int d = 0; d < o->rank; d++)
+        in_dims[d] = d < pad ? 1 : x->dims[d - pad];
+    emit_int64_array(c, "in_dims", in_dims, o->rank);
+    emit_int64_array(c, "out_dims", o->dims, o->rank);
+    c->line(c, "%s(sizeof(%s), %d, in_dims, out_dims, %s, %s);", kernel, c_type_name(o->dtype),
+            o->rank, c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+static FxStatus expand_emit(EmitCtx *c)
+{
+    return broadcast_emit(c, "fxrt_expand");
+}
+
 const OpDef fx_op_Expand = {
     .name = "Expand",
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .attrs = no_attrs,
     .infer = expand_infer,
     .eval = expand_eval,
+    .emit = expand_emit,
 };
 
 /* --- Tile ------------------------------------------------------------------- */
@@ -684,12 +937,18 @@ static FxStatus tile_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus tile_emit(EmitCtx *c)
+{
+    return broadcast_emit(c, "fxrt_tile");
+}
+
 const OpDef fx_op_Tile = {
     .name = "Tile",
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .attrs = no_attrs,
     .infer = tile_infer,
     .eval = tile_eval,
+    .emit = tile_emit,
 };
 
 /* --- Pad -------------------------------------------------------------------- */
@@ -802,6 +1061,20 @@ static FxStatus pad_infer(InferCtx *c)
     return FX_OK;
 }
 
+/* The constant as one element of the data's type t (zero bytes when value is
+ * omitted); a float32 value pads float64 data too. */
+static void pad_fill(DType t, const Tensor *value, unsigned char *fill)
+{
+    if (!value || tensor_numel(value) != 1)
+        return;
+    if (value->type.dtype == t)
+        memcpy(fill, value->data, fxrt_dtype_size(t));
+    else if (fxrt_dtype_is_float(t))
+        fxrt_store_f64(t, fill, 0, tensor_get_float(value, 0));
+    else
+        fxrt_store_i64(t, fill, 0, tensor_get_int(value, 0));
+}
+
 static FxStatus pad_eval(EvalCtx *c)
 {
     const Tensor *x = c->in[0], *value = eval_input(c, 2);
@@ -817,16 +1090,55 @@ static FxStatus pad_eval(EvalCtx *c)
         st = check_out_dims(c, dims, x->type.rank);
     if (st != FX_OK)
         return st;
-    if (value && tensor_numel(value) == 1) {
-        if (value->type.dtype == t)
-            memcpy(fill, value->data, fxrt_dtype_size(t));
-        else if (fxrt_dtype_is_float(t))
-            fxrt_store_f64(t, fill, 0, tensor_get_float(value, 0));
-        else
-            fxrt_store_i64(t, fill, 0, tensor_get_int(value, 0));
-    }
+    pad_fill(t, value, fill);
     fxrt_pad(fxrt_dtype_size(t), x->type.rank, x->type.dims, pads, mode, fill, x->data,
              c->out[0]->data);
+    return FX_OK;
+}
+
+static const char *pad_mode_name(FxrtPadMode m)
+{
+    switch (m) {
+    case FXRT_PAD_REFLECT: return "FXRT_PAD_REFLECT";
+    case FXRT_PAD_EDGE: return "FXRT_PAD_EDGE";
+    case FXRT_PAD_WRAP: return "FXRT_PAD_WRAP";
+    case FXRT_PAD_CONSTANT:
+    default: return "FXRT_PAD_CONSTANT";
+    }
+}
+
+static FxStatus pad_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0), *vt = emit_in_type(c, 2);
+    const Tensor *value = c->num_inputs > 2 ? c->in_value[2] : NULL;
+    int64_t pads[2 * FX_MAX_RANK], n = 0, dims[FX_MAX_RANK];
+    unsigned char fill[16] = {0};
+    FxrtPadMode mode;
+    DType t = x->dtype;
+    if (!pad_mode(c->node, &mode))
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "pad mode '%s' is not supported",
+                               node_attr_string(c->node, "mode", ""));
+    FxStatus st = emit_int_list(c, 1, "pads", pads, 2 * FX_MAX_RANK, &n);
+    if (st == FX_OK)
+        st = pad_out_dims(c->diag, c->node, x, pads, n, mode, dims);
+    if (st != FX_OK || emit_if_empty(c))
+        return st;
+    const char *ctype = c_type_name(t), *vexpr = "&value";
+    emit_int64_array(c, "in_dims", x->dims, x->rank);
+    emit_int64_array(c, "pads", pads, 2 * x->rank);
+    if (mode != FXRT_PAD_CONSTANT || !vt || value) {
+        /* a constant (or unused) fill value is baked in */
+        if (mode == FXRT_PAD_CONSTANT)
+            pad_fill(t, value, fill);
+        emit_scalar(c, "value", t, fill);
+    } else if (vt->dtype == t) {
+        vexpr = c->in[2];
+    } else {
+        c->line(c, "const %s value = (%s)(%s)[0];", ctype, ctype, c->in[2]);
+    }
+    c->line(c, "fxrt_pad(sizeof(%s), %d, in_dims, pads, %s, %s, %s, %s);", ctype, x->rank,
+            pad_mode_name(mode), vexpr, c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -844,6 +1156,7 @@ const OpDef fx_op_Pad = {
     .canonicalize = pad_canonicalize,
     .infer = pad_infer,
     .eval = pad_eval,
+    .emit = pad_emit,
 };
 
 /* --- DepthToSpace and SpaceToDepth ------------------------------------------ */
@@ -907,6 +1220,20 @@ static FxStatus depth_to_space_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus depth_to_space_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    const int64_t *d = x->dims;
+    int crd = strcmp(node_attr_string(c->node, "mode", "DCR"), "CRD") == 0;
+    if (emit_if_empty(c))
+        return FX_OK;
+    c->line(c, "fxrt_depth_to_space(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %d, %s, %s);",
+            c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
+            (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), crd, c->in[0],
+            c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec depth_to_space_attrs[] = {
     {"blocksize", FX_ATTR_INT, NULL, true},
     {"mode", FX_ATTR_STRING, "DCR", false},
@@ -920,6 +1247,7 @@ const OpDef fx_op_DepthToSpace = {
     .canonicalize = depth_to_space_canonicalize,
     .infer = depth_to_space_infer,
     .eval = depth_to_space_eval,
+    .emit = depth_to_space_emit,
 };
 
 static FxStatus space_to_depth_infer(InferCtx *c)
@@ -959,6 +1287,19 @@ static FxStatus space_to_depth_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus space_to_depth_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    const int64_t *d = x->dims;
+    if (emit_if_empty(c))
+        return FX_OK;
+    c->line(c, "fxrt_space_to_depth(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %s, %s);",
+            c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
+            (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), c->in[0],
+            c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec space_to_depth_attrs[] = {
     {"blocksize", FX_ATTR_INT, NULL, true},
     {NULL},
@@ -970,6 +1311,7 @@ const OpDef fx_op_SpaceToDepth = {
     .attrs = space_to_depth_attrs,
     .infer = space_to_depth_infer,
     .eval = space_to_depth_eval,
+    .emit = space_to_depth_emit,
 };
 
 /* --- Trilu ------------------------------------------------------------------ */
@@ -1001,6 +1343,34 @@ static FxStatus trilu_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* A constant k is baked in; a run-time one is read from its buffer. */
+static FxStatus trilu_emit(EmitCtx *c)
+{
+    const TensorType *x = emit_in_type(c, 0);
+    const Tensor *kv = c->num_inputs > 1 ? c->in_value[1] : NULL;
+    int rank = x->rank;
+    char k[64];
+    if (emit_if_empty(c))
+        return FX_OK;
+    if (kv || !emit_in_type(c, 1)) {
+        int64_t v = kv ? tensor_get_int(kv, 0) : 0;
+        /* fxrt_trilu clamps k to the matrix, so clamping here changes nothing
+         * and keeps INT64_MIN out of the literal */
+        if (v < -(x->dims[rank - 2] + 1))
+            v = -(x->dims[rank - 2] + 1);
+        if (v > x->dims[rank - 1] + 1)
+            v = x->dims[rank - 1] + 1;
+        snprintf(k, sizeof k, "%lld", (long long)v);
+    } else {
+        snprintf(k, sizeof k, "(%s)[0]", c->in[1]);
+    }
+    c->line(c, "fxrt_trilu(sizeof(%s), %lld, %lld, %lld, %s, %d, %s, %s);",
+            c_type_name(x->dtype), (long long)dims_product(x->dims, 0, rank - 2),
+            (long long)x->dims[rank - 2], (long long)x->dims[rank - 1], k,
+            node_attr_int(c->node, "upper", 1) != 0, c->in[0], c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec trilu_attrs[] = {
     {"upper", FX_ATTR_INT, "1", false},
     {NULL},
@@ -1012,4 +1382,5 @@ const OpDef fx_op_Trilu = {
     .attrs = trilu_attrs,
     .infer = trilu_infer,
     .eval = trilu_eval,
+    .emit = trilu_emit,
 };

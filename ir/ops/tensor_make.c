@@ -10,6 +10,7 @@
  * refuses the node with FX_ERR_UNSUPPORTED naming the input.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../ir.h"
@@ -31,6 +32,52 @@ static FxStatus check_out_dtype(InferCtx *c, DType t)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                "output element type %s is not supported", dtype_name(t));
     return FX_OK;
+}
+
+/* --- code generation helpers ----------------------------------------------- */
+
+/* Writes `static const T NAME = <the element at elem>;` for dtype t. */
+static void emit_scalar(EmitCtx *c, const char *name, DType t, const void *elem)
+{
+    char lit[64];
+    if (t == FXRT_DTYPE_FLOAT32) {
+        float v;
+        memcpy(&v, elem, sizeof v);
+        c_float_literal(v, lit, sizeof lit);
+    } else if (t == FXRT_DTYPE_FLOAT64) {
+        double v;
+        memcpy(&v, elem, sizeof v);
+        if (isnan(v))
+            snprintf(lit, sizeof lit, "NAN");
+        else if (isinf(v))
+            snprintf(lit, sizeof lit, v > 0 ? "INFINITY" : "-INFINITY");
+        else {
+            snprintf(lit, sizeof lit, "%.17g", v);
+            if (!strpbrk(lit, ".e"))
+                strcat(lit, ".0");
+        }
+    } else if (t == FXRT_DTYPE_UINT64) {
+        uint64_t v;
+        memcpy(&v, elem, sizeof v);
+        snprintf(lit, sizeof lit, "%lluu", (unsigned long long)v);
+    } else {
+        int64_t v = fxrt_load_i64(t, elem, 0);
+        if (v == INT64_MIN)
+            snprintf(lit, sizeof lit, "INT64_MIN");
+        else
+            snprintf(lit, sizeof lit, "%lld", (long long)v);
+    }
+    c->line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
+}
+
+/* Writes int64 values into the output (Shape and Size, which shape
+ * propagation normally folds into weights before code generation). */
+static void emit_int64_values(EmitCtx *c, const int64_t *v, int64_t n)
+{
+    if (n == 0)
+        return;
+    emit_int64_array(c, "values", v, n);
+    c->line(c, "memcpy(%s, values, sizeof values);", c->out[0]);
 }
 
 /* --- Shape ------------------------------------------------------------------ */
@@ -70,6 +117,15 @@ static FxStatus shape_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus shape_emit(EmitCtx *c)
+{
+    const TensorType *t = node_input_type(c->node, 0);
+    int64_t s, e;
+    shape_range(c->node, t->rank, &s, &e);
+    emit_int64_values(c, t->dims + s, e - s);
+    return FX_OK;
+}
+
 static const AttrSpec shape_attrs[] = {
     {"start", FX_ATTR_INT, "0", false},
     {"end", FX_ATTR_INT, NULL, false}, /* absent: the rank */
@@ -83,6 +139,7 @@ const OpDef fx_op_Shape = {
     .attrs = shape_attrs,
     .infer = shape_infer,
     .eval = shape_eval,
+    .emit = shape_emit,
 };
 
 /* --- Size ------------------------------------------------------------------- */
@@ -100,6 +157,13 @@ static FxStatus size_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus size_emit(EmitCtx *c)
+{
+    int64_t n = type_numel(node_input_type(c->node, 0));
+    emit_int64_values(c, &n, 1);
+    return FX_OK;
+}
+
 const OpDef fx_op_Size = {
     .name = "Size",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
@@ -107,6 +171,7 @@ const OpDef fx_op_Size = {
     .attrs = no_attrs,
     .infer = size_infer,
     .eval = size_eval,
+    .emit = size_emit,
 };
 
 /* --- ConstantOfShape -------------------------------------------------------- */
@@ -162,6 +227,23 @@ static FxStatus constant_of_shape_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* The arena is not zeroed, so the default float32 zeros are written too. */
+static FxStatus constant_of_shape_emit(EmitCtx *c)
+{
+    const Tensor *v = fill_value(c->node);
+    const TensorType *o = &c->node->out_types[0];
+    int64_t n = type_numel(o);
+    if (n == 0)
+        return FX_OK;
+    if (v && (v->type.dtype != o->dtype || tensor_numel(v) != 1))
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "bad fill value");
+    unsigned char zero[16] = {0};
+    emit_scalar(c, "value", o->dtype, v ? v->data : zero);
+    c->line(c, "fxrt_fill(sizeof(%s), %lld, &value, %s);", c_type_name(o->dtype), (long long)n,
+            c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec constant_of_shape_attrs[] = {
     {"value", FX_ATTR_TENSOR, NULL, false},
     {NULL},
@@ -173,6 +255,7 @@ const OpDef fx_op_ConstantOfShape = {
     .attrs = constant_of_shape_attrs,
     .infer = constant_of_shape_infer,
     .eval = constant_of_shape_eval,
+    .emit = constant_of_shape_emit,
 };
 
 /* --- Range ------------------------------------------------------------------ */
@@ -248,12 +331,23 @@ static FxStatus range_eval(EvalCtx *c)
     return FX_OK;
 }
 
+/* start and delta are read from their buffers (weights once folded); the
+ * length is the inferred one. */
+static FxStatus range_emit(EmitCtx *c)
+{
+    const TensorType *o = &c->node->out_types[0];
+    c->line(c, "fxrt_range(%s, %s, %s, %lld, %s);", c_dtype_enum(o->dtype), c->in[0], c->in[2],
+            (long long)type_numel(o), c->out[0]);
+    return FX_OK;
+}
+
 const OpDef fx_op_Range = {
     .name = "Range",
     .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
     .attrs = no_attrs,
     .infer = range_infer,
     .eval = range_eval,
+    .emit = range_emit,
 };
 
 /* --- EyeLike ---------------------------------------------------------------- */
@@ -291,6 +385,25 @@ static FxStatus eye_like_eval(EvalCtx *c)
     return FX_OK;
 }
 
+static FxStatus eye_like_emit(EmitCtx *c)
+{
+    const TensorType *o = &c->node->out_types[0];
+    unsigned char one[16] = {0};
+    if (type_numel(o) == 0)
+        return FX_OK;
+    fxrt_store_i64(o->dtype, one, 0, 1);
+    emit_scalar(c, "one", o->dtype, one);
+    int64_t k = node_attr_int(c->node, "k", 0);
+    /* the kernel clamps k to the matrix; clamping here keeps INT64_MIN out */
+    if (k < -(o->dims[0] + 1))
+        k = -(o->dims[0] + 1);
+    if (k > o->dims[1] + 1)
+        k = o->dims[1] + 1;
+    c->line(c, "fxrt_eye_like(sizeof(%s), %lld, %lld, %lld, &one, %s);", c_type_name(o->dtype),
+            (long long)o->dims[0], (long long)o->dims[1], (long long)k, c->out[0]);
+    return FX_OK;
+}
+
 static const AttrSpec eye_like_attrs[] = {
     {"dtype", FX_ATTR_INT, NULL, false}, /* absent: the input's */
     {"k", FX_ATTR_INT, "0", false},
@@ -303,4 +416,5 @@ const OpDef fx_op_EyeLike = {
     .attrs = eye_like_attrs,
     .infer = eye_like_infer,
     .eval = eye_like_eval,
+    .emit = eye_like_emit,
 };

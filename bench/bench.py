@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""Benchmarks fxcc's generated C against its interpreter, ONNX Runtime and
+(when it imports) PyTorch eager, single-threaded, batch 1.
+
+For each model (made by bench/make_models.py into WORK/models if missing):
+
+  C       fxcc compile MODEL -o WORK/NAME/c --emit-main, a CMake Release
+          build, then `main --repeat N -o OUT INPUT`; ms_per_run=X on stderr
+  interp  fxcc run MODEL INPUT -o OUT --repeat N; ms_per_run=X on stderr
+  ORT     onnxruntime, 1 intra-op and 1 inter-op thread, ORT_ENABLE_ALL,
+          median of N runs after warm-up
+  torch   the ONNX graph replayed op by op with torch functional calls,
+          median of N runs (only when torch imports)
+
+The C and interpreter outputs are compared with ONNX Runtime's before any
+time is reported: past 1e-3 relative error (max abs error divided by the
+largest reference magnitude) the model is marked WRONG, its times are left
+out and the script exits with status 1.  A backend that fails to build or
+run is marked FAIL the same way.  OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1
+are set for everything; OPENBLAS_CORETYPE is never changed (it is only
+reported).  --out FILE appends the table to FILE with the date, `uname -a`,
+the CPU model and the OpenBLAS core type.
+
+usage: bench.py [--fxcc PATH] [--models a,b] [--repeat N] [--out FILE] [--work DIR]
+                [--skip c,interp,ort,torch]
+"""
+import os
+
+# Before numpy/onnxruntime load OpenBLAS or OpenMP: one thread everywhere.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["OMP_NUM_THREADS"] = "1"
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import platform  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_MODELS = ["mlp", "lenet", "resnet8", "dscnn_kws", "mobilenetv2", "transformer"]
+# Also accepted by --models: the trained example from scripts/train_digits.py.
+EXTRA_MODELS = {"digits": os.path.join(ROOT, "examples", "digits", "digits.onnx")}
+RTOL = 1e-3
+TIMEOUT = 1800  # seconds for any one command (mobilenetv2's build is the slow one)
+MS_RE = re.compile(r"ms_per_run=([0-9.eE+-]+)")
+
+
+class BenchError(Exception):
+    pass
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_cmd(cmd, what, cwd=None):
+    """Runs cmd single-threaded; returns its stderr; raises BenchError on failure."""
+    log("  $ " + " ".join(cmd))
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=os.environ.copy(), capture_output=True, text=True,
+                           timeout=TIMEOUT)
+    except FileNotFoundError as e:
+        raise BenchError(f"{what}: {e}") from None
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{what}: timed out after {TIMEOUT} s") from None
+    if p.returncode != 0:
+        tail = "\n".join((p.stderr or p.stdout).strip().splitlines()[-15:])
+        raise BenchError(f"{what} failed (exit {p.returncode}):\n{tail}")
+    return p.stderr
+
+
+def parse_ms(stderr, what):
+    m = MS_RE.findall(stderr)
+    if not m:
+        raise BenchError(f"{what}: no ms_per_run=X on stderr:\n{stderr.strip()[-800:]}")
+    return float(m[-1])
+
+
+def read_output(out):
+    """The first output written to out: a .npy file, or out/output_0.npy."""
+    path = os.path.join(out, "output_0.npy") if os.path.isdir(out) else out
+    if not os.path.isfile(path):
+        raise BenchError(f"no output at {out}")
+    return np.load(path)
+
+
+def compare(y, ref, what):
+    """Max abs error vs the reference; raises BenchError past RTOL relative."""
+    if y.shape != ref.shape:
+        y = y.reshape(ref.shape) if y.size == ref.size else y
+        if y.shape != ref.shape:
+            raise BenchError(f"{what}: output shape {list(y.shape)}, ORT gives {list(ref.shape)}")
+    err = float(np.max(np.abs(y.astype(np.float64) - ref.astype(np.float64))))
+    scale = max(float(np.max(np.abs(ref))), 1e-30)
+    if not np.isfinite(err) or err / scale > RTOL:
+        raise BenchError(f"{what}: WRONG output, max abs err {err:.3g} "
+                         f"({err / scale:.3g} relative to max |ref| {scale:.3g}, limit {RTOL:g})")
+    return err
+
+
+# Backends ---------------------------------------------------------------------
+
+def bench_c(fxcc, model, inp, work, repeat):
+    cdir = os.path.join(work, "c")
+    if os.path.isdir(cdir):
+        shutil.rmtree(cdir)
+    os.makedirs(work, exist_ok=True)
+    t0 = time.perf_counter()
+    run_cmd([fxcc, "compile", model, "-o", cdir, "--emit-main"], "fxcc compile")
+    t1 = time.perf_counter()
+    bdir = os.path.join(cdir, "build")
+    run_cmd(["cmake", "-S", cdir, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release"], "cmake configure")
+    run_cmd(["cmake", "--build", bdir, "-j", str(os.cpu_count() or 1)], "cmake build")
+    t2 = time.perf_counter()
+    exe = os.path.join(bdir, "main")
+    if not os.path.isfile(exe):
+        raise BenchError(f"the build made no {exe}")
+    out = os.path.join(work, "c_out")
+    _remove(out)
+    os.makedirs(out)  # the generated main writes OUT/output_K.npy into an existing folder
+    err = run_cmd([exe, "--repeat", str(repeat), "-o", out, inp], "generated main")
+    log(f"  compile {t1 - t0:.2f} s, C build {t2 - t1:.2f} s")
+    return parse_ms(err, "generated main"), read_output(out)
+
+
+def bench_interp(fxcc, model, inp, work, repeat):
+    out = os.path.join(work, "interp_out")
+    _remove(out)
+    os.makedirs(work, exist_ok=True)
+    err = run_cmd([fxcc, "run", model, inp, "-o", out, "--repeat", str(repeat)], "fxcc run")
+    return parse_ms(err, "fxcc run"), read_output(out)
+
+
+def _median_ms(fn, repeat, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def ort_session(model):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def bench_ort(model, x, repeat, warmup):
+    sess = ort_session(model)
+    feed = {sess.get_inputs()[0].name: x}
+    (ref,) = sess.run(None, feed)[:1]
+    return _median_ms(lambda: sess.run(None, feed), repeat, warmup), ref
+
+
+def bench_torch(torch, model, x, repeat, warmup):
+    run = TorchGraph(torch, onnx.load(model))
+    xt = torch.from_numpy(x)
+    with torch.inference_mode():
+        y = run(xt).numpy()
+        ms = _median_ms(lambda: run(xt), repeat, warmup)
+    return ms, y
+
+
+class TorchGraph:
+    """Replays an ONNX graph with torch functional ops (eager mode); only the
+    ops the benchmark models use."""
+
+    def __init__(self, torch, model):
+        self.t = torch
+        self.F = torch.nn.functional
+        self.g = model.graph
+        self.w = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy())
+                  for i in self.g.initializer}
+        self.attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+                      for n in self.g.node]
+
+    def __call__(self, x):
+        t, F = self.t, self.F
+        env = dict(self.w)
+        env[self.g.input[0].name] = x
+        for n, a in zip(self.g.node, self.attrs):
+            i = [env[s] if s else None for s in n.input]
+            op = n.op_type
+            if op == "Gemm":
+                b = i[1].t() if a.get("transB", 0) else i[1]
+                y = t.addmm(i[2], i[0], b)
+            elif op == "MatMul":
+                y = t.matmul(i[0], i[1])
+            elif op == "Conv":
+                p = a.get("pads", [0, 0, 0, 0])
+                xx = i[0]
+                if p[0] != p[2] or p[1] != p[3]:
+                    xx = F.pad(xx, [p[1], p[3], p[0], p[2]])
+                    pad = 0
+                else:
+                    pad = (p[0], p[1])
+                y = F.conv2d(xx, i[1], i[2] if len(i) > 2 else None,
+                             stride=a.get("strides", [1, 1]), padding=pad,
+                             groups=a.get("group", 1))
+            elif op == "BatchNormalization":
+                y = F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a.get("epsilon", 1e-5))
+            elif op == "MaxPool":
+                y = F.max_pool2d(i[0], a["kernel_shape"], a.get("strides", a["kernel_shape"]))
+            elif op == "AveragePool":
+                y = F.avg_pool2d(i[0], a["kernel_shape"], a.get("strides", a["kernel_shape"]))
+            elif op == "GlobalAveragePool":
+                y = F.adaptive_avg_pool2d(i[0], 1)
+            elif op == "Flatten":
+                y = t.flatten(i[0], a.get("axis", 1))
+            elif op == "Relu":
+                y = F.relu(i[0])
+            elif op == "Clip":
+                y = t.clamp(i[0], float(i[1]), float(i[2]))
+            elif op == "Softmax":
+                y = t.softmax(i[0], a.get("axis", -1))
+            elif op == "Add":
+                y = i[0] + i[1]
+            elif op == "Mul":
+                y = i[0] * i[1]
+            elif op == "Div":
+                y = i[0] / i[1]
+            elif op == "Erf":
+                y = t.erf(i[0])
+            elif op == "Reshape":
+                y = i[0].reshape([int(v) for v in i[1]])
+            elif op == "Transpose":
+                y = i[0].permute(a["perm"])
+            elif op == "LayerNormalization":
+                y = F.layer_norm(i[0], i[1].shape, i[1], i[2], a.get("epsilon", 1e-5))
+            else:
+                raise BenchError(f"torch replay: op {op} not handled")
+            env[n.output[0]] = y
+        return env[self.g.output[0].name]
+
+
+def _remove(path):
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+# Report -------------------------------------------------------------------------
+
+def fmt_ms(v):
+    if isinstance(v, str):
+        return v
+    return f"{v:.3f}" if v < 10 else f"{v:.2f}" if v < 1000 else f"{v:.0f}"
+
+
+def fmt_ratio(v, c):
+    if isinstance(v, str) or isinstance(c, str) or c <= 0:
+        return "-"
+    return f"{v / c:.2f}x"
+
+
+def table(rows, with_torch):
+    cols = ["model", "C ms", "interp ms", "ORT ms"] + (["torch ms"] if with_torch else []) + \
+        ["interp/C", "ORT/C"] + (["torch/C"] if with_torch else []) + \
+        ["max err C", "max err interp"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        c = r["c"]
+        cells = [r["model"], fmt_ms(c), fmt_ms(r["interp"]), fmt_ms(r["ort"])]
+        if with_torch:
+            cells.append(fmt_ms(r["torch"]))
+        cells += [fmt_ratio(r["interp"], c), fmt_ratio(r["ort"], c)]
+        if with_torch:
+            cells.append(fmt_ratio(r["torch"], c))
+        cells += [r["err_c"], r["err_interp"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return platform.processor() or "unknown"
+    for key in ("model name", "Model", "Hardware", "CPU part"):
+        m = re.search(rf"^{key}\s*:\s*(.+)$", info, re.M)
+        if m:
+            return m.group(1).strip()
+    return "unknown"
+
+
+def git_rev():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def header(args, torch):
+    uname = " ".join(platform.uname())
+    try:
+        uname = subprocess.run(["uname", "-a"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    lines = [
+        f"## {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (fxcc {git_rev()})",
+        "",
+        f"- uname: `{uname}`",
+        f"- CPU: {cpu_model()}",
+        f"- OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE') or 'auto'}",
+        f"- threads: 1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, ORT intra/inter op 1)",
+        f"- repeat: {args.repeat}; onnxruntime {ort.__version__}"
+        + (f", torch {torch.__version__}" if torch else ", torch not installed"),
+    ]
+    return "\n".join(lines)
+
+
+# Main ---------------------------------------------------------------------------
+
+def ensure_models(names, models_dir):
+    missing = [n for n in names if n in DEFAULT_MODELS and not (
+        os.path.isfile(os.path.join(models_dir, n + ".onnx"))
+        and os.path.isfile(os.path.join(models_dir, n + "_input.npy")))]
+    if missing:
+        log(f"making {', '.join(missing)} in {models_dir}")
+        subprocess.run([sys.executable, os.path.join(HERE, "make_models.py"), models_dir,
+                        "--models", ",".join(missing)], check=True)
+
+
+def model_paths(name, models_dir, work):
+    if name in EXTRA_MODELS:
+        model = EXTRA_MODELS[name]
+        images = np.load(os.path.join(os.path.dirname(model), "test_images.npy"))
+        inp = os.path.join(work, name + "_input.npy")
+        os.makedirs(work, exist_ok=True)
+        np.save(inp, images[:1])
+        return model, inp
+    return os.path.join(models_dir, name + ".onnx"), os.path.join(models_dir, name + "_input.npy")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fxcc", default="build/fxcc",
+                    help="fxcc binary (default build/fxcc, relative to the current folder, "
+                         "else to the repository root)")
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                    help="comma-separated; known: " + ", ".join(DEFAULT_MODELS + list(EXTRA_MODELS)))
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs per backend (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed runs before ORT/torch timing")
+    ap.add_argument("--out", help="append the table to this markdown file (e.g. bench/RESULTS.md)")
+    ap.add_argument("--work", default=os.path.join("/tmp", f"fxcc-bench-{os.getuid()}"),
+                    help="scratch folder for models, generated C and outputs")
+    ap.add_argument("--models-dir", help="where the .onnx/_input.npy files are (default WORK/models)")
+    ap.add_argument("--skip", default="", help="comma-separated backends to skip: c,interp,ort,torch")
+    args = ap.parse_args()
+
+    names = [m for m in args.models.split(",") if m]
+    for m in names:
+        if m not in DEFAULT_MODELS and m not in EXTRA_MODELS:
+            ap.error(f"unknown model '{m}'")
+    skip = set(s for s in args.skip.split(",") if s)
+    if skip - {"c", "interp", "ort", "torch"}:
+        ap.error(f"unknown backend in --skip: {','.join(skip - {'c', 'interp', 'ort', 'torch'})}")
+    if "ort" in skip and not ({"c", "interp"} <= skip):
+        ap.error("ORT is the reference the outputs are checked against; it cannot be skipped")
+    fxcc = args.fxcc
+    if not os.path.isabs(fxcc) and not os.path.exists(fxcc):
+        fxcc = os.path.join(ROOT, fxcc)
+    fxcc = os.path.abspath(fxcc)
+    if not ({"c", "interp"} <= skip) and not os.access(fxcc, os.X_OK):
+        sys.exit(f"bench: no fxcc binary at {fxcc} (build it, or pass --fxcc PATH)")
+
+    torch = None
+    if "torch" not in skip:
+        try:
+            import torch  # noqa: F811
+            torch.set_num_threads(1)
+            torch.set_num_interop_threads(1)
+        except ImportError:
+            torch = None
+
+    models_dir = args.models_dir or os.path.join(args.work, "models")
+    ensure_models(names, models_dir)
+
+    rows, failures = [], []
+    for name in names:
+        log(f"== {name}")
+        work = os.path.join(args.work, name)
+        model, inp = model_paths(name, models_dir, work)
+        x = np.load(inp)
+        r = {"model": name, "c": "-", "interp": "-", "ort": "-", "torch": "-",
+             "err_c": "-", "err_interp": "-"}
+        ref = None
+        if "ort" not in skip:
+            r["ort"], ref = bench_ort(model, x, args.repeat, args.warmup)
+            log(f"  ORT {r['ort']:.3f} ms")
+        for key, fn in (("c", lambda: bench_c(fxcc, model, inp, work, args.repeat)),
+                        ("interp", lambda: bench_interp(fxcc, model, inp, work, args.repeat))):
+            if key in skip:
+                continue
+            try:
+                ms, y = fn()
+                r["err_" + key] = f"{compare(y, ref, key):.2e}"
+                r[key] = ms
+                log(f"  {key} {ms:.3f} ms, max err {r['err_' + key]}")
+            except BenchError as e:
+                msg = str(e)
+                r[key] = "WRONG" if "WRONG" in msg else "FAIL"
+                r["err_" + key] = r[key]
+                failures.append(f"{name} [{key}]: {msg}")
+                log(f"  {key}: {msg}")
+        if torch is not None:
+            try:
+                r["torch"], yt = bench_torch(torch, model, x, args.repeat, args.warmup)
+                compare(yt, ref, "torch")
+            except BenchError as e:
+                r["torch"] = "FAIL"
+                log(f"  torch: {e}")  # torch is a reference point, not fxcc: no exit status
+        rows.append(r)
+
+    text = table(rows, torch is not None)
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(header(args, torch) + "\n\n" + text + "\n\n")
+        log(f"appended to {args.out}")
+    if failures:
+        log("\nFAILED:\n" + "\n".join(failures))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
