@@ -214,9 +214,10 @@ static bool same_tensor(const Tensor *a, const Tensor *b)
  * Resize's scales, Range's bounds) as graph inputs.  fxcc compiles static
  * shapes, so such an input must be a constant, as FX's concrete_args makes a
  * traced argument one.  After shape propagation refused the graph, the
- * failing node is the first without shapes; the small placeholders it depends
- * on that hold the same value in every data set are frozen to that value, and
- * propagation is retried, until it succeeds or nothing more can be frozen.
+ * failing node is the first without shapes; of the small placeholders it
+ * depends on that hold the same value in every data set, the smallest is
+ * frozen to that value and propagation is retried, until it succeeds or
+ * nothing more can be frozen.
  * The outputs are still checked against the reference.  Returns the status
  * of the last propagation. */
 enum { FREEZE_MAX_ELEMS = 2 * FX_MAX_RANK };
@@ -268,7 +269,9 @@ static FxStatus propagate_freezing_inputs(Graph *g, const char *dir, char **sets
     while (st == FX_ERR_UNSUPPORTED) {
         Node *failed = NULL;
         graph_for_each(g, n) if (!failed && !n->shapes_known) failed = n;
-        int newly = 0;
+        /* One input per round, the smallest first: shape-like inputs are
+         * tiny, data is not, so the data input stays a real input. */
+        int pick = -1;
         for (int k = 0; failed && k < num_inputs; k++) {
             const Tensor *v = per_set[0][k];
             if (frozen[k] || !placeholders[k] || !depends_on(failed, placeholders[k]) ||
@@ -277,14 +280,15 @@ static FxStatus propagate_freezing_inputs(Graph *g, const char *dir, char **sets
             bool same = true;
             for (int s = 1; s < num_sets && same; s++)
                 same = same_tensor(v, per_set[s][k]);
-            Tensor *copy = same ? tensor_clone(v, d) : NULL;
-            if (copy && graph_freeze_input(g, placeholders[k], copy, d) == FX_OK) {
-                frozen[k] = true;
-                newly++;
-            }
+            if (same && (pick < 0 || tensor_numel(v) < tensor_numel(per_set[0][pick])))
+                pick = k;
         }
-        if (!newly)
+        if (pick < 0)
             break;
+        Tensor *copy = tensor_clone(per_set[0][pick], d);
+        if (!copy || graph_freeze_input(g, placeholders[pick], copy, d) != FX_OK)
+            break;
+        frozen[pick] = true;
         diag_clear(d);
         st = graph_propagate_shapes(g, NULL, 0, d);
     }
