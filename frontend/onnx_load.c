@@ -858,7 +858,7 @@ static FxStatus check_versions(const Onnx__ModelProto *mp, int *opset, Diag *d)
 
 static FxStatus load_model(Loader *L, const Onnx__ModelProto *mp, const char *name)
 {
-    int opset;
+    int opset = 0;
     FxStatus st = check_versions(mp, &opset, L->d);
     if (st != FX_OK)
         return st;

@@ -77,8 +77,8 @@ FxStatus file_read_all(const char *path, uint8_t **data, size_t *len, Diag *d)
 {
     *data = NULL;
     *len = 0;
-    int fd;
-    uint64_t size;
+    int fd = -1;
+    uint64_t size = 0;
     FxStatus st = open_regular(path, 0, &fd, &size, d);
     if (st != FX_OK)
         return st;

@@ -147,7 +147,7 @@ static FxStatus resize_setup(Diag *d, const Node *n, const TensorType *x, const 
                              ResizeSetup *s)
 {
     memset(s, 0, sizeof *s);
-    int rank = x->rank, axes[FX_MAX_RANK], naxes;
+    int rank = x->rank, axes[FX_MAX_RANK], naxes = 0;
     FxStatus st = parse_mode(d, n, &s->cfg.mode);
     if (st != FX_OK)
         return st;

@@ -1194,7 +1194,7 @@ static FxStatus depth_to_space_infer(InferCtx *c)
         return st;
     if ((st = blocksize(c, x->dims[1] > 0 ? x->dims[1] : 1, &b)) != FX_OK)
         return st;
-    int64_t bb;
+    int64_t bb = 1;
     TensorType out = *x;
     if ((st = mul_dim(c, b, b, &bb)) != FX_OK)
         return st;
@@ -1268,7 +1268,7 @@ static FxStatus space_to_depth_infer(InferCtx *c)
                                "spatial size %lldx%lld does not divide by blocksize %lld",
                                (long long)x->dims[2], (long long)x->dims[3], (long long)b);
     TensorType out = *x;
-    int64_t bb;
+    int64_t bb = 1;
     out.dims[2] = x->dims[2] / b;
     out.dims[3] = x->dims[3] / b;
     if ((st = mul_dim(c, b, b, &bb)) == FX_OK &&
