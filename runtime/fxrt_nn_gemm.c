@@ -100,6 +100,21 @@ void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, fl
         ldb <= INT_MAX && ldc <= INT_MAX) {
         int ilda = (int)(lda > 0 ? lda : 1), ildb = (int)(ldb > 0 ? ldb : 1);
         int ildc = (int)(ldc > 0 ? ldc : 1);
+        if (m == 1) {
+            /* A row vector (batch 1): sgemv reads B in place, where sgemm
+             * would first pack all of it, which dominated MLP time. */
+            if (beta == 0.0f) /* C is not read when beta is 0, even if NaN */
+                for (int64_t j = 0; j < n; j++)
+                    c[j] = 0.0f;
+            int incx = trans_a ? ilda : 1;
+            if (trans_b)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, alpha, b, ildb, a, incx,
+                            beta, c, 1);
+            else
+                cblas_sgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, alpha, b, ildb, a, incx,
+                            beta, c, 1);
+            return;
+        }
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                     trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, ilda,
                     b, ildb, beta, c, ildc);
