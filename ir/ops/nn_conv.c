@@ -19,6 +19,11 @@
  * inconsistent channel counts, groups, attribute lengths or windows larger
  * than the padded input (FX_ERR_SHAPE / FX_ERR_INVALID).  float64 inputs of
  * the float kernels are computed in float32 (MaxPool has a float64 kernel).
+ *
+ * The emitters write the same parameter structs as static constants; a
+ * float32 Conv calls the path (1x1, depthwise, im2col) fxrt_conv_algo picks,
+ * chosen at compile time.  The code generator refuses float64 for the float
+ * kernels (the interpreter's conversion copies would need scratch).
  */
 #include <stdlib.h>
 #include <string.h>

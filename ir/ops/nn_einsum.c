@@ -17,6 +17,8 @@
  * equivalents) is used in place with the right transpose flag, others are
  * packed first, and an output in another order is permuted at the end.
  * Everything else runs through fxrt_einsum_f32 / fxrt_einsum_generic.
+ * The emitter makes the same choice at compile time; its packing copies are
+ * one-operand contractions (fxrt_einsum_f32) into scratch.
  *
  * Refused with FX_ERR_UNSUPPORTED: more than FXRT_EINSUM_MAX_OPERANDS
  * operands or FXRT_EINSUM_MAX_LETTERS distinct labels, float16.  Malformed

@@ -13,6 +13,11 @@
  * Refused: float16/bfloat16 (FX_ERR_UNSUPPORTED), per-row zero points or
  * scales of A (ONNX Runtime refuses them too; only scalars), zero points
  * and scales of any other shape than a scalar or one value per column of B.
+ *
+ * Emitted code: a MatMul whose batch folds away is one fxrt_gemm_f32 call;
+ * the quantized products convert non-constant zero points to int32 in
+ * scratch (fxrt_cast) and form the multipliers at run time in float, in the
+ * interpreter's order, so both give the same bytes.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
  *    mark when the two meanings coincide (axis is the last axis).
  *
  * Refused: float16, LayerNormalization stash_type other than 1 (float),
- * LpNormalization p other than 1 or 2.
+ * LpNormalization p other than 1 or 2; by the code generator, float64.
  */
 #include <stdlib.h>
 #include <string.h>
