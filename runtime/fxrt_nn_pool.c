@@ -88,7 +88,53 @@ static int64_t pool_position(const FxrtPoolParams *p, int64_t id, int64_t ih, in
         }                                                                                  \
     }
 
-DEFINE_MAXPOOL(fxrt_maxpool_f32, float, -FLT_MAX)
+/* Internal: the macro's definition keeps this declaration's static linkage. */
+static void maxpool_general_f32(const FxrtPoolParams *p, const float *x, float *y,
+                                int64_t *indices);
+DEFINE_MAXPOOL(maxpool_general_f32, float, -FLT_MAX)
+
+/* Whether every window lies inside the input (no padding, no dilation, no
+ * ceil-mode overhang): then no tap needs clipping. */
+static int windows_inside(const FxrtPoolParams *p)
+{
+    for (int i = 0; i < SP; i++)
+        if (p->pad_begin[i] != 0 || p->dilation[i] != 1 ||
+            (p->out_size[i] - 1) * p->stride[i] + p->kernel[i] > p->in_size[i])
+            return 0;
+    return 1;
+}
+
+/* The common CNN case (e.g. 2x2 stride 2 on an unpadded input) without the
+ * per-output window computation, which dominated LeNet's pooling time. */
+static void maxpool_inside_f32(const FxrtPoolParams *p, const float *x, float *y)
+{
+    const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel, *st = p->stride;
+    int64_t in_n = spatial_numel(is), q = 0;
+    for (int64_t plane = 0; plane < p->planes; plane++) {
+        const float *xp = x + plane * in_n;
+        for (int64_t od = 0; od < os[0]; od++)
+            for (int64_t oh = 0; oh < os[1]; oh++)
+                for (int64_t ow = 0; ow < os[2]; ow++, q++) {
+                    const float *base = xp + ((od * st[0]) * is[1] + oh * st[1]) * is[2] + ow * st[2];
+                    float best = base[0];
+                    for (int64_t kd = 0; kd < ks[0]; kd++)
+                        for (int64_t kh = 0; kh < ks[1]; kh++) {
+                            const float *row = base + (kd * is[1] + kh) * is[2];
+                            for (int64_t kw = 0; kw < ks[2]; kw++)
+                                best = row[kw] > best ? row[kw] : best;
+                        }
+                    y[q] = best;
+                }
+    }
+}
+
+void fxrt_maxpool_f32(const FxrtPoolParams *p, const float *x, float *y, int64_t *indices)
+{
+    if (!indices && windows_inside(p))
+        maxpool_inside_f32(p, x, y);
+    else
+        maxpool_general_f32(p, x, y, indices);
+}
 DEFINE_MAXPOOL(fxrt_maxpool_u8, uint8_t, 0)
 DEFINE_MAXPOOL(fxrt_maxpool_i8, int8_t, INT8_MIN)
 DEFINE_MAXPOOL(fxrt_maxpool_f64, double, -DBL_MAX)
