@@ -272,6 +272,53 @@ START_TEST(test_shape_binding_parse)
 }
 END_TEST
 
+/* x: float32[N, 3] with N symbolic -> Relu -> output */
+static Graph *symbolic_graph(void)
+{
+    Graph *g = graph_new();
+    Node *x = graph_create_node(g, NULL, FX_OPCODE_PLACEHOLDER, "x", "x", NULL, 0);
+    ck_assert(node_set_num_outputs(x, 1));
+    x->out_types[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 2, .dims = {-1, 3}};
+    x->dim_params[0] = "N";
+    Node *r = graph_create_op(g, NULL, op("Relu"), "relu", &x, 1);
+    graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", &r, 1);
+    return g;
+}
+
+START_TEST(test_symbolic_dim_bound_by_shape)
+{
+    Graph *g = symbolic_graph();
+    Diag d;
+    diag_init(&d);
+    ShapeBinding b;
+    ck_assert_int_eq(shape_binding_parse("x=8x3", &b, &d), FX_OK);
+    ck_assert_int_eq(graph_propagate_shapes(g, &b, 1, &d), FX_OK);
+    const Node *relu = graph_find(g, "relu");
+    ck_assert_int_eq(relu->out_types[0].dims[0], 8);
+    ck_assert_int_eq(relu->out_types[0].dims[1], 3);
+    diag_free(&d);
+    graph_free(g);
+}
+END_TEST
+
+START_TEST(test_symbolic_dim_unbound_or_contradicted)
+{
+    Graph *g = symbolic_graph();
+    Diag d;
+    diag_init(&d);
+    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &d), FX_ERR_SHAPE);
+    ck_assert(diag_mentions(&d, "symbolic dimension 0 ('N')"));
+    graph_free(g);
+    g = symbolic_graph();
+    ShapeBinding b;
+    ck_assert_int_eq(shape_binding_parse("x=8x4", &b, &d), FX_OK);
+    ck_assert_int_eq(graph_propagate_shapes(g, &b, 1, &d), FX_ERR_SHAPE);
+    ck_assert(diag_mentions(&d, "the model fixes it to 3"));
+    diag_free(&d);
+    graph_free(g);
+}
+END_TEST
+
 /* --- the seed model: printers and numbers ------------------------------- */
 
 static Graph *load_seed(void)
@@ -414,6 +461,8 @@ static Suite *ir_suite(void)
     suite_add_tcase(s, lint);
     TCase *shape = tcase_create("shape");
     tcase_add_test(shape, test_shape_binding_parse);
+    tcase_add_test(shape, test_symbolic_dim_bound_by_shape);
+    tcase_add_test(shape, test_symbolic_dim_unbound_or_contradicted);
     suite_add_tcase(s, shape);
     TCase *seed = tcase_create("seed");
     tcase_add_test(seed, test_seed_text_golden);
