@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "../ir.h"
+#include "nn_emit.h"
 
 #define SPMAX FXRT_CONV_MAX_SPATIAL
 
@@ -110,36 +111,7 @@ static void f32_output_finish(Tensor *t, float *buf)
     free(buf);
 }
 
-
 /* --- emitter helpers ---------------------------------------------------------- */
-
-static const char *emit_input(const EmitCtx *c, int i)
-{
-    return i < c->num_inputs ? c->in[i] : NULL;
-}
-
-static const Tensor *emit_value(const EmitCtx *c, int i)
-{
-    return i < c->num_inputs && c->in_value ? c->in_value[i] : NULL;
-}
-
-static const TensorType *node_input(const Node *n, int i)
-{
-    return i < n->num_args ? node_input_type(n, i) : NULL;
-}
-
-/* "{v0, v1, ...}" of count values into buf. */
-static char *format_ints(const int64_t *v, int count, char *buf, size_t cap)
-{
-    size_t len = (size_t)snprintf(buf, cap, "{");
-    for (int i = 0; i < count && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)v[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "}");
-    return buf;
-}
-
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* The generated code runs the float kernels on float32 only; float64 would
  * need conversion buffers the interpreter makes with malloc. */
@@ -160,12 +132,12 @@ static void emit_conv_params(EmitCtx *c, const FxrtConvParams *p)
             (long long)p->batch, (long long)p->in_channels, (long long)p->out_channels,
             (long long)p->groups);
     c->line(c, "    .in_size = %s, .out_size = %s, .kernel = %s,",
-            format_ints(p->in_size, SPMAX, a, sizeof a),
-            format_ints(p->out_size, SPMAX, b, sizeof b), format_ints(p->kernel, SPMAX, k, sizeof k));
+            nn_format_ints(p->in_size, SPMAX, a, sizeof a),
+            nn_format_ints(p->out_size, SPMAX, b, sizeof b), nn_format_ints(p->kernel, SPMAX, k, sizeof k));
     c->line(c, "    .stride = %s, .dilation = %s, .pad_begin = %s, .col_tile = %lld};",
-            format_ints(p->stride, SPMAX, a, sizeof a),
-            format_ints(p->dilation, SPMAX, b, sizeof b),
-            format_ints(p->pad_begin, SPMAX, k, sizeof k), (long long)p->col_tile);
+            nn_format_ints(p->stride, SPMAX, a, sizeof a),
+            nn_format_ints(p->dilation, SPMAX, b, sizeof b),
+            nn_format_ints(p->pad_begin, SPMAX, k, sizeof k), (long long)p->col_tile);
 }
 
 static void emit_pool_params(EmitCtx *c, const FxrtPoolParams *p)
@@ -173,69 +145,14 @@ static void emit_pool_params(EmitCtx *c, const FxrtPoolParams *p)
     char a[96], b[96], k[96], f[48];
     c->line(c, "static const FxrtPoolParams p = {");
     c->line(c, "    .planes = %lld, .in_size = %s, .out_size = %s, .kernel = %s,",
-            (long long)p->planes, format_ints(p->in_size, SPMAX, a, sizeof a),
-            format_ints(p->out_size, SPMAX, b, sizeof b), format_ints(p->kernel, SPMAX, k, sizeof k));
-    c->line(c, "    .stride = %s, .dilation = %s,", format_ints(p->stride, SPMAX, a, sizeof a),
-            format_ints(p->dilation, SPMAX, b, sizeof b));
-    c->line(c, "    .pad_begin = %s, .pad_end = %s,", format_ints(p->pad_begin, SPMAX, a, sizeof a),
-            format_ints(p->pad_end, SPMAX, b, sizeof b));
+            (long long)p->planes, nn_format_ints(p->in_size, SPMAX, a, sizeof a),
+            nn_format_ints(p->out_size, SPMAX, b, sizeof b), nn_format_ints(p->kernel, SPMAX, k, sizeof k));
+    c->line(c, "    .stride = %s, .dilation = %s,", nn_format_ints(p->stride, SPMAX, a, sizeof a),
+            nn_format_ints(p->dilation, SPMAX, b, sizeof b));
+    c->line(c, "    .pad_begin = %s, .pad_end = %s,", nn_format_ints(p->pad_begin, SPMAX, a, sizeof a),
+            nn_format_ints(p->pad_end, SPMAX, b, sizeof b));
     c->line(c, "    .count_include_pad = %d, .storage_order = %d, .p = %s};",
             (int)p->count_include_pad, (int)p->storage_order, c_float_literal(p->p, f, sizeof f));
-}
-
-/* See nn_gemm.c: a zero-point input as an int32 table (static when
- * constant, converted into scratch `dst` otherwise).  Returns the count. */
-static int64_t emit_zero_points(EmitCtx *c, int i, const char *name, const char *dst,
-                                int64_t max)
-{
-    const char *expr = emit_input(c, i);
-    const Tensor *v = emit_value(c, i);
-    if (!expr) {
-        c->line(c, "static const int32_t %s[1] = {0};", name);
-        return 1;
-    }
-    const TensorType *t = node_input_type(c->node, i);
-    int64_t n = type_numel(t);
-    if (n > max)
-        n = max;
-    if (v) {
-        char buf[16 * 16 + 8];
-        size_t len = 0;
-        c->line(c, "static const int32_t %s[%lld] = {", name, (long long)n);
-        for (int64_t j = 0; j < n; j++) {
-            len += (size_t)snprintf(buf + len, sizeof buf - len, "%d,",
-                                    (int)tensor_get_int(v, j));
-            if (j % 16 == 15 || j == n - 1) {
-                c->line(c, "    %s", buf);
-                len = 0;
-            }
-        }
-        c->line(c, "};");
-        return n;
-    }
-    c->line(c, "int32_t *const %s = (int32_t *)(%s);", name, dst);
-    c->line(c, "(void)fxrt_cast(%s, %s, FXRT_DTYPE_INT32, %s, %lld);", c_dtype_enum(t->dtype),
-            expr, name, (long long)n);
-    return n;
-}
-
-static char *zero_point_expr(const EmitCtx *c, int i, char *buf, size_t cap)
-{
-    const char *expr = emit_input(c, i);
-    const Tensor *v = emit_value(c, i);
-    if (!expr)
-        snprintf(buf, cap, "0");
-    else if (v)
-        snprintf(buf, cap, "%d", (int)tensor_get_int(v, 0));
-    else
-        snprintf(buf, cap, "(int32_t)%s[0]", expr);
-    return buf;
-}
-
-static size_t zero_point_bytes(const Node *n, int i)
-{
-    const TensorType *t = node_input(n, i);
-    return t ? align64((size_t)type_numel(t) * sizeof(int32_t)) : 0;
 }
 
 /* --- attribute defaults (canonical form) ------------------------------------ */
@@ -638,7 +555,6 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
 static FxStatus conv_eval(EvalCtx *c) { return conv_eval_kind(c, CONV_PLAIN); }
 static FxStatus conv_transpose_eval(EvalCtx *c) { return conv_eval_kind(c, CONV_TRANSPOSE); }
 
-
 /* The parameters emit and scratch_bytes use: the same conv_params and the
  * same im2col tiling as eval. */
 static FxStatus conv_node_params(const Node *n, Diag *d, ConvKind kind, int xi, int wi,
@@ -681,7 +597,7 @@ static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
         return st;
     if (type_numel(&c->node->out_types[0]) == 0)
         return FX_OK;
-    const char *bias = emit_input(c, 2) ? c->in[2] : "NULL";
+    const char *bias = nn_emit_input(c, 2) ? c->in[2] : "NULL";
     emit_conv_params(c, &p);
     if (kind == CONV_TRANSPOSE) {
         c->line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
@@ -834,8 +750,7 @@ static FxStatus conv_integer_eval(EvalCtx *c)
     return conv_integer_run(c, 0, 2, 1, 3, &p, c->out[0]->data);
 }
 
-
-static size_t conv_integer_scratch(const Node *n) { return zero_point_bytes(n, 3); }
+static size_t conv_integer_scratch(const Node *n) { return nn_zero_point_bytes(n, 3); }
 
 /* Writes the integer convolution of inputs xi/wi with zero points xzi/wzi
  * into `acc`; `wzp_dst` is scratch for the converted W zero points. */
@@ -846,12 +761,12 @@ static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int 
     if (st != FX_OK)
         return st;
     emit_conv_params(c, p);
-    int64_t nw = emit_zero_points(c, wzi, "wzp", wzp_dst,
+    int64_t nw = nn_emit_zero_points(c, wzi, "wzp", wzp_dst,
                                   p->out_channels > 0 ? p->out_channels : 1);
     char xzp[64];
     c->line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
             c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
-            zero_point_expr(c, xzi, xzp, sizeof xzp),
+            nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
             c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
     return FX_OK;
 }
@@ -945,14 +860,13 @@ static FxStatus qlinear_conv_eval(EvalCtx *c)
     return st;
 }
 
-
 /* Scratch: the int32 accumulator, W's zero points as int32, the
  * per-channel multipliers. */
 static void qlinear_conv_layout(const Node *n, size_t *zp_off, size_t *scale_off, size_t *total)
 {
-    *zp_off = align64((size_t)type_numel(&n->out_types[0]) * sizeof(int32_t));
-    *scale_off = *zp_off + zero_point_bytes(n, QC_W_ZP);
-    *total = *scale_off + align64((size_t)type_numel(node_input_type(n, QC_W_SCALE)) *
+    *zp_off = nn_align64((size_t)type_numel(&n->out_types[0]) * sizeof(int32_t));
+    *scale_off = *zp_off + nn_zero_point_bytes(n, QC_W_ZP);
+    *total = *scale_off + nn_align64((size_t)type_numel(node_input_type(n, QC_W_SCALE)) *
                                   sizeof(float));
 }
 
@@ -983,11 +897,11 @@ static FxStatus qlinear_conv_emit(EmitCtx *c)
     FxStatus st = emit_conv_integer_call(c, QC_X, QC_X_ZP, QC_W, QC_W_ZP, dst, "acc", &p);
     if (st != FX_OK)
         return st;
-    const char *bias = emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
+    const char *bias = nn_emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
     c->line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
             (long long)p.batch, (long long)p.out_channels,
             (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
-            zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
+            nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
             c_dtype_enum(node->out_types[0].dtype), c->out[0]);
     return FX_OK;
 }
@@ -1094,7 +1008,6 @@ static FxStatus maxpool_eval(EvalCtx *c)
     return FX_OK;
 }
 
-
 static FxStatus maxpool_emit(EmitCtx *c)
 {
     const TensorType *x = node_input_type(c->node, 0);
@@ -1175,7 +1088,6 @@ static FxStatus float_pool_eval(EvalCtx *c)
     free(owned);
     return FX_OK;
 }
-
 
 static FxStatus float_pool_emit(EmitCtx *c)
 {
@@ -1279,7 +1191,6 @@ static FxStatus global_pool_eval(EvalCtx *c)
     free(owned);
     return FX_OK;
 }
-
 
 static FxStatus global_pool_emit(EmitCtx *c)
 {

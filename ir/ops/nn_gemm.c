@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../ir.h"
+#include "nn_emit.h"
 
 /* --- helpers ---------------------------------------------------------------- */
 
@@ -77,29 +78,7 @@ static FxStatus check_q8(InferCtx *c, const TensorType *t, const char *what)
     return FX_OK;
 }
 
-
 /* --- emitter helpers ---------------------------------------------------------- */
-
-static const char *emit_input(const EmitCtx *c, int i)
-{
-    return i < c->num_inputs ? c->in[i] : NULL;
-}
-
-static const Tensor *emit_value(const EmitCtx *c, int i)
-{
-    return i < c->num_inputs && c->in_value ? c->in_value[i] : NULL;
-}
-
-/* "{v0, v1, ...}" of the first count values into buf. */
-static char *format_ints(const int64_t *v, int count, char *buf, size_t cap)
-{
-    size_t len = (size_t)snprintf(buf, cap, "{");
-    for (int i = 0; i < count && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)v[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "}");
-    return buf;
-}
 
 /* The parameter struct as a designated initializer; only the batch_rank
  * used entries are written, the rest is zero as in fxrt_matmul_params_init. */
@@ -109,10 +88,10 @@ static void emit_matmul_params(EmitCtx *c, const FxrtMatMulParams *p)
     if (p->batch_rank > 0) {
         c->line(c, "static const FxrtMatMulParams p = {");
         c->line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p->batch_rank,
-                format_ints(p->batch_dims, p->batch_rank, d, sizeof d));
+                nn_format_ints(p->batch_dims, p->batch_rank, d, sizeof d));
         c->line(c, "    .a_strides = %s, .b_strides = %s,",
-                format_ints(p->a_strides, p->batch_rank, sa, sizeof sa),
-                format_ints(p->b_strides, p->batch_rank, sb, sizeof sb));
+                nn_format_ints(p->a_strides, p->batch_rank, sa, sizeof sa),
+                nn_format_ints(p->b_strides, p->batch_rank, sb, sizeof sb));
         c->line(c, "    .m = %lld, .n = %lld, .k = %lld};", (long long)p->m, (long long)p->n,
                 (long long)p->k);
     } else {
@@ -122,62 +101,6 @@ static void emit_matmul_params(EmitCtx *c, const FxrtMatMulParams *p)
 }
 
 /* Scratch offsets are rounded to 64 bytes so that every part is aligned. */
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-/* Declares `int32_t NAME[...]` holding zero-point input i as int32: a
- * static table when it is a constant, otherwise converted at run time into
- * `dst` (a scratch expression); absent: one 0.  Returns the count. */
-static int64_t emit_zero_points(EmitCtx *c, int i, const char *name, const char *dst)
-{
-    const char *expr = emit_input(c, i);
-    const Tensor *v = emit_value(c, i);
-    if (!expr) {
-        c->line(c, "static const int32_t %s[1] = {0};", name);
-        return 1;
-    }
-    const TensorType *t = node_input_type(c->node, i);
-    int64_t n = type_numel(t);
-    if (v) {
-        char buf[16 * 16 + 8];
-        size_t len = 0;
-        c->line(c, "static const int32_t %s[%lld] = {", name, (long long)n);
-        for (int64_t j = 0; j < n; j++) {
-            len += (size_t)snprintf(buf + len, sizeof buf - len, "%d,",
-                                    (int)tensor_get_int(v, j));
-            if (j % 16 == 15 || j == n - 1) {
-                c->line(c, "    %s", buf);
-                len = 0;
-            }
-        }
-        c->line(c, "};");
-        return n;
-    }
-    c->line(c, "int32_t *const %s = (int32_t *)(%s);", name, dst);
-    c->line(c, "(void)fxrt_cast(%s, %s, FXRT_DTYPE_INT32, %s, %lld);", c_dtype_enum(t->dtype),
-            expr, name, (long long)n);
-    return n;
-}
-
-/* A scalar zero point as a C expression: a literal for a constant, else a
- * load. */
-static char *zero_point_expr(const EmitCtx *c, int i, char *buf, size_t cap)
-{
-    const char *expr = emit_input(c, i);
-    const Tensor *v = emit_value(c, i);
-    if (!expr)
-        snprintf(buf, cap, "0");
-    else if (v)
-        snprintf(buf, cap, "%d", (int)tensor_get_int(v, 0));
-    else
-        snprintf(buf, cap, "(int32_t)%s[0]", expr);
-    return buf;
-}
-
-static size_t zero_point_bytes(const Node *n, int i)
-{
-    const TensorType *t = i < n->num_args ? node_input_type(n, i) : NULL;
-    return t ? align64((size_t)type_numel(t) * sizeof(int32_t)) : 0;
-}
 
 /* --- Gemm ------------------------------------------------------------------- */
 
@@ -277,11 +200,10 @@ static FxStatus gemm_eval(EvalCtx *c)
     return FX_OK;
 }
 
-
 static FxStatus gemm_emit(EmitCtx *c)
 {
     const Node *node = c->node;
-    const char *bias = emit_input(c, 2);
+    const char *bias = nn_emit_input(c, 2);
     GemmShape s;
     FxStatus st = gemm_shape(node, c->diag, node_input_type(node, 0), node_input_type(node, 1),
                              bias ? node_input_type(node, 2) : NULL, &s);
@@ -400,7 +322,6 @@ static FxStatus matmul_eval(EvalCtx *c)
     return FX_OK;
 }
 
-
 /* One GEMM when the batch folds away (the usual [.., M, K] x [K, N] of a
  * linear layer), else the batch walk with its static parameters. */
 static FxStatus matmul_emit(EmitCtx *c)
@@ -517,8 +438,7 @@ static FxStatus matmul_integer_eval(EvalCtx *c)
     return FX_OK;
 }
 
-
-static size_t matmul_integer_scratch(const Node *n) { return zero_point_bytes(n, 3); }
+static size_t matmul_integer_scratch(const Node *n) { return nn_zero_point_bytes(n, 3); }
 
 static FxStatus matmul_integer_emit(EmitCtx *c)
 {
@@ -527,10 +447,10 @@ static FxStatus matmul_integer_emit(EmitCtx *c)
     if (fxrt_matmul_params_init(&p, a->rank, a->dims, b->rank, b->dims))
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
     emit_matmul_params(c, &p);
-    int64_t nb = emit_zero_points(c, 3, "bzp", c->scratch);
+    int64_t nb = nn_emit_zero_points(c, 3, "bzp", c->scratch, INT64_MAX);
     char azp[64];
     c->line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, %s);",
-            c_dtype_enum(a->dtype), c->in[0], zero_point_expr(c, 2, azp, sizeof azp),
+            c_dtype_enum(a->dtype), c->in[0], nn_zero_point_expr(c, 2, azp, sizeof azp),
             c_dtype_enum(b->dtype), c->in[1], (long long)nb, c->out[0]);
     return FX_OK;
 }
@@ -607,15 +527,14 @@ static FxStatus qlinear_matmul_eval(EvalCtx *c)
     return FX_OK;
 }
 
-
 /* Scratch: the int32 accumulator, then B's zero points as int32, then the
  * per-column multipliers. */
 static void qlinear_matmul_layout(const Node *n, size_t *zp_off, size_t *scale_off,
                                   size_t *total)
 {
-    *zp_off = align64((size_t)type_numel(&n->out_types[0]) * sizeof(int32_t));
-    *scale_off = *zp_off + zero_point_bytes(n, QMM_B_ZP);
-    *total = *scale_off + align64((size_t)type_numel(node_input_type(n, QMM_B_SCALE)) *
+    *zp_off = nn_align64((size_t)type_numel(&n->out_types[0]) * sizeof(int32_t));
+    *scale_off = *zp_off + nn_zero_point_bytes(n, QMM_B_ZP);
+    *total = *scale_off + nn_align64((size_t)type_numel(node_input_type(n, QMM_B_SCALE)) *
                                   sizeof(float));
 }
 
@@ -643,18 +562,18 @@ static FxStatus qlinear_matmul_emit(EmitCtx *c)
     c->line(c, "int32_t *const acc = (int32_t *)s;");
     c->line(c, "float *const scale = (float *)(s + %zu);", scale_off);
     snprintf(dst, sizeof dst, "s + %zu", zp_off);
-    int64_t nb = emit_zero_points(c, QMM_B_ZP, "bzp", dst);
+    int64_t nb = nn_emit_zero_points(c, QMM_B_ZP, "bzp", dst, INT64_MAX);
     c->line(c, "int64_t j;");
     /* float arithmetic in ONNX's order, as the interpreter does */
     c->line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
     c->line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QMM_A_SCALE], c->in[QMM_B_SCALE],
             c->in[QMM_Y_SCALE]);
     c->line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, acc);",
-            c_dtype_enum(a->dtype), c->in[QMM_A], zero_point_expr(c, QMM_A_ZP, azp, sizeof azp),
+            c_dtype_enum(a->dtype), c->in[QMM_A], nn_zero_point_expr(c, QMM_A_ZP, azp, sizeof azp),
             c_dtype_enum(b->dtype), c->in[QMM_B], (long long)nb);
     c->line(c, "fxrt_requantize(%lld, %lld, 1, acc, NULL, scale, %lld, %s, %s, %s);",
             (long long)(total / n), (long long)n, (long long)ns,
-            zero_point_expr(c, QMM_Y_ZP, yzp, sizeof yzp),
+            nn_zero_point_expr(c, QMM_Y_ZP, yzp, sizeof yzp),
             c_dtype_enum(node->out_types[0].dtype), c->out[0]);
     return FX_OK;
 }
