@@ -75,9 +75,6 @@ static FxStatus check_supported(const Graph *g, Diag *d)
 {
     FxStatus st = FX_OK;
     for (const Node *n = g->root.next; n != &g->root; n = n->next) {
-        if (n->opcode == FX_OPCODE_CALL_MODULE)
-            st = diag_node_error(d, FX_ERR_UNSUPPORTED, n,
-                                 "call_module nodes are not supported by the code generator yet");
         if (!n->op || is_constant(n) || (n->op->flags & FX_OPF_VIEW) || n->op == &fx_op_getitem)
             continue;
         if (!n->op->emit)

@@ -47,7 +47,8 @@ int cg_expose_all_values(Graph *g)
     Node *out = graph_output_node(g);
     int before = out->num_args, added = 0;
     for (Node *n = g->root.next; n != out; n = n->next) {
-        if (n->opcode != FX_OPCODE_CALL_FUNCTION && n->opcode != FX_OPCODE_CALL_METHOD)
+        if (n->opcode != FX_OPCODE_CALL_FUNCTION && n->opcode != FX_OPCODE_CALL_METHOD &&
+            n->opcode != FX_OPCODE_CALL_MODULE)
             continue;
         if (n->num_outputs != 1)
             continue; /* read through its getitem nodes */

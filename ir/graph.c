@@ -58,6 +58,8 @@ static void node_release(Node *n)
     n->out_types = NULL;
     tensor_free(n->value);
     n->value = NULL;
+    graph_free(n->body);
+    n->body = NULL;
     for (int i = 0; i < n->num_attrs; i++) {
         tensor_free(n->attrs[i].t);
         n->attrs[i].t = NULL;
@@ -312,6 +314,22 @@ Node *graph_create_op(Graph *g, Node *before, const OpDef *op, const char *name_
                                 name_hint, view ? op->method : op->name, args, num_args);
     if (n)
         n->op = op;
+    return n;
+}
+
+Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *name_hint,
+                          Node *const *args, int num_args)
+{
+    Node *n = graph_create_node(g, before, FX_OPCODE_CALL_MODULE, name_hint, NULL, args, num_args);
+    if (!n)
+        return NULL;
+    size_t len = strlen(n->name) + sizeof "fused.";
+    char *target = arena_alloc(&g->arena, len);
+    if (!target)
+        return NULL;
+    snprintf(target, len, "fused.%s", n->name);
+    n->target = target;
+    n->op = op;
     return n;
 }
 

@@ -225,6 +225,10 @@ typedef struct Node {
     Tensor *value;
     /* getitem: which output of args[0] */
     int index;
+    /* call_module: the module's own sub-graph when its kind has one (a fused
+     * elementwise loop nest); its placeholders are the node's args in order.
+     * Owned by the node. */
+    struct Graph *body;
     /* ONNX names of this node's outputs (graph inputs: the input's name). */
     const char **onnx_outputs;
     const char *onnx_name; /* the ONNX node name, may be "" */
@@ -273,6 +277,10 @@ Node *graph_create_node(Graph *g, Node *before, FxOpcode opcode, const char *nam
 /* Creates a call_function/call_method node for an op-table entry. */
 Node *graph_create_op(Graph *g, Node *before, const OpDef *op, const char *name_hint,
                       Node *const *args, int num_args);
+/* Creates a call_module node of module kind `op` (FX_OPF_MODULE); its
+ * target is "fused." followed by the node's name. */
+Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *name_hint,
+                          Node *const *args, int num_args);
 /* A get_attr node owning `value`. Placed before `before` (NULL = after the
  * last placeholder/get_attr at the top).  Takes ownership of value in every
  * case: on failure (NULL) it has been freed. */
@@ -389,7 +397,10 @@ enum {
     FX_OPF_INTERNAL = 1u << 3,    /* not an ONNX op (getitem) */
     /* The outputs depend only on the input types (Shape, Size): shape
      * propagation evaluates them with input tensors whose data is NULL. */
-    FX_OPF_TYPE_ONLY = 1u << 4
+    FX_OPF_TYPE_ONLY = 1u << 4,
+    /* A module kind (fused kernel, leaf): its nodes are call_module nodes
+     * whose target is "fused.NAME"; it is never imported from ONNX. */
+    FX_OPF_MODULE = 1u << 5
 };
 
 /* One op kind, defined once.  `name` is the ONNX op type and the FX target of
@@ -498,6 +509,13 @@ FxStatus shape_binding_parse(const char *text, ShapeBinding *out, Diag *d);
  * are evaluated, so Shape/Gather/Concat/Reshape chains resolve. */
 FxStatus graph_propagate_shapes(Graph *g, const ShapeBinding *bindings, int num_bindings,
                                 Diag *d);
+/* Infers the output types of one call_function/call_method/call_module node
+ * from its arguments' types (which must be known), folding it when all its
+ * inputs are constants; passes call it on every node they create. */
+FxStatus node_infer_shapes(Node *n, Diag *d);
+/* The compile-time value of argument `a` as read by a node (a get_attr's
+ * tensor, or a value shape propagation folded), or NULL. */
+const Tensor *node_const_value(const Node *a);
 
 /* ------------------------------------------------------------------------- */
 /* Interpreter (interp.c)                                                     */

@@ -73,9 +73,18 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
             if (n->next != &g->root)
                 LINT_FAIL(n, "output node is not the last node");
         }
-        if ((n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD) && !n->op)
+        bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION ||
+                        n->opcode == FX_OPCODE_CALL_METHOD || n->opcode == FX_OPCODE_CALL_MODULE;
+        if (computes && !n->op)
             LINT_FAIL(n, "target '%s' is not a known op", n->target);
-        if (n->op) {
+        if (n->op && (n->op->flags & FX_OPF_MODULE)) {
+            if (n->opcode != FX_OPCODE_CALL_MODULE)
+                LINT_FAIL(n, "module kind '%s' must be a call_module", n->op->name);
+            else if (strncmp(n->target, "fused.", 6) != 0)
+                LINT_FAIL(n, "call_module target '%s' is not a fused.NAME", n->target);
+        } else if (n->op && n->opcode == FX_OPCODE_CALL_MODULE) {
+            LINT_FAIL(n, "call_module of '%s', which is not a module kind", n->op->name);
+        } else if (n->op) {
             bool view = (n->op->flags & FX_OPF_VIEW) != 0;
             if (n->opcode == FX_OPCODE_CALL_METHOD && !view)
                 LINT_FAIL(n, "call_method of '%s', which is not a view op", n->op->name);

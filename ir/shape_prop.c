@@ -97,8 +97,7 @@ static FxStatus placeholder_type(Node *n, const ShapeBinding *bindings, int num_
     return FX_OK;
 }
 
-/* The compile-time value of argument `a` as read by a node, or NULL. */
-static const Tensor *arg_value(const Node *a)
+const Tensor *node_const_value(const Node *a)
 {
     if (!a)
         return NULL;
@@ -155,7 +154,7 @@ static FxStatus fold_if_constant(Node *n, const TensorType *const *in, const Ten
     return st;
 }
 
-static FxStatus infer_node(Node *n, Diag *d)
+FxStatus node_infer_shapes(Node *n, Diag *d)
 {
     const OpDef *op = n->op;
     if (!op)
@@ -194,7 +193,7 @@ static FxStatus infer_node(Node *n, Diag *d)
                                  a->name);
         else {
             in[i] = &a->out_types[0];
-            vals[i] = arg_value(a);
+            vals[i] = node_const_value(a);
         }
     }
     if (st == FX_OK) {
@@ -260,11 +259,9 @@ FxStatus graph_propagate_shapes(Graph *g, const ShapeBinding *bindings, int num_
             break;
         case FX_OPCODE_CALL_FUNCTION:
         case FX_OPCODE_CALL_METHOD:
-            st = infer_node(n, d);
-            break;
         case FX_OPCODE_CALL_MODULE:
-            return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
-                                   "call_module nodes have no shape function yet");
+            st = node_infer_shapes(n, d);
+            break;
         case FX_OPCODE_OUTPUT:
             for (int i = 0; i < n->num_args; i++)
                 if (!n->args[i] || !n->args[i]->shapes_known || n->args[i]->num_outputs != 1)

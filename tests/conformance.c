@@ -506,11 +506,11 @@ static Result run_compiled(const Options *o, const char *name, const bool *froze
         Tensor **expected = NULL;
         int num_out = read_numbered(set_dir, "output", &expected, &d, &st);
         for (int k = 0; k < num_out && r == RESULT_PASS; k++) {
-            char p[8500];
+            char p[9000];
             snprintf(p, sizeof p, "%s/output_%d.npy", out_dir, k);
             Tensor *got = NULL;
             if (tensor_file_read(p, &got, &d) != FX_OK) {
-                snprintf(why, why_cap, "compiled run wrote no %s", p);
+                snprintf(why, why_cap, "compiled run wrote no %.900s", p);
                 r = RESULT_FAIL;
                 break;
             }

@@ -614,7 +614,7 @@ static FxStatus variadic_eval(EvalCtx *c)
     const EwInfo *e = info_of(c->node);
     int count = c->num_inputs;
     Tensor *y = c->out[0];
-    const TensorType **ins = malloc((size_t)count * sizeof *ins);
+    const TensorType **ins = calloc((size_t)count + 1, sizeof *ins);
     const void **xs = malloc((size_t)count * sizeof *xs);
     const int64_t **sp = malloc((size_t)count * sizeof *sp);
     int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
@@ -645,7 +645,7 @@ static FxStatus variadic_emit(EmitCtx *c)
     const Node *n = c->node;
     const EwInfo *e = info_of(n);
     int count = c->num_inputs;
-    const TensorType **ins = malloc((size_t)count * sizeof *ins);
+    const TensorType **ins = calloc((size_t)count + 1, sizeof *ins);
     int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
     if (!ins || !st) {
         free(ins);

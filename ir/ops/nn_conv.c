@@ -733,7 +733,7 @@ static FxStatus conv_integer_run(EvalCtx *c, int xi, int xzi, int wi, int wzi,
     FxStatus st = conv_params(c->node, c->diag, CONV_PLAIN, &x->type, &w->type, p, &out);
     if (st != FX_OK)
         return st;
-    int32_t xzp;
+    int32_t xzp = 0;
     read_zero_points(input_value(c, xzi), &xzp, 1);
     int32_t *wzp = malloc((size_t)p->out_channels * sizeof *wzp + 4);
     if (!wzp)
@@ -848,7 +848,7 @@ static FxStatus qlinear_conv_eval(EvalCtx *c)
         float ys = *(const float *)c->in[QC_Y_SCALE]->data;
         for (int64_t i = 0; i < ns; i++)
             scale[i] = xs * ((const float *)ws->data)[i] / ys; /* ONNX's float order */
-        int32_t yzp;
+        int32_t yzp = 0;
         read_zero_points(c->in[QC_Y_ZP], &yzp, 1);
         const Tensor *b = input_value(c, QC_B);
         int64_t positions = p.out_size[0] * p.out_size[1] * p.out_size[2];

@@ -426,7 +426,7 @@ static FxStatus matmul_integer_eval(EvalCtx *c)
     FxrtMatMulParams p;
     if (fxrt_matmul_params_init(&p, a->type.rank, a->type.dims, b->type.rank, b->type.dims))
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
-    int32_t azp;
+    int32_t azp = 0;
     read_zero_points(input_value(c, 2), &azp, 1);
     int32_t *bzp = malloc((size_t)(p.n > 0 ? p.n : 1) * sizeof *bzp);
     if (!bzp)
@@ -508,7 +508,7 @@ static FxStatus qlinear_matmul_eval(EvalCtx *c)
         free(scale);
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     }
-    int32_t azp, yzp;
+    int32_t azp = 0, yzp = 0;
     read_zero_points(c->in[QMM_A_ZP], &azp, 1);
     read_zero_points(c->in[QMM_Y_ZP], &yzp, 1);
     int64_t nb = read_zero_points(c->in[QMM_B_ZP], bzp, n);

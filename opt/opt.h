@@ -1,0 +1,237 @@
+/*
+ * opt.h - fxcc's graph transformation toolkit and its passes, after FX.
+ *
+ * The toolkit (toolkit.c, rewrite.c, graph_parse.c, transformer.c,
+ * decompose.c) edits a Graph with FX's semantics and the deviations that
+ * ../shared/FX.md lists: an insertion cursor that moves forward, shapes
+ * re-inferred on every node a helper creates, replace_all_uses_with that
+ * never makes a cycle.  Every pass lives in its own pass_*.c file with one
+ * entry point, and passes.c lists them with their names and -O levels.
+ */
+#ifndef FXCC_OPT_H
+#define FXCC_OPT_H
+
+#include "../ir/ir.h"
+
+/* ------------------------------------------------------------------------- */
+/* Node editing (toolkit.c)                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* Where new nodes go: before `before` (the graph's sentinel = at the end).
+ * Unlike FX's inserting_after, the cursor stays after each node it inserted,
+ * so nodes created in a row come out in that order. */
+typedef struct InsertPoint {
+    Graph *graph;
+    Node *before;
+} InsertPoint;
+
+InsertPoint insert_before(Node *n);
+InsertPoint insert_after(Node *n);
+
+/* Create a node at ip and infer its output types.  `op` decides the opcode:
+ * a view op gives call_method, a module kind call_module, anything else
+ * call_function.  On failure they return NULL with d filled and leave the
+ * graph as it was. */
+Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node *const *args,
+                   int num_args, Diag *d);
+/* A get_attr node holding `value` (always owned from here, freed on failure).
+ * Constants stay at the top of the graph, whatever ip says, so that a
+ * constant is defined before any user. */
+Node *create_constant(Graph *g, const char *name_hint, Tensor *value, Diag *d);
+/* Replaces uses of `old` by `repl` in n's arguments only; returns how many. */
+int node_replace_input_with(Node *n, Node *old, Node *repl);
+/* Erases every node without users, except placeholders and the output, until
+ * none is left.  Returns the number erased. */
+int graph_eliminate_dead_code(Graph *g);
+
+/* A value map from the nodes of one graph to those of another (FX's
+ * val_map), pre-fillable by the caller.  Keyed by node id. */
+typedef struct ValueMap {
+    int cap;
+    Node **to; /* indexed by source node id */
+} ValueMap;
+
+bool value_map_init(ValueMap *m, const Graph *src);
+void value_map_free(ValueMap *m);
+void value_map_set(ValueMap *m, const Node *src, Node *dst);
+Node *value_map_get(const ValueMap *m, const Node *src);
+
+/* Copies node `src` (another graph's, or this one's) to ip, its arguments
+ * mapped through m (an unmapped argument is an error), with attributes,
+ * metadata, constant values and module bodies; records src -> copy in m. */
+Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d);
+/* Copies every node of src except its output into dst, before dst's output
+ * node if it has one.  Placeholders already mapped in m are not copied (their
+ * uses read the mapped node).  *results gets the copies of the values src
+ * returns (caller frees), *num_results their count. */
+FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
+                    int *num_results, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Text form (graph_parse.c)                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* Parses a small graph written in the printer's syntax, so that tests and
+ * patterns can be written inline:
+ *
+ *     %x : placeholder[target=x]
+ *     %p : get_attr[target=p]
+ *     %add : call_function[target=Add](args = (%x, %p))
+ *     %clip : call_function[target=Clip](args = (%add, None, None))
+ *     return (%clip,)
+ *
+ * Optional `: float32[1, 4]` after a placeholder gives its type (needed to
+ * run the graph); a get_attr gets its value from `constants` by target, or is
+ * a wildcard constant when constants has none of that name (patterns).
+ * kwargs = {...} sets attributes (ints, floats, strings, lists); defaults of
+ * the op are filled as at import.  Returns NULL with d filled on bad text. */
+typedef struct NamedTensor {
+    const char *name;
+    const Tensor *value; /* copied */
+} NamedTensor;
+
+Graph *graph_parse(const char *text, const NamedTensor *constants, int num_constants, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Subgraph rewriting (rewrite.c)                                             */
+/* ------------------------------------------------------------------------- */
+
+/* One match: pattern node id -> matched graph node, for every pattern node
+ * except the output. */
+typedef struct Match {
+    Node *anchor;        /* the graph node matched by the pattern's (single) output value */
+    Node **nodes;        /* indexed by pattern node id; NULL for unmapped ids */
+    int num_nodes;       /* = the pattern's next_id */
+    Node **placeholders; /* graph nodes bound to the pattern's placeholders, in order */
+    int num_placeholders;
+    Node **replacements; /* the nodes that replaced the match's returned values */
+    int num_replacements;
+} Match;
+
+typedef struct MatchList {
+    Match *items;
+    int count;
+} MatchList;
+
+void match_list_free(MatchList *l);
+
+/* Keeps a candidate match when it returns true (FX's match_filters). */
+typedef bool (*MatchFilter)(const Match *m, const Graph *g, const Graph *pattern, void *user);
+
+typedef struct RewriteOptions {
+    MatchFilter filter; /* may be NULL */
+    void *user;
+    /* Let a commutative op (FX_OPF_COMMUTATIVE) match with its operands
+     * swapped. */
+    bool commutative;
+} RewriteOptions;
+
+/* FX's replace_pattern: every non-overlapping occurrence of `pattern` in g,
+ * taken in graph order, whose interior values are not used outside it, is
+ * replaced by a copy of `replacement` (same number of placeholders and
+ * returned values).  Pattern placeholders match any value; pattern get_attrs
+ * match constants (equal values when the pattern's has one, any constant
+ * otherwise); call nodes match by op, attributes and argument structure.
+ * The copy goes where all its inputs are defined, its shapes are inferred,
+ * and the dead matched nodes are erased.  `matches` (may be NULL) receives
+ * the matches replaced. */
+FxStatus replace_pattern(Graph *g, const Graph *pattern, const Graph *replacement,
+                         const RewriteOptions *o, MatchList *matches, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Transformer (transformer.c)                                                */
+/* ------------------------------------------------------------------------- */
+
+/* FX's Transformer: walks src in the interpreter's order and builds a new
+ * graph; each hook gets the source node and its already-transformed
+ * arguments and returns the node that stands for it in the new graph.  A NULL
+ * hook copies the node as is.  A hook that fails returns NULL with d filled. */
+typedef struct Transformer Transformer;
+typedef Node *(*TransformHook)(Transformer *t, const Node *src, Node *const *args, int num_args);
+
+struct Transformer {
+    TransformHook placeholder, get_attr, call_function, call_method, call_module;
+    Graph *dst;    /* the graph being built */
+    InsertPoint ip; /* where hooks create nodes (the end of dst) */
+    void *user;
+    Diag *diag;
+};
+
+/* Returns the new graph (shapes propagated) or NULL with d filled. */
+Graph *transformer_run(Transformer *t, const Graph *src, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Decomposition (decompose.c)                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Builds, at ip, primitive nodes computing the same value as n from args
+ * (n's arguments, possibly already mapped); returns the node holding the
+ * result. */
+typedef Node *(*DecomposeFn)(InsertPoint *ip, const Node *n, Node *const *args, Diag *d);
+
+typedef struct DecompositionRule {
+    const OpDef *op;
+    DecomposeFn build;
+} DecompositionRule;
+
+/* The built-in table (Relu, HardSwish, HardSigmoid, Gelu, LayerNormalization,
+ * Softmax, ...), terminated by {NULL, NULL}. */
+const DecompositionRule *decomposition_rules(void);
+/* Rewrites every node whose op has a rule in `rules` (NULL: the built-in
+ * table) and whose kind is in `only` (NULL: all).  Returns the number of nodes
+ * decomposed in *count. */
+FxStatus graph_decompose(Graph *g, const DecompositionRule *rules, const OpDef *const *only,
+                         int num_only, int *count, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Passes (passes.c, pass_*.c)                                                */
+/* ------------------------------------------------------------------------- */
+
+/* What a pass reports; `changes` counts the rewrites it made (0: the graph
+ * is untouched). */
+typedef struct PassResult {
+    int changes;
+} PassResult;
+
+typedef FxStatus (*PassFn)(Graph *g, PassResult *r, Diag *d);
+
+typedef struct PassDef {
+    const char *name;    /* as on the command line: "const-fold" */
+    int level;           /* the lowest -O level that runs it */
+    PassFn run;
+    const char *summary; /* one line for `fxcc passes` */
+} PassDef;
+
+/* Each pass's entry point, one per pass_*.c file.  A pass may leave the
+ * shapes of untouched nodes alone; the pass manager re-propagates shapes and
+ * lints after every pass. */
+FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_cse(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
+
+/* All passes in the order -O2 runs them. */
+const PassDef *pass_table(int *count);
+const PassDef *pass_lookup(const char *name); /* NULL if unknown */
+
+typedef struct PassOptions {
+    const ShapeBinding *bindings; /* as given to graph_propagate_shapes */
+    int num_bindings;
+    /* Run the interpreter on fixed random inputs before the passes and after
+     * each one, and fail naming the pass whose outputs are not allclose. */
+    bool check;
+    const char *print_after; /* pass name, "all", or NULL */
+    const char *dot_after;
+    FILE *print_to; /* where print_after/dot_after write (NULL: stdout) */
+} PassOptions;
+
+/* Runs the passes of level `level` (0, 1, 2), in table order. */
+FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d);
+/* Runs a comma-separated list ("const-fold,dce"), in the order given. */
+FxStatus opt_run_list(Graph *g, const char *list, const PassOptions *o, Diag *d);
+
+#endif
