@@ -394,7 +394,7 @@ enum {
     FX_OPF_ELEMENTWISE = 1u << 0, /* output[i] depends on input[i] (with broadcasting) */
     FX_OPF_COMMUTATIVE = 1u << 1, /* binary op whose operands may swap */
     FX_OPF_VIEW = 1u << 2,        /* same bytes, another shape: call_method */
-    FX_OPF_INTERNAL = 1u << 3,    /* not an ONNX op (getitem) */
+    FX_OPF_INTERNAL = 1u << 3,    /* not an ONNX op (getitem): never looked up by name */
     /* The outputs depend only on the input types (Shape, Size): shape
      * propagation evaluates them with input tensors whose data is NULL. */
     FX_OPF_TYPE_ONLY = 1u << 4,
@@ -437,7 +437,12 @@ typedef enum OpKind {
 #include "ops.def"
 #undef FX_OP
 
-const OpDef *op_lookup(const char *onnx_type); /* NULL if unsupported */
+/* The ONNX op of that type; NULL if unsupported (internal and module kinds
+ * are not ONNX ops). */
+const OpDef *op_lookup(const char *onnx_type);
+/* Any op kind by name, module kinds and internal ops included (the text
+ * parser and pass tables). */
+const OpDef *op_lookup_any(const char *name);
 const OpDef *op_by_kind(OpKind k);
 OpKind op_kind(const OpDef *op);
 int op_count(void);

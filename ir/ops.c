@@ -33,7 +33,16 @@ OpKind op_kind(const OpDef *op)
 const OpDef *op_lookup(const char *onnx_type)
 {
     for (int k = 0; k < FX_OP_COUNT_; k++)
-        if (!(op_table[k]->flags & FX_OPF_INTERNAL) && strcmp(op_table[k]->name, onnx_type) == 0)
+        if (!(op_table[k]->flags & (FX_OPF_INTERNAL | FX_OPF_MODULE)) &&
+            strcmp(op_table[k]->name, onnx_type) == 0)
+            return op_table[k];
+    return NULL;
+}
+
+const OpDef *op_lookup_any(const char *name)
+{
+    for (int k = 0; k < FX_OP_COUNT_; k++)
+        if (strcmp(op_table[k]->name, name) == 0)
             return op_table[k];
     return NULL;
 }

@@ -1,0 +1,12 @@
+/*
+ * pass_const_fold.c - placeholder until the pass lands: changes nothing.
+ */
+#include "opt.h"
+
+FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d)
+{
+    (void)g;
+    (void)d;
+    r->changes = 0;
+    return FX_OK;
+}
