@@ -126,14 +126,16 @@ typedef struct CgVerifyOptions {
     const char *keep_dir; /* build there and keep it (NULL: a temporary folder) */
 } CgVerifyOptions;
 
-/* Compiles g, builds and runs it on inputs, runs the interpreter on the same
- * inputs and compares; prints one line per output to report.  Fails with
- * FX_ERR_RUNTIME past the tolerance.  With per_node, g gains outputs. */
-FxStatus cg_verify(Graph *g, Tensor **inputs, int num_inputs, const CgVerifyOptions *vo,
-                   FILE *report, Diag *d);
-/* Uniform [-1, 1) floats, small non-negative integers, from a fixed stream. */
-Tensor *cg_random_input(const TensorType *t, uint64_t *state, Diag *d);
-/* Appends every computed single-output value to the graph's outputs. */
-int cg_expose_all_values(Graph *g);
+/* Compiles g, builds and runs it on inputs, runs the interpreter on
+ * `reference` (the same model before the optimization passes; NULL: g itself)
+ * on the same inputs and compares; prints one line per output to report.
+ * Fails with FX_ERR_RUNTIME past the tolerance.  With per_node, both graphs
+ * gain outputs: every value they both compute (same node name and type). */
+FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
+                   const CgVerifyOptions *vo, FILE *report, Diag *d);
+/* Appends every computed single-output value of g to g's outputs; with a
+ * mirror graph, only those the mirror computes too (by node name and type),
+ * appending the mirror's nodes to its outputs in the same order. */
+int cg_expose_values(Graph *g, Graph *mirror);
 
 #endif

@@ -15,53 +15,46 @@
 #include "../frontend/frontend.h"
 #include "codegen.h"
 
-/* xorshift64*: a fixed, portable stream so that random inputs are the same
- * on every machine. */
-static uint64_t next_random(uint64_t *s)
+static bool is_computed(const Node *n)
 {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
+    return (n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
+            n->opcode == FX_OPCODE_CALL_MODULE) &&
+           n->num_outputs == 1; /* multi-output nodes are read through their getitems */
 }
 
-Tensor *cg_random_input(const TensorType *t, uint64_t *state, Diag *d)
-{
-    Tensor *x = tensor_new(t, d);
-    if (!x)
-        return NULL;
-    int64_t n = tensor_numel(x);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t r = next_random(state);
-        double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
-        if (fxrt_dtype_is_float(t->dtype))
-            fxrt_store_f64(t->dtype, x->data, (size_t)i, 2.0 * u - 1.0);
-        else /* small non-negative integers: valid indices for most ops */
-            fxrt_store_i64(t->dtype, x->data, (size_t)i, (int64_t)((r >> 40) % (t->dtype == FXRT_DTYPE_BOOL ? 2 : 3)));
-    }
-    return x;
-}
-
-int cg_expose_all_values(Graph *g)
+/* Output names for the values appended after the first `before` outputs:
+ * the names of their nodes. */
+static void name_new_outputs(Graph *g, int before)
 {
     Node *out = graph_output_node(g);
-    int before = out->num_args, added = 0;
+    const char **names = arena_alloc(&g->arena, (size_t)(out->num_args + 1) * sizeof *names);
+    if (!names)
+        return;
+    for (int k = 0; k < out->num_args; k++)
+        names[k] = k < before && out->onnx_outputs ? out->onnx_outputs[k] : out->args[k]->name;
+    out->onnx_outputs = names;
+}
+
+int cg_expose_values(Graph *g, Graph *mirror)
+{
+    Node *out = graph_output_node(g);
+    Node *mirror_out = mirror ? graph_output_node(mirror) : NULL;
+    int before = out->num_args, mirror_before = mirror_out ? mirror_out->num_args : 0, added = 0;
     for (Node *n = g->root.next; n != out; n = n->next) {
-        if (n->opcode != FX_OPCODE_CALL_FUNCTION && n->opcode != FX_OPCODE_CALL_METHOD &&
-            n->opcode != FX_OPCODE_CALL_MODULE)
+        if (!is_computed(n))
             continue;
-        if (n->num_outputs != 1)
-            continue; /* read through its getitem nodes */
+        if (mirror) {
+            Node *m = graph_find(mirror, n->name);
+            if (!m || !is_computed(m) || !type_equal(&m->out_types[0], &n->out_types[0]))
+                continue;
+            node_append_arg(mirror_out, m);
+        }
         node_append_arg(out, n);
         added++;
     }
-    /* The new outputs are named after their nodes. */
-    const char **names = arena_alloc(&g->arena, (size_t)(before + added + 1) * sizeof *names);
-    if (names) {
-        for (int k = 0; k < out->num_args; k++)
-            names[k] = k < before && out->onnx_outputs ? out->onnx_outputs[k] : out->args[k]->name;
-        out->onnx_outputs = names;
-    }
+    name_new_outputs(g, before);
+    if (mirror)
+        name_new_outputs(mirror, mirror_before);
     return added;
 }
 
@@ -82,9 +75,11 @@ static void remove_dir_files(const char *dir, const char *sub)
     cg_spawn(argv, NULL, NULL);
 }
 
-FxStatus cg_verify(Graph *g, Tensor **inputs, int num_inputs, const CgVerifyOptions *vo,
-                   FILE *report, Diag *d)
+FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
+                   const CgVerifyOptions *vo, FILE *report, Diag *d)
 {
+    if (!reference)
+        reference = g;
     char dir[4096];
     FxStatus st;
     if (vo->keep_dir) {
@@ -96,7 +91,7 @@ FxStatus cg_verify(Graph *g, Tensor **inputs, int num_inputs, const CgVerifyOpti
     }
     int first_extra = graph_num_outputs(g);
     if (vo->per_node)
-        cg_expose_all_values(g);
+        cg_expose_values(g, reference == g ? NULL : reference);
     int num_out = graph_num_outputs(g);
     Tensor **want = calloc((size_t)num_out + 1, sizeof *want);
     Tensor **got = calloc((size_t)num_out + 1, sizeof *got);
@@ -127,7 +122,7 @@ FxStatus cg_verify(Graph *g, Tensor **inputs, int num_inputs, const CgVerifyOpti
     mkdir(out_dir, 0777);
     if ((st = cg_run_main(model_dir, (const char *const *)paths, num_inputs, out_dir, d)) != FX_OK)
         goto done;
-    if ((st = interp_run(g, (const Tensor *const *)inputs, num_inputs, want, num_out, NULL, NULL,
+    if ((st = interp_run(reference, (const Tensor *const *)inputs, num_inputs, want, num_out, NULL, NULL,
                          d)) != FX_OK)
         goto done;
     Node *out = graph_output_node(g);

@@ -115,6 +115,10 @@ Tensor *tensor_clone(const Tensor *src, Diag *d);
 /* A 1-D int64 tensor holding v[0..count). */
 Tensor *tensor_new_ints(const int64_t *v, int64_t count, Diag *d);
 void tensor_free(Tensor *t);
+/* Random data of type t from the fixed xorshift stream *state: uniform
+ * [-1, 1) floats, small non-negative integers (0..2; bool 0..1, valid indices
+ * for most ops), the same on every machine. */
+Tensor *tensor_new_random(const TensorType *t, uint64_t *state, Diag *d);
 int64_t tensor_numel(const Tensor *t);
 size_t tensor_nbytes(const Tensor *t);
 /* Reads element i of an integer tensor (int8..int64, uint*, bool) as int64. */

@@ -231,3 +231,30 @@ CompareResult tensor_compare(const Tensor *actual, const Tensor *expected, doubl
     }
     return r;
 }
+
+/* xorshift64*: a fixed, portable stream so that random inputs are the same
+ * on every machine. */
+static uint64_t next_random(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+Tensor *tensor_new_random(const TensorType *t, uint64_t *state, Diag *d)
+{
+    Tensor *x = tensor_new(t, d);
+    if (!x)
+        return NULL;
+    int64_t n = tensor_numel(x);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = next_random(state);
+        double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
+        if (fxrt_dtype_is_float(t->dtype))
+            fxrt_store_f64(t->dtype, x->data, (size_t)i, 2.0 * u - 1.0);
+        else /* small non-negative integers: valid indices for most ops */
+            fxrt_store_i64(t->dtype, x->data, (size_t)i, (int64_t)((r >> 40) % (t->dtype == FXRT_DTYPE_BOOL ? 2 : 3)));
+    }
+    return x;
+}

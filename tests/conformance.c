@@ -21,6 +21,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "opt/opt.h"
 
 #define DEFAULT_DATA_DIR "/usr/share/libonnx-testdata/data/node"
 
@@ -48,6 +49,7 @@ typedef struct Options {
     const char *expected;
     const char *write_expected;
     bool verbose;
+    int opt_level; /* --opt N: the passes of -ON run on every test graph first */
     char **patterns;
     int num_patterns;
 } Options;
@@ -339,7 +341,9 @@ static Result run_test(const Options *o, const char *name, bool *frozen_out, cha
         st = propagate_freezing_inputs(g, dir, sets, num_sets, frozen, &d);
     if (st == FX_OK)
         st = graph_lint(g, true, &d);
-    if (st != FX_OK) {
+    if (st == FX_OK && o->opt_level > 0 && opt_run_level(g, o->opt_level, NULL, &d) != FX_OK) {
+        r = RESULT_FAIL; /* a graph the interpreter runs must survive the passes */
+    } else if (st != FX_OK) {
         r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
     } else {
         double rtol, atol;
@@ -534,8 +538,9 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: fxcc_conformance [--data DIR] [--expected FILE] [--write-expected FILE]\n"
             "                        [--compiled host|portable] [--work DIR] [--cflags FLAGS]\n"
-            "                        [--cc CC] [--jobs N] [--verbose] [PATTERN...]\n"
+            "                        [--cc CC] [--jobs N] [--opt 0|1|2] [--verbose] [PATTERN...]\n"
             "Runs the ONNX backend node tests (default %s) through the interpreter.\n"
+            "--opt N first runs the optimization passes of -ON on every test graph.\n"
             "PATTERNs are shell globs on test names, e.g. 'test_conv_*'.\n"
             "--compiled also compiles each passing test with fxcc compile --emit-main, builds\n"
             "them all in one batch (make -jN in WORK) and checks the compiled outputs.\n",
@@ -572,6 +577,8 @@ int main(int argc, char **argv)
             o.cc = argv[++i];
         else if (strcmp(argv[i], "--jobs") == 0 && i + 1 < argc)
             o.jobs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--opt") == 0 && i + 1 < argc)
+            o.opt_level = atoi(argv[++i]);
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0)
             o.verbose = true;
         else if (strcmp(argv[i], "--help") == 0) {

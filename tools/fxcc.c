@@ -15,6 +15,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "opt/opt.h"
 
 enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
 
@@ -24,7 +25,23 @@ typedef struct CommonArgs {
     const char *const_args[MAX_BINDINGS]; /* "NAME=FILE" */
     int num_consts;
     bool freeze_defaults;
+    /* Optimization: a level (each command has its default) or a pass list. */
+    int opt_level;
+    const char *passes;
+    const char *print_after, *dot_after;
+    bool check_passes;
 } CommonArgs;
+
+static const char opt_help[] =
+    "\n"
+    "optimization (see 'fxcc passes'):\n"
+    "  -O0, -O1, -O2       no passes; folding and clean-up; everything (fusion too)\n"
+    "  --passes A,B,...    run exactly these passes, in this order, instead of a level\n"
+    "  --print-after PASS  print the graph after PASS (or after every pass: all)\n"
+    "  --dot-after PASS    print the graph as DOT after PASS (or all)\n"
+    "  --check-passes      run the interpreter on fixed random inputs before the passes\n"
+    "                      and after each one, and fail naming the pass that changed\n"
+    "                      the outputs beyond rtol 1e-4, atol 1e-5\n";
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
@@ -81,6 +98,36 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
         c->freeze_defaults = true;
         return 1;
     }
+    if (strncmp(a, "-O", 2) == 0) {
+        const char *v = a[2] ? a + 2 : (*i + 1 < argc ? argv[++*i] : "");
+        if (strlen(v) != 1 || v[0] < '0' || v[0] > '2') {
+            usage_error(cmd, "the optimization level is -O0, -O1 or -O2, not '%s'", a);
+            return -1;
+        }
+        c->opt_level = v[0] - '0';
+        return 1;
+    }
+    const char **slot = strcmp(a, "--passes") == 0        ? &c->passes
+                        : strcmp(a, "--print-after") == 0 ? &c->print_after
+                        : strcmp(a, "--dot-after") == 0   ? &c->dot_after
+                                                          : NULL;
+    if (slot) {
+        if (*i + 1 >= argc) {
+            usage_error(cmd, "%s needs a pass name", a);
+            return -1;
+        }
+        const char *v = argv[++*i];
+        if (slot != &c->passes && strcmp(v, "all") != 0 && !pass_lookup(v)) {
+            usage_error(cmd, "no pass named '%s' ('fxcc passes' lists them)", v);
+            return -1;
+        }
+        *slot = v;
+        return 1;
+    }
+    if (strcmp(a, "--check-passes") == 0) {
+        c->check_passes = true;
+        return 1;
+    }
     return 0;
 }
 
@@ -116,6 +163,13 @@ static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Dia
         st = graph_propagate_shapes(*g, c->bindings, c->num_bindings, d);
     if (st == FX_OK)
         st = graph_lint(*g, true, d);
+    PassOptions po = {.bindings = c->bindings, .num_bindings = c->num_bindings,
+                      .check = c->check_passes, .print_after = c->print_after,
+                      .dot_after = c->dot_after};
+    if (st == FX_OK && c->passes)
+        st = opt_run_list(*g, c->passes, &po, d);
+    else if (st == FX_OK)
+        st = opt_run_level(*g, c->opt_level, &po, d);
     if (st != FX_OK) {
         graph_free(*g);
         *g = NULL;
@@ -130,7 +184,8 @@ static const char inspect_help[] =
     "\n"
     "Loads MODEL.onnx, propagates shapes and prints the graph in FX's text form\n"
     "(or as a table with --tabular), followed by a summary: nodes per op,\n"
-    "parameters and multiply-accumulates.\n"
+    "parameters and multiply-accumulates.  With -O1 or -O2 the graph is printed\n"
+    "after that level's passes (default -O0: as imported).\n"
     "\n"
     "  --tabular           print the graph like FX's print_tabular\n"
     "  --dot FILE          also write the graph as Graphviz DOT to FILE\n"
@@ -160,6 +215,7 @@ static int cmd_inspect(int argc, char **argv)
             continue;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(inspect_help, stdout);
+            fputs(opt_help, stdout);
             return 0;
         } else if (strcmp(argv[i], "--tabular") == 0) {
             tabular = true;
@@ -217,10 +273,10 @@ static int cmd_inspect(int argc, char **argv)
 static const char run_help[] =
     "usage: fxcc run MODEL.onnx INPUT... -o DIR [--shape NAME=DIMS]...\n"
     "\n"
-    "Runs MODEL.onnx in the reference interpreter (fxcc's eager mode) on the\n"
-    "inputs, given as .npy or ONNX TensorProto .pb files in graph-input order,\n"
-    "and writes DIR/output_0.npy, DIR/output_1.npy, ...  Nothing is written to\n"
-    "DIR unless the whole run succeeded.\n"
+    "Runs MODEL.onnx in the reference interpreter (fxcc's eager mode; -O0 unless\n"
+    "told otherwise) on the inputs, given as .npy or ONNX TensorProto .pb files in\n"
+    "graph-input order, and writes DIR/output_0.npy, DIR/output_1.npy, ...  Nothing\n"
+    "is written to DIR unless the whole run succeeded.\n"
     "\n"
     "  -o DIR              output folder (created if missing)\n"
     "  --repeat N          then run N more times and print ms_per_run=X (the median)\n"
@@ -302,6 +358,7 @@ static int cmd_run(int argc, char **argv)
             continue;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(run_help, stdout);
+            fputs(opt_help, stdout);
             free(input_paths);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0) {
@@ -412,6 +469,7 @@ static const char compile_help[] =
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
+    "  -O0, -O1, -O2       optimization level (default -O2; see below)\n"
     "  --shape, --const    as for `fxcc inspect`\n";
 
 static void default_name(const char *model, char *buf, size_t cap)
@@ -439,7 +497,7 @@ static int parse_target(const char *cmd, const char *v, FxTarget *t)
 
 static int cmd_compile(int argc, char **argv)
 {
-    CommonArgs c = {0};
+    CommonArgs c = {.opt_level = 2};
     const char *model = NULL, *out_dir = NULL, *name = NULL;
     CgOptions co = {.target = FX_TARGET_HOST};
     bool report = false;
@@ -457,6 +515,7 @@ static int cmd_compile(int argc, char **argv)
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(compile_help, stdout);
+            fputs(opt_help, stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 && next) {
             out_dir = argv[++i];
@@ -512,10 +571,11 @@ static const char verify_help[] =
     "usage: fxcc verify MODEL.onnx [INPUT...] [--per-node] [--target host|portable]\n"
     "                   [--rtol R] [--atol A] [--keep DIR] [--shape NAME=DIMS]...\n"
     "\n"
-    "Compiles MODEL.onnx into a temporary folder, builds it with the system C compiler\n"
-    "($CC, default cc), runs it on the inputs (random, from a fixed seed, when none are\n"
-    "given), runs the interpreter on the same inputs and compares every output: prints\n"
-    "the max abs and max rel error, exits 1 past the tolerance.\n"
+    "Compiles MODEL.onnx (at -O2 unless told otherwise) into a temporary folder, builds\n"
+    "it with the system C compiler ($CC, default cc), runs it on the inputs (random, from\n"
+    "a fixed seed, when none are given), runs the interpreter on the unoptimized model\n"
+    "on the same inputs and compares every output: prints the max abs and max rel\n"
+    "error, exits 1 past the tolerance.\n"
     "\n"
     "  --per-node          compare every intermediate value too, and name the first node\n"
     "                      whose compiled value diverges\n"
@@ -524,7 +584,7 @@ static const char verify_help[] =
 
 static int cmd_verify(int argc, char **argv)
 {
-    CommonArgs c = {0};
+    CommonArgs c = {.opt_level = 2};
     const char *model = NULL;
     CgVerifyOptions vo = {.cg = {.target = FX_TARGET_HOST, .name = "model"},
                           .rtol = 1e-4, .atol = 1e-5};
@@ -545,6 +605,7 @@ static int cmd_verify(int argc, char **argv)
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(verify_help, stdout);
+            fputs(opt_help, stdout);
             rc = 0;
             goto out;
         } else if (strcmp(a, "--per-node") == 0) {
@@ -581,10 +642,14 @@ static int cmd_verify(int argc, char **argv)
     vo.cg.source = model;
     vo.build.target = vo.cg.target;
     vo.build.cc = getenv("CC");
-    Graph *g = NULL;
+    Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;
-    if (load_model(model, &c, &g, &d) != FX_OK)
+    CommonArgs eager = c;
+    eager.opt_level = 0;
+    eager.passes = eager.print_after = eager.dot_after = NULL;
+    eager.check_passes = false;
+    if (load_model(model, &c, &g, &d) != FX_OK || load_model(model, &eager, &reference, &d) != FX_OK)
         goto fail_out;
     num_inputs = graph_num_placeholders(g);
     if (num_paths && num_paths != num_inputs) {
@@ -597,13 +662,13 @@ static int cmd_verify(int argc, char **argv)
     uint64_t seed = 0x9E3779B97F4A7C15ull;
     for (int k = 0; k < num_inputs; k++) {
         if (num_paths ? tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK
-                      : !(inputs[k] = cg_random_input(&graph_placeholder(g, k)->out_types[0],
+                      : !(inputs[k] = tensor_new_random(&graph_placeholder(g, k)->out_types[0],
                                                       &seed, &d)))
             goto fail_out;
     }
     if (!num_paths)
         printf("random inputs (fixed seed)\n");
-    if (cg_verify(g, inputs, num_inputs, &vo, stdout, &d) == FX_OK) {
+    if (cg_verify(g, reference, inputs, num_inputs, &vo, stdout, &d) == FX_OK) {
         printf("verify: ok (rtol %g, atol %g)\n", vo.rtol, vo.atol);
         rc = 0;
     }
@@ -614,10 +679,31 @@ fail_out:
         tensor_free(inputs[k]);
     free(inputs);
     graph_free(g);
+    graph_free(reference);
 out:
     free(input_paths);
     diag_free(&d);
     return rc;
+}
+
+/* --- passes -------------------------------------------------------------- */
+
+static int cmd_passes(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+        puts("usage: fxcc passes\n\nLists the optimization passes in the order -O2 runs them, "
+             "with the\nlowest -O level that runs each.");
+        return 0;
+    }
+    if (argc > 2)
+        return usage_error("passes", "unexpected argument '%s'", argv[2]);
+    int count;
+    const PassDef *passes = pass_table(&count);
+    printf("%-20s %-5s %s\n", "pass", "level", "what it does");
+    for (int k = 0; k < count; k++)
+        printf("%-20s -O%-3d %s\n", passes[k].name, passes[k].level, passes[k].summary);
+    return 0;
 }
 
 /* --- main ----------------------------------------------------------------- */
@@ -632,6 +718,7 @@ static const char main_help[] =
     "  run       run a model in the reference interpreter\n"
     "  compile   write standalone C for a model\n"
     "  verify    compile, build and run a model and compare it with the interpreter\n"
+    "  passes    list the optimization passes and their -O levels\n"
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
 
@@ -650,6 +737,8 @@ int main(int argc, char **argv)
         return cmd_compile(argc, argv);
     if (strcmp(cmd, "verify") == 0)
         return cmd_verify(argc, argv);
+    if (strcmp(cmd, "passes") == 0)
+        return cmd_passes(argc, argv);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(main_help, stdout);
         return 0;
