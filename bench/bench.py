@@ -4,8 +4,10 @@
 
 For each model (made by bench/make_models.py into WORK/models if missing):
 
-  C       fxcc compile MODEL -o WORK/NAME/c --emit-main, a CMake Release
-          build, then `main --repeat N -o OUT INPUT`; ms_per_run=X on stderr
+  C       fxcc compile MODEL -o WORK/NAME/c --emit-main (-O2, the default), a
+          CMake Release build, then `main --repeat N -o OUT INPUT`; ms_per_run=X
+          on stderr
+  C -O0   the same with `fxcc compile -O0`: no optimization passes
   interp  fxcc run MODEL INPUT -o OUT --repeat N; ms_per_run=X on stderr
   ORT     onnxruntime, 1 intra-op and 1 inter-op thread, ORT_ENABLE_ALL,
           median of N runs after warm-up
@@ -22,7 +24,7 @@ reported).  --out FILE appends the table to FILE with the date, `uname -a`,
 the CPU model and the OpenBLAS core type.
 
 usage: bench.py [--fxcc PATH] [--models a,b] [--repeat N] [--out FILE] [--work DIR]
-                [--skip c,interp,ort,torch]
+                [--skip c,c0,interp,ort,torch]
 """
 import os
 
@@ -109,13 +111,13 @@ def compare(y, ref, what):
 
 # Backends ---------------------------------------------------------------------
 
-def bench_c(fxcc, model, inp, work, repeat):
-    cdir = os.path.join(work, "c")
+def bench_c(fxcc, model, inp, work, repeat, level=2):
+    cdir = os.path.join(work, f"c_O{level}")
     if os.path.isdir(cdir):
         shutil.rmtree(cdir)
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
-    run_cmd([fxcc, "compile", model, "-o", cdir, "--emit-main"], "fxcc compile")
+    run_cmd([fxcc, "compile", model, "-o", cdir, "--emit-main", f"-O{level}"], "fxcc compile")
     t1 = time.perf_counter()
     bdir = os.path.join(cdir, "build")
     run_cmd(["cmake", "-S", cdir, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release"], "cmake configure")
@@ -124,7 +126,7 @@ def bench_c(fxcc, model, inp, work, repeat):
     exe = os.path.join(bdir, "main")
     if not os.path.isfile(exe):
         raise BenchError(f"the build made no {exe}")
-    out = os.path.join(work, "c_out")
+    out = os.path.join(work, f"c_O{level}_out")
     _remove(out)
     os.makedirs(out)  # the generated main writes OUT/output_K.npy into an existing folder
     err = run_cmd([exe, "--repeat", str(repeat), "-o", out, inp], "generated main")
@@ -270,19 +272,19 @@ def fmt_ratio(v, c):
 
 
 def table(rows, with_torch):
-    cols = ["model", "C ms", "interp ms", "ORT ms"] + (["torch ms"] if with_torch else []) + \
-        ["interp/C", "ORT/C"] + (["torch/C"] if with_torch else []) + \
-        ["max err C", "max err interp"]
+    cols = ["model", "C ms", "C -O0 ms", "interp ms", "ORT ms"] + \
+        (["torch ms"] if with_torch else []) + ["O0/O2", "interp/C", "ORT/C"] + \
+        (["torch/C"] if with_torch else []) + ["max err C", "max err C -O0", "max err interp"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for r in rows:
         c = r["c"]
-        cells = [r["model"], fmt_ms(c), fmt_ms(r["interp"]), fmt_ms(r["ort"])]
+        cells = [r["model"], fmt_ms(c), fmt_ms(r["c0"]), fmt_ms(r["interp"]), fmt_ms(r["ort"])]
         if with_torch:
             cells.append(fmt_ms(r["torch"]))
-        cells += [fmt_ratio(r["interp"], c), fmt_ratio(r["ort"], c)]
+        cells += [fmt_ratio(r["c0"], c), fmt_ratio(r["interp"], c), fmt_ratio(r["ort"], c)]
         if with_torch:
             cells.append(fmt_ratio(r["torch"], c))
-        cells += [r["err_c"], r["err_interp"]]
+        cells += [r["err_c"], r["err_c0"], r["err_interp"]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -363,7 +365,8 @@ def main():
     ap.add_argument("--work", default=os.path.join("/tmp", f"fxcc-bench-{os.getuid()}"),
                     help="scratch folder for models, generated C and outputs")
     ap.add_argument("--models-dir", help="where the .onnx/_input.npy files are (default WORK/models)")
-    ap.add_argument("--skip", default="", help="comma-separated backends to skip: c,interp,ort,torch")
+    ap.add_argument("--skip", default="",
+                    help="comma-separated backends to skip: c,c0,interp,ort,torch")
     args = ap.parse_args()
 
     names = [m for m in args.models.split(",") if m]
@@ -371,15 +374,16 @@ def main():
         if m not in DEFAULT_MODELS and m not in EXTRA_MODELS:
             ap.error(f"unknown model '{m}'")
     skip = set(s for s in args.skip.split(",") if s)
-    if skip - {"c", "interp", "ort", "torch"}:
-        ap.error(f"unknown backend in --skip: {','.join(skip - {'c', 'interp', 'ort', 'torch'})}")
-    if "ort" in skip and not ({"c", "interp"} <= skip):
+    backends = {"c", "c0", "interp", "ort", "torch"}
+    if skip - backends:
+        ap.error(f"unknown backend in --skip: {','.join(skip - backends)}")
+    if "ort" in skip and not ({"c", "c0", "interp"} <= skip):
         ap.error("ORT is the reference the outputs are checked against; it cannot be skipped")
     fxcc = args.fxcc
     if not os.path.isabs(fxcc) and not os.path.exists(fxcc):
         fxcc = os.path.join(ROOT, fxcc)
     fxcc = os.path.abspath(fxcc)
-    if not ({"c", "interp"} <= skip) and not os.access(fxcc, os.X_OK):
+    if not ({"c", "c0", "interp"} <= skip) and not os.access(fxcc, os.X_OK):
         sys.exit(f"bench: no fxcc binary at {fxcc} (build it, or pass --fxcc PATH)")
 
     torch = None
@@ -400,13 +404,14 @@ def main():
         work = os.path.join(args.work, name)
         model, inp = model_paths(name, models_dir, work)
         x = np.load(inp)
-        r = {"model": name, "c": "-", "interp": "-", "ort": "-", "torch": "-",
-             "err_c": "-", "err_interp": "-"}
+        r = {"model": name, "c": "-", "c0": "-", "interp": "-", "ort": "-", "torch": "-",
+             "err_c": "-", "err_c0": "-", "err_interp": "-"}
         ref = None
         if "ort" not in skip:
             r["ort"], ref = bench_ort(model, x, args.repeat, args.warmup)
             log(f"  ORT {r['ort']:.3f} ms")
-        for key, fn in (("c", lambda: bench_c(fxcc, model, inp, work, args.repeat)),
+        for key, fn in (("c", lambda: bench_c(fxcc, model, inp, work, args.repeat, 2)),
+                        ("c0", lambda: bench_c(fxcc, model, inp, work, args.repeat, 0)),
                         ("interp", lambda: bench_interp(fxcc, model, inp, work, args.repeat))):
             if key in skip:
                 continue
