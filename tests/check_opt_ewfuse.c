@@ -249,6 +249,24 @@ START_TEST(test_outside_user_splits)
 }
 END_TEST
 
+/* e = exp(x) read twice inside the group: (e * 2) * (e + 1) is one group,
+ * found only once both users of e have joined. */
+START_TEST(test_diamond)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 0, 0, 0);
+    Node *e = op(g, "Exp", x, NULL, NULL);
+    Node *a = op(g, "Mul", e, scalar(g, "two", 2.0f), NULL);
+    Node *b = op(g, "Add", e, scalar(g, "one", 1.0f), NULL);
+    Node *y = op(g, "Mul", a, b, NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "diamond");
+    ck_assert_int_eq(o.fused, 1);
+    ck_assert_uint_eq(o.arena_bytes, 0);
+    graph_free(g);
+}
+END_TEST
+
 /* int64 arithmetic is not fused. */
 START_TEST(test_integer_not_fused)
 {
@@ -332,6 +350,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_chain);
     tcase_add_test(t, test_tree_broadcast);
     tcase_add_test(t, test_outside_user_splits);
+    tcase_add_test(t, test_diamond);
     tcase_add_test(t, test_integer_not_fused);
     tcase_add_test(t, test_mixed_with_matmul);
     tcase_add_test(t, test_activations);
