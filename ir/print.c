@@ -147,6 +147,14 @@ void graph_print(const Graph *g, FILE *out)
         node_format(n, line, sizeof line);
         fprintf(out, "    %s\n", line);
     }
+    /* Module bodies after the graph, as FX prints a GraphModule's
+     * submodules: one block per call_module that has one. */
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->opcode != FX_OPCODE_CALL_MODULE || !n->body)
+            continue;
+        fprintf(out, "\n%s = ", n->target);
+        graph_print(n->body, out);
+    }
 }
 
 /* --- tabular -------------------------------------------------------------- */

@@ -1,0 +1,368 @@
+/*
+ * check_opt_ewfuse.c - the elementwise fusion pass and the FusedElementwise
+ * module kind: which groups fuse (printed graphs against golden files under
+ * tests/golden/opt/ewfuse/), that the interpreter's outputs stay allclose,
+ * and that the compiled fused loop agrees with the interpreter and needs no
+ * intermediate buffers.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "opt/opt.h"
+
+#ifndef FXCC_SOURCE_DIR
+#error "FXCC_SOURCE_DIR must point at the repository"
+#endif
+
+static Diag diag;
+
+static Node *input(Graph *g, const char *name, DType dt, int rank, int64_t d0, int64_t d1)
+{
+    Node *x = graph_create_node(g, NULL, FX_OPCODE_PLACEHOLDER, name, name, NULL, 0);
+    ck_assert(node_set_num_outputs(x, 1));
+    x->out_types[0] = (TensorType){.dtype = dt, .rank = rank, .dims = {d0, d1}};
+    x->shapes_known = true;
+    return x;
+}
+
+static Node *scalar(Graph *g, const char *name, float v)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 0};
+    Tensor *x = tensor_new(&t, &diag);
+    ck_assert_ptr_nonnull(x);
+    *(float *)x->data = v;
+    Node *n = create_constant(g, name, x, &diag);
+    ck_assert_ptr_nonnull(n);
+    ck_assert(node_set_num_outputs(n, 1));
+    n->out_types[0] = t;
+    n->shapes_known = true;
+    return n;
+}
+
+static Node *weights(Graph *g, const char *name, int rank, const int64_t *dims, float scale)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = rank};
+    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    Tensor *x = tensor_new(&t, &diag);
+    ck_assert_ptr_nonnull(x);
+    for (int64_t i = 0; i < tensor_numel(x); i++)
+        ((float *)x->data)[i] = scale * (float)((i * 7) % 11 - 5);
+    Node *n = create_constant(g, name, x, &diag);
+    ck_assert(node_set_num_outputs(n, 1));
+    n->out_types[0] = t;
+    n->shapes_known = true;
+    return n;
+}
+
+static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
+{
+    Node *args[3] = {a, b, c};
+    int n = c ? 3 : (b ? 2 : 1);
+    InsertPoint ip = {.graph = g, .before = &g->root};
+    Node *r = ip_create_op(&ip, op_lookup(name), name, args, n, &diag);
+    if (!r)
+        diag_print(&diag, stderr);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+static void finish(Graph *g, Node *const *results, int count)
+{
+    ck_assert_ptr_nonnull(
+        graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", results, count));
+    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &diag), FX_OK);
+}
+
+static int count_fused(const Graph *g)
+{
+    int k = 0;
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        k += n->op == &fx_op_FusedElementwise;
+    return k;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)len + 1);
+    ck_assert_uint_eq(fread(s, 1, (size_t)len, f), (size_t)len);
+    s[len] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void assert_golden(const Graph *g, const char *name)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    graph_print(g, mem);
+    fclose(mem);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/golden/opt/ewfuse/%s.txt", FXCC_SOURCE_DIR, name);
+    if (getenv("FXCC_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        fwrite(text, 1, len, f);
+        fclose(f);
+    }
+    char *want = slurp(path);
+    ck_assert_msg(strcmp(text, want) == 0, "%s differs from the golden file:\n%s", name, text);
+    free(want);
+    free(text);
+}
+
+typedef struct Outcome {
+    int fused;          /* FusedElementwise nodes after the pass */
+    size_t arena_bytes; /* of the compiled fused graph */
+    int loops;          /* `for (` in its C source */
+} Outcome;
+
+/* Random inputs, interpreter before and after the pass (allclose), golden
+ * text, then the compiled code against the interpreter. */
+static Outcome run_case(Graph *g, const char *name)
+{
+    int ni = graph_num_placeholders(g), no = graph_num_outputs(g);
+    Tensor *in[8] = {0}, *before[4] = {0}, *after[4] = {0};
+    uint64_t seed = 0x5eedu;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = cg_random_input(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &diag));
+    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, before, no, NULL, NULL, &diag),
+                     FX_OK);
+    PassResult r;
+    FxStatus st = pass_elementwise_fusion(g, &r, &diag);
+    if (st != FX_OK)
+        diag_print(&diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &diag), FX_OK);
+    ck_assert_int_eq(graph_lint(g, true, &diag), FX_OK);
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->body)
+            ck_assert_int_eq(graph_lint(n->body, true, &diag), FX_OK);
+    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, after, no, NULL, NULL, &diag),
+                     FX_OK);
+    for (int k = 0; k < no; k++) {
+        CompareResult c = tensor_compare(after[k], before[k], 1e-6, 1e-7);
+        ck_assert_msg(c.ok, "%s output %d: max abs %g", name, k, c.max_abs);
+        tensor_free(before[k]);
+        tensor_free(after[k]);
+    }
+    assert_golden(g, name);
+
+    char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/fxcc_ewfuse_%s_%ld", name, (long)getpid());
+    CgVerifyOptions vo = {.cg = {.name = "model", .target = FX_TARGET_PORTABLE},
+                          .build = {.target = FX_TARGET_PORTABLE},
+                          .rtol = 1e-6, .atol = 1e-6, .keep_dir = dir};
+    FILE *report = fopen("/dev/null", "w");
+    st = cg_verify(g, in, ni, &vo, report, &diag);
+    fclose(report);
+    if (st != FX_OK)
+        diag_print(&diag, stderr);
+    ck_assert_msg(st == FX_OK, "%s: compiled code differs or does not build (see %s)", name, dir);
+
+    Outcome o = {.fused = count_fused(g)};
+    char path[512];
+    snprintf(path, sizeof path, "%s/model/model.h", dir);
+    char *h = slurp(path);
+    const char *def = strstr(h, "#define model_ARENA_BYTES ");
+    ck_assert_ptr_nonnull(def);
+    o.arena_bytes = (size_t)strtoull(def + strlen("#define model_ARENA_BYTES "), NULL, 10);
+    free(h);
+    snprintf(path, sizeof path, "%s/model/model.c", dir);
+    char *c = slurp(path);
+    for (const char *p = strstr(c, "for ("); p; p = strstr(p + 1, "for ("))
+        o.loops++;
+    free(c);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (!getenv("FXCC_EWFUSE_KEEP")) /* keep the generated C to read it */
+        ck_assert_int_eq(system(cmd), 0);
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
+    return o;
+}
+
+static void setup(void) { diag_init(&diag); }
+static void teardown(void) { diag_free(&diag); }
+
+/* relu(x * 2 + 1): one node, one loop, nothing in the arena. */
+START_TEST(test_chain)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 3, 8);
+    Node *m = op(g, "Mul", x, scalar(g, "two", 2.0f), NULL);
+    Node *a = op(g, "Add", m, scalar(g, "one", 1.0f), NULL);
+    Node *y = op(g, "Relu", a, NULL, NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "chain");
+    ck_assert_int_eq(o.fused, 1);
+    ck_assert_uint_eq(o.arena_bytes, 0);
+    ck_assert_int_eq(o.loops, 1); /* [3, 8] is dense: one merged axis */
+    graph_free(g);
+}
+END_TEST
+
+/* a*b + c*d, a [4,1] against b [1,5]; c [5] broadcast, d [4,5]. */
+START_TEST(test_tree_broadcast)
+{
+    Graph *g = graph_new();
+    Node *a = input(g, "a", FXRT_DTYPE_FLOAT32, 2, 4, 1);
+    Node *b = input(g, "b", FXRT_DTYPE_FLOAT32, 2, 1, 5);
+    Node *c = input(g, "c", FXRT_DTYPE_FLOAT32, 1, 5, 0);
+    Node *dd = input(g, "d", FXRT_DTYPE_FLOAT32, 2, 4, 5);
+    Node *ab = op(g, "Mul", a, b, NULL);
+    Node *cd = op(g, "Mul", c, dd, NULL);
+    Node *y = op(g, "Add", ab, cd, NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "tree_broadcast");
+    ck_assert_int_eq(o.fused, 1);
+    ck_assert_uint_eq(o.arena_bytes, 0);
+    graph_free(g);
+}
+END_TEST
+
+/* t = sigmoid(x) also returned: t is the result of one group, the rest
+ * (t * x, leaky(t*x) - x) another. */
+START_TEST(test_outside_user_splits)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 2, 6);
+    Node *e = op(g, "Neg", x, NULL, NULL);
+    Node *t = op(g, "Sigmoid", e, NULL, NULL);
+    Node *m = op(g, "Mul", t, x, NULL);
+    Node *l = op(g, "LeakyRelu", m, NULL, NULL);
+    Node *y = op(g, "Sub", l, x, NULL);
+    Node *outs[2] = {y, t};
+    finish(g, outs, 2);
+    Outcome o = run_case(g, "outside_user");
+    ck_assert_int_eq(o.fused, 2);
+    graph_free(g);
+}
+END_TEST
+
+/* e = exp(x) read twice inside the group: (e * 2) * (e + 1) is one group,
+ * found only once both users of e have joined. */
+START_TEST(test_diamond)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 0, 0, 0);
+    Node *e = op(g, "Exp", x, NULL, NULL);
+    Node *a = op(g, "Mul", e, scalar(g, "two", 2.0f), NULL);
+    Node *b = op(g, "Add", e, scalar(g, "one", 1.0f), NULL);
+    Node *y = op(g, "Mul", a, b, NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "diamond");
+    ck_assert_int_eq(o.fused, 1);
+    ck_assert_uint_eq(o.arena_bytes, 0);
+    graph_free(g);
+}
+END_TEST
+
+/* int64 arithmetic is not fused. */
+START_TEST(test_integer_not_fused)
+{
+    Graph *g = graph_new();
+    Node *a = input(g, "a", FXRT_DTYPE_INT64, 1, 6, 0);
+    Node *b = input(g, "b", FXRT_DTYPE_INT64, 1, 6, 0);
+    Node *s = op(g, "Add", a, b, NULL);
+    Node *y = op(g, "Mul", s, b, NULL);
+    finish(g, &y, 1);
+    PassResult r;
+    ck_assert_int_eq(pass_elementwise_fusion(g, &r, &diag), FX_OK);
+    ck_assert_int_eq(r.changes, 0);
+    ck_assert_int_eq(count_fused(g), 0);
+    assert_golden(g, "integer");
+    graph_free(g);
+}
+END_TEST
+
+/* MatMul -> Add bias -> Relu -> MatMul -> Tanh*0.5: the bias+relu pair
+ * fuses (the big bias stays an argument), MatMul stays, a lone Tanh*0.5
+ * chain fuses too. */
+START_TEST(test_mixed_with_matmul)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 3, 4);
+    int64_t w1d[2] = {4, 6}, bd[1] = {6}, w2d[2] = {6, 5};
+    Node *w1 = weights(g, "w1", 2, w1d, 0.1f);
+    Node *bias = weights(g, "bias", 1, bd, 0.05f);
+    Node *w2 = weights(g, "w2", 2, w2d, 0.1f);
+    Node *h = op(g, "MatMul", x, w1, NULL);
+    Node *hb = op(g, "Add", h, bias, NULL);
+    Node *hr = op(g, "Relu", hb, NULL, NULL);
+    Node *z = op(g, "MatMul", hr, w2, NULL);
+    Node *zt = op(g, "Tanh", z, NULL, NULL);
+    Node *y = op(g, "Mul", zt, scalar(g, "half", 0.5f), NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "mixed_matmul");
+    ck_assert_int_eq(o.fused, 2);
+    int matmuls = 0;
+    graph_for_each(g, n) matmuls += n->op == &fx_op_MatMul;
+    ck_assert_int_eq(matmuls, 2);
+    graph_free(g);
+}
+END_TEST
+
+/* Many scalar forms in one chain, against the runtime's kernels. */
+START_TEST(test_activations)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 5, 7);
+    Node *b = input(g, "bias", FXRT_DTYPE_FLOAT32, 1, 7, 0);
+    Node *v = op(g, "Add", x, b, NULL);
+    const char *unary[] = {"Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign",
+                           "Tanh", "Erf", "Abs", "Neg", "Exp", "HardSigmoid", "LeakyRelu",
+                           "Floor", "Sin", "Cos", "Atan", "Sign"};
+    for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
+        v = op(g, unary[i], v, NULL, NULL);
+        if (i == 5)
+            v = op(g, "Max", v, x, NULL);
+        if (i == 9)
+            v = op(g, "Clip", v, scalar(g, "lo", -0.25f), scalar(g, "hi", 0.75f));
+        if (i == 11)
+            v = op(g, "Pow", v, scalar(g, "p", 1.5f), NULL);
+    }
+    Node *y = op(g, "Div", v, op(g, "Add", op(g, "Abs", x, NULL, NULL),
+                                 scalar(g, "eps", 1.0f), NULL), NULL);
+    finish(g, &y, 1);
+    Outcome o = run_case(g, "activations");
+    ck_assert_int_eq(o.fused, 1);
+    ck_assert_uint_eq(o.arena_bytes, 0);
+    graph_free(g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("opt_ewfuse");
+    TCase *t = tcase_create("ewfuse");
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_chain);
+    tcase_add_test(t, test_tree_broadcast);
+    tcase_add_test(t, test_outside_user_splits);
+    tcase_add_test(t, test_diamond);
+    tcase_add_test(t, test_integer_not_fused);
+    tcase_add_test(t, test_mixed_with_matmul);
+    tcase_add_test(t, test_activations);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
