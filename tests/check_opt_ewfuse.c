@@ -133,7 +133,7 @@ static Outcome run_case(Graph *g, const char *name)
     Tensor *in[8] = {0}, *before[4] = {0}, *after[4] = {0};
     uint64_t seed = 0x5eedu;
     for (int i = 0; i < ni; i++)
-        ck_assert_ptr_nonnull(in[i] = cg_random_input(&graph_placeholder(g, i)->out_types[0],
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
                                                       &seed, &diag));
     ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, before, no, NULL, NULL, &diag),
                      FX_OK);
@@ -163,7 +163,7 @@ static Outcome run_case(Graph *g, const char *name)
                           .build = {.target = FX_TARGET_PORTABLE},
                           .rtol = 1e-6, .atol = 1e-6, .keep_dir = dir};
     FILE *report = fopen("/dev/null", "w");
-    st = cg_verify(g, in, ni, &vo, report, &diag);
+    st = cg_verify(g, NULL, in, ni, &vo, report, &diag);
     fclose(report);
     if (st != FX_OK)
         diag_print(&diag, stderr);
