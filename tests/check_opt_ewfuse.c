@@ -11,113 +11,23 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "opt/opt.h"
-
-#ifndef FXCC_SOURCE_DIR
-#error "FXCC_SOURCE_DIR must point at the repository"
-#endif
-
-static Diag diag;
+#include "opt_check_util.h"
 
 static Node *input(Graph *g, const char *name, DType dt, int rank, int64_t d0, int64_t d1)
 {
-    Node *x = graph_create_node(g, NULL, FX_OPCODE_PLACEHOLDER, name, name, NULL, 0);
-    ck_assert(node_set_num_outputs(x, 1));
-    x->out_types[0] = (TensorType){.dtype = dt, .rank = rank, .dims = {d0, d1}};
-    x->shapes_known = true;
-    return x;
-}
-
-static Node *scalar(Graph *g, const char *name, float v)
-{
-    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 0};
-    Tensor *x = tensor_new(&t, &diag);
-    ck_assert_ptr_nonnull(x);
-    *(float *)x->data = v;
-    Node *n = create_constant(g, name, x, &diag);
-    ck_assert_ptr_nonnull(n);
-    ck_assert(node_set_num_outputs(n, 1));
-    n->out_types[0] = t;
-    n->shapes_known = true;
-    return n;
-}
-
-static Node *weights(Graph *g, const char *name, int rank, const int64_t *dims, float scale)
-{
-    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = rank};
-    memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-    Tensor *x = tensor_new(&t, &diag);
-    ck_assert_ptr_nonnull(x);
-    for (int64_t i = 0; i < tensor_numel(x); i++)
-        ((float *)x->data)[i] = scale * (float)((i * 7) % 11 - 5);
-    Node *n = create_constant(g, name, x, &diag);
-    ck_assert(node_set_num_outputs(n, 1));
-    n->out_types[0] = t;
-    n->shapes_known = true;
-    return n;
+    int64_t dims[2] = {d0, d1};
+    return tu_input(g, name, dt, rank, dims);
 }
 
 static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
 {
     Node *args[3] = {a, b, c};
-    int n = c ? 3 : (b ? 2 : 1);
-    InsertPoint ip = {.graph = g, .before = &g->root};
-    Node *r = ip_create_op(&ip, op_lookup(name), name, args, n, &diag);
-    if (!r)
-        diag_print(&diag, stderr);
-    ck_assert_ptr_nonnull(r);
-    return r;
+    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
 }
 
-static void finish(Graph *g, Node *const *results, int count)
-{
-    ck_assert_ptr_nonnull(
-        graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", results, count));
-    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &diag), FX_OK);
-}
+static int count_fused(const Graph *g) { return tu_count_op(g, "FusedElementwise"); }
 
-static int count_fused(const Graph *g)
-{
-    int k = 0;
-    for (const Node *n = g->root.next; n != &g->root; n = n->next)
-        k += n->op == &fx_op_FusedElementwise;
-    return k;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(s, 1, (size_t)len, f), (size_t)len);
-    s[len] = '\0';
-    fclose(f);
-    return s;
-}
-
-static void assert_golden(const Graph *g, const char *name)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    graph_print(g, mem);
-    fclose(mem);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/golden/opt/ewfuse/%s.txt", FXCC_SOURCE_DIR, name);
-    if (getenv("FXCC_UPDATE_GOLDEN")) {
-        FILE *f = fopen(path, "wb");
-        ck_assert_ptr_nonnull(f);
-        fwrite(text, 1, len, f);
-        fclose(f);
-    }
-    char *want = slurp(path);
-    ck_assert_msg(strcmp(text, want) == 0, "%s differs from the golden file:\n%s", name, text);
-    free(want);
-    free(text);
-}
+static void assert_golden(const Graph *g, const char *name) { tu_assert_golden(g, "ewfuse", name); }
 
 typedef struct Outcome {
     int fused;          /* FusedElementwise nodes after the pass */
@@ -134,20 +44,20 @@ static Outcome run_case(Graph *g, const char *name)
     uint64_t seed = 0x5eedu;
     for (int i = 0; i < ni; i++)
         ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
-                                                      &seed, &diag));
-    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, before, no, NULL, NULL, &diag),
+                                                      &seed, &tu_diag));
+    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, before, no, NULL, NULL, &tu_diag),
                      FX_OK);
     PassResult r;
-    FxStatus st = pass_elementwise_fusion(g, &r, &diag);
+    FxStatus st = pass_elementwise_fusion(g, &r, &tu_diag);
     if (st != FX_OK)
-        diag_print(&diag, stderr);
+        diag_print(&tu_diag, stderr);
     ck_assert_int_eq(st, FX_OK);
-    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &diag), FX_OK);
-    ck_assert_int_eq(graph_lint(g, true, &diag), FX_OK);
+    ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &tu_diag), FX_OK);
+    ck_assert_int_eq(graph_lint(g, true, &tu_diag), FX_OK);
     for (const Node *n = g->root.next; n != &g->root; n = n->next)
         if (n->body)
-            ck_assert_int_eq(graph_lint(n->body, true, &diag), FX_OK);
-    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, after, no, NULL, NULL, &diag),
+            ck_assert_int_eq(graph_lint(n->body, true, &tu_diag), FX_OK);
+    ck_assert_int_eq(interp_run(g, (const Tensor *const *)in, ni, after, no, NULL, NULL, &tu_diag),
                      FX_OK);
     for (int k = 0; k < no; k++) {
         CompareResult c = tensor_compare(after[k], before[k], 1e-6, 1e-7);
@@ -163,22 +73,22 @@ static Outcome run_case(Graph *g, const char *name)
                           .build = {.target = FX_TARGET_PORTABLE},
                           .rtol = 1e-6, .atol = 1e-6, .keep_dir = dir};
     FILE *report = fopen("/dev/null", "w");
-    st = cg_verify(g, NULL, in, ni, &vo, report, &diag);
+    st = cg_verify(g, NULL, in, ni, &vo, report, &tu_diag);
     fclose(report);
     if (st != FX_OK)
-        diag_print(&diag, stderr);
+        diag_print(&tu_diag, stderr);
     ck_assert_msg(st == FX_OK, "%s: compiled code differs or does not build (see %s)", name, dir);
 
     Outcome o = {.fused = count_fused(g)};
     char path[512];
     snprintf(path, sizeof path, "%s/model/model.h", dir);
-    char *h = slurp(path);
+    char *h = tu_slurp(path);
     const char *def = strstr(h, "#define model_ARENA_BYTES ");
     ck_assert_ptr_nonnull(def);
     o.arena_bytes = (size_t)strtoull(def + strlen("#define model_ARENA_BYTES "), NULL, 10);
     free(h);
     snprintf(path, sizeof path, "%s/model/model.c", dir);
-    char *c = slurp(path);
+    char *c = tu_slurp(path);
     for (const char *p = strstr(c, "for ("); p; p = strstr(p + 1, "for ("))
         o.loops++;
     free(c);
@@ -191,18 +101,16 @@ static Outcome run_case(Graph *g, const char *name)
     return o;
 }
 
-static void setup(void) { diag_init(&diag); }
-static void teardown(void) { diag_free(&diag); }
 
 /* relu(x * 2 + 1): one node, one loop, nothing in the arena. */
 START_TEST(test_chain)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 3, 8);
-    Node *m = op(g, "Mul", x, scalar(g, "two", 2.0f), NULL);
-    Node *a = op(g, "Add", m, scalar(g, "one", 1.0f), NULL);
+    Node *m = op(g, "Mul", x, tu_scalar(g, "two", 2.0f), NULL);
+    Node *a = op(g, "Add", m, tu_scalar(g, "one", 1.0f), NULL);
     Node *y = op(g, "Relu", a, NULL, NULL);
-    finish(g, &y, 1);
+    tu_finish(g, &y, 1);
     Outcome o = run_case(g, "chain");
     ck_assert_int_eq(o.fused, 1);
     ck_assert_uint_eq(o.arena_bytes, 0);
@@ -222,7 +130,7 @@ START_TEST(test_tree_broadcast)
     Node *ab = op(g, "Mul", a, b, NULL);
     Node *cd = op(g, "Mul", c, dd, NULL);
     Node *y = op(g, "Add", ab, cd, NULL);
-    finish(g, &y, 1);
+    tu_finish(g, &y, 1);
     Outcome o = run_case(g, "tree_broadcast");
     ck_assert_int_eq(o.fused, 1);
     ck_assert_uint_eq(o.arena_bytes, 0);
@@ -242,7 +150,7 @@ START_TEST(test_outside_user_splits)
     Node *l = op(g, "LeakyRelu", m, NULL, NULL);
     Node *y = op(g, "Sub", l, x, NULL);
     Node *outs[2] = {y, t};
-    finish(g, outs, 2);
+    tu_finish(g, outs, 2);
     Outcome o = run_case(g, "outside_user");
     ck_assert_int_eq(o.fused, 2);
     graph_free(g);
@@ -256,10 +164,10 @@ START_TEST(test_diamond)
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 0, 0, 0);
     Node *e = op(g, "Exp", x, NULL, NULL);
-    Node *a = op(g, "Mul", e, scalar(g, "two", 2.0f), NULL);
-    Node *b = op(g, "Add", e, scalar(g, "one", 1.0f), NULL);
+    Node *a = op(g, "Mul", e, tu_scalar(g, "two", 2.0f), NULL);
+    Node *b = op(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
     Node *y = op(g, "Mul", a, b, NULL);
-    finish(g, &y, 1);
+    tu_finish(g, &y, 1);
     Outcome o = run_case(g, "diamond");
     ck_assert_int_eq(o.fused, 1);
     ck_assert_uint_eq(o.arena_bytes, 0);
@@ -275,9 +183,9 @@ START_TEST(test_integer_not_fused)
     Node *b = input(g, "b", FXRT_DTYPE_INT64, 1, 6, 0);
     Node *s = op(g, "Add", a, b, NULL);
     Node *y = op(g, "Mul", s, b, NULL);
-    finish(g, &y, 1);
+    tu_finish(g, &y, 1);
     PassResult r;
-    ck_assert_int_eq(pass_elementwise_fusion(g, &r, &diag), FX_OK);
+    ck_assert_int_eq(pass_elementwise_fusion(g, &r, &tu_diag), FX_OK);
     ck_assert_int_eq(r.changes, 0);
     ck_assert_int_eq(count_fused(g), 0);
     assert_golden(g, "integer");
@@ -293,16 +201,16 @@ START_TEST(test_mixed_with_matmul)
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 3, 4);
     int64_t w1d[2] = {4, 6}, bd[1] = {6}, w2d[2] = {6, 5};
-    Node *w1 = weights(g, "w1", 2, w1d, 0.1f);
-    Node *bias = weights(g, "bias", 1, bd, 0.05f);
-    Node *w2 = weights(g, "w2", 2, w2d, 0.1f);
+    Node *w1 = tu_weights(g, "w1", 2, w1d, 0.1f);
+    Node *bias = tu_weights(g, "bias", 1, bd, 0.05f);
+    Node *w2 = tu_weights(g, "w2", 2, w2d, 0.1f);
     Node *h = op(g, "MatMul", x, w1, NULL);
     Node *hb = op(g, "Add", h, bias, NULL);
     Node *hr = op(g, "Relu", hb, NULL, NULL);
     Node *z = op(g, "MatMul", hr, w2, NULL);
     Node *zt = op(g, "Tanh", z, NULL, NULL);
-    Node *y = op(g, "Mul", zt, scalar(g, "half", 0.5f), NULL);
-    finish(g, &y, 1);
+    Node *y = op(g, "Mul", zt, tu_scalar(g, "half", 0.5f), NULL);
+    tu_finish(g, &y, 1);
     Outcome o = run_case(g, "mixed_matmul");
     ck_assert_int_eq(o.fused, 2);
     int matmuls = 0;
@@ -327,13 +235,13 @@ START_TEST(test_activations)
         if (i == 5)
             v = op(g, "Max", v, x, NULL);
         if (i == 9)
-            v = op(g, "Clip", v, scalar(g, "lo", -0.25f), scalar(g, "hi", 0.75f));
+            v = op(g, "Clip", v, tu_scalar(g, "lo", -0.25f), tu_scalar(g, "hi", 0.75f));
         if (i == 11)
-            v = op(g, "Pow", v, scalar(g, "p", 1.5f), NULL);
+            v = op(g, "Pow", v, tu_scalar(g, "p", 1.5f), NULL);
     }
     Node *y = op(g, "Div", v, op(g, "Add", op(g, "Abs", x, NULL, NULL),
-                                 scalar(g, "eps", 1.0f), NULL), NULL);
-    finish(g, &y, 1);
+                                 tu_scalar(g, "eps", 1.0f), NULL), NULL);
+    tu_finish(g, &y, 1);
     Outcome o = run_case(g, "activations");
     ck_assert_int_eq(o.fused, 1);
     ck_assert_uint_eq(o.arena_bytes, 0);
@@ -345,7 +253,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("opt_ewfuse");
     TCase *t = tcase_create("ewfuse");
-    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_checked_fixture(t, tu_setup, tu_teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_chain);
     tcase_add_test(t, test_tree_broadcast);

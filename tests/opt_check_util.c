@@ -1,0 +1,198 @@
+/*
+ * opt_check_util.c - shared helpers of the check_opt_*.c suites.
+ */
+#include "opt_check_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FXCC_SOURCE_DIR
+#error "FXCC_SOURCE_DIR must point at the repository"
+#endif
+
+Diag tu_diag;
+
+void tu_setup(void) { diag_init(&tu_diag); }
+void tu_teardown(void) { diag_free(&tu_diag); }
+
+static Node *typed(Node *n, const TensorType *t)
+{
+    ck_assert_ptr_nonnull(n);
+    ck_assert(node_set_num_outputs(n, 1));
+    n->out_types[0] = *t;
+    n->shapes_known = true;
+    return n;
+}
+
+Node *tu_input(Graph *g, const char *name, DType dtype, int rank, const int64_t *dims)
+{
+    TensorType t = {.dtype = dtype, .rank = rank};
+    if (rank > 0)
+        memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    return typed(graph_create_node(g, NULL, FX_OPCODE_PLACEHOLDER, name, name, NULL, 0), &t);
+}
+
+Node *tu_scalar(Graph *g, const char *name, float value)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 0};
+    Tensor *x = tensor_new(&t, &tu_diag);
+    ck_assert_ptr_nonnull(x);
+    *(float *)x->data = value;
+    return typed(create_constant(g, name, x, &tu_diag), &t);
+}
+
+Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, float scale)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = rank};
+    if (rank > 0)
+        memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+    Tensor *x = tensor_new(&t, &tu_diag);
+    ck_assert_ptr_nonnull(x);
+    for (int64_t i = 0; i < tensor_numel(x); i++)
+        ((float *)x->data)[i] = scale * (float)((i * 7) % 11 - 5);
+    return typed(create_constant(g, name, x, &tu_diag), &t);
+}
+
+Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args)
+{
+    const OpDef *op = op_lookup_any(op_name);
+    ck_assert_msg(op != NULL, "no op or module kind named %s", op_name);
+    InsertPoint ip = {.graph = g, .before = &g->root};
+    Node *n = ip_create_op(&ip, op, op_name, args, num_args, &tu_diag);
+    if (!n)
+        diag_print(&tu_diag, stderr);
+    ck_assert_ptr_nonnull(n);
+    return n;
+}
+
+void tu_reinfer(Node *n)
+{
+    FxStatus st = node_infer_shapes(n, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+}
+
+void tu_finish(Graph *g, Node *const *results, int count)
+{
+    ck_assert_ptr_nonnull(
+        graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", results, count));
+    FxStatus st = graph_propagate_shapes(g, NULL, 0, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+}
+
+static bool is_call(const Node *n)
+{
+    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
+           n->opcode == FX_OPCODE_CALL_MODULE;
+}
+
+int tu_count_op(const Graph *g, const char *op_name)
+{
+    int k = 0;
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        k += is_call(n) && n->op && strcmp(n->op->name, op_name) == 0;
+    return k;
+}
+
+int tu_count_calls(const Graph *g)
+{
+    int k = 0;
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        k += is_call(n);
+    return k;
+}
+
+char *tu_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    ck_assert_int_ge(len, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *s = malloc((size_t)len + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(fread(s, 1, (size_t)len, f), (size_t)len);
+    s[len] = '\0';
+    fclose(f);
+    return s;
+}
+
+void tu_assert_golden(const Graph *g, const char *dir, const char *name)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(mem);
+    graph_print(g, mem);
+    fclose(mem);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/golden/opt/%s/%s.txt", FXCC_SOURCE_DIR, dir, name);
+    if (getenv("FXCC_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "wb");
+        ck_assert_msg(f != NULL, "cannot write %s (does the folder exist?)", path);
+        fwrite(text, 1, len, f);
+        fclose(f);
+    }
+    char *want = tu_slurp(path);
+    ck_assert_msg(strcmp(text, want) == 0, "%s/%s differs from the golden file:\n%s", dir, name,
+                  text);
+    free(want);
+    free(text);
+}
+
+static void lint_all(const Graph *g)
+{
+    FxStatus st = graph_lint(g, true, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->body)
+            lint_all(n->body);
+}
+
+enum { MAX_VALUES = 16 };
+
+int tu_run_pass(Graph *g, PassFn pass, double rtol, double atol)
+{
+    int ni = graph_num_placeholders(g), no = graph_num_outputs(g);
+    ck_assert_int_le(ni, MAX_VALUES);
+    ck_assert_int_le(no, MAX_VALUES);
+    Tensor *in[MAX_VALUES] = {0}, *before[MAX_VALUES] = {0}, *after[MAX_VALUES] = {0};
+    uint64_t seed = 0x5eedu;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &tu_diag));
+    FxStatus st = interp_run(g, (const Tensor *const *)in, ni, before, no, NULL, NULL, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+
+    PassResult r = {0};
+    st = pass(g, &r, &tu_diag);
+    if (st == FX_OK)
+        st = graph_propagate_shapes(g, NULL, 0, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    lint_all(g);
+
+    st = interp_run(g, (const Tensor *const *)in, ni, after, no, NULL, NULL, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    for (int k = 0; k < no; k++) {
+        CompareResult c = tensor_compare(after[k], before[k], rtol, atol);
+        ck_assert_msg(c.ok, "output %d changed: max abs %g, max rel %g", k, c.max_abs, c.max_rel);
+        tensor_free(before[k]);
+        tensor_free(after[k]);
+    }
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
+    return r.changes;
+}
