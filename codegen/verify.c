@@ -132,7 +132,8 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
         snprintf(path, sizeof path, "%s/output_%d.npy", out_dir, k);
         if ((st = tensor_file_read(path, &got[k], d)) != FX_OK)
             goto done;
-        CompareResult c = tensor_compare(got[k], want[k], vo->rtol, vo->atol);
+        CompareResult c =
+            tensor_compare(got[k], want[k], vo->rtol, tensor_scaled_atol(want[k], vo->atol));
         const Node *src = out->args[k];
         if (k < first_extra)
             fprintf(report, "output %d (%s): max abs error %.3g, max rel error %.3g%s\n", k,
@@ -147,7 +148,8 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
         fprintf(report, "all %d intermediate values agree\n", num_out - first_extra);
     if (!all_ok)
         st = diag_error(d, FX_ERR_RUNTIME,
-                        "the compiled model differs from the interpreter beyond rtol %g, atol %g",
+                        "the compiled model differs from the interpreter beyond rtol %g, atol %g "
+                        "(times the largest reference magnitude when above 1)",
                         vo->rtol, vo->atol);
 done:
     for (int k = 0; k < num_out && want; k++) {

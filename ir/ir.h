@@ -136,6 +136,12 @@ typedef struct CompareResult {
 } CompareResult;
 CompareResult tensor_compare(const Tensor *actual, const Tensor *expected, double rtol,
                              double atol);
+/* atol scaled to the reference's magnitude, atol * max(1, max |expected|):
+ * a sum of K terms of size M carries rounding of about K * M * eps whichever
+ * order it is taken in, so comparing two valid float orders (the interpreter
+ * against folded or compiled code) needs an absolute tolerance that grows
+ * with the values.  Non-finite and integer elements are ignored. */
+double tensor_scaled_atol(const Tensor *expected, double atol);
 
 /* ------------------------------------------------------------------------- */
 /* Arena (arena.c)                                                            */

@@ -166,6 +166,18 @@ double tensor_get_float(const Tensor *t, int64_t i)
     return fxrt_load_f64(t->type.dtype, t->data, (size_t)i);
 }
 
+double tensor_scaled_atol(const Tensor *expected, double atol)
+{
+    double largest = 1.0;
+    if (fxrt_dtype_is_float(expected->type.dtype))
+        for (int64_t i = 0, n = tensor_numel(expected); i < n; i++) {
+            double v = fabs(tensor_get_float(expected, i));
+            if (isfinite(v) && v > largest)
+                largest = v;
+        }
+    return atol * largest;
+}
+
 CompareResult tensor_compare(const Tensor *actual, const Tensor *expected, double rtol,
                              double atol)
 {

@@ -91,7 +91,8 @@ static FxStatus reference_make(const Graph *g, Reference *r, Diag *d)
     return run_graph(g, r, r->outputs, d);
 }
 
-/* The tolerance allows for reassociation: folding and fusion change the
+/* The tolerance allows for reassociation (and grows with the outputs'
+ * magnitude, see tensor_scaled_atol): folding and fusion change the
  * order of float operations, not their meaning. */
 static FxStatus reference_check(const Graph *g, const Reference *r, const char *pass, Diag *d)
 {
@@ -110,7 +111,8 @@ static FxStatus reference_check(const Graph *g, const Reference *r, const char *
                             type_format(&got[k]->type, b, sizeof b));
             break;
         }
-        CompareResult c = tensor_compare(got[k], r->outputs[k], 1e-4, 1e-5);
+        CompareResult c = tensor_compare(got[k], r->outputs[k], 1e-4,
+                                         tensor_scaled_atol(r->outputs[k], 1e-5));
         if (!c.ok)
             st = diag_error(d, FX_ERR_INVALID,
                             "pass %s changed the value of output %d: max abs error %g, max rel "

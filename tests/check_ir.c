@@ -4,6 +4,7 @@
  * printers on the seed model against reviewed golden files.
  */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -435,6 +436,25 @@ START_TEST(test_interp_rejects_wrong_input_shape)
 }
 END_TEST
 
+/* The tolerance for comparing two float orders grows with the reference's
+ * magnitude (never below atol) and ignores non-finite elements. */
+START_TEST(test_scaled_atol)
+{
+    Diag d;
+    diag_init(&d);
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 1, .dims = {4}};
+    Tensor *x = tensor_new(&t, &d);
+    ck_assert_ptr_nonnull(x);
+    float *v = x->data;
+    v[0] = 0.5f, v[1] = -20.0f, v[2] = INFINITY, v[3] = 3.0f;
+    ck_assert_double_eq_tol(tensor_scaled_atol(x, 1e-5), 20e-5, 1e-12);
+    v[1] = 0.25f, v[3] = -0.75f;
+    ck_assert_double_eq_tol(tensor_scaled_atol(x, 1e-5), 1e-5, 1e-12);
+    tensor_free(x);
+    diag_free(&d);
+}
+END_TEST
+
 static Suite *ir_suite(void)
 {
     Suite *s = suite_create("ir");
@@ -446,6 +466,7 @@ static Suite *ir_suite(void)
     tcase_add_test(edit, test_users_are_a_set);
     tcase_add_test(edit, test_erase_refused_with_users);
     tcase_add_test(edit, test_replace_all_uses_skips_replacement);
+    tcase_add_test(edit, test_scaled_atol);
     suite_add_tcase(s, edit);
     TCase *lint = tcase_create("lint");
     tcase_add_test(lint, test_lint_accepts_valid);

@@ -41,7 +41,8 @@ static const char opt_help[] =
     "  --dot-after PASS    print the graph as DOT after PASS (or all)\n"
     "  --check-passes      run the interpreter on fixed random inputs before the passes\n"
     "                      and after each one, and fail naming the pass that changed\n"
-    "                      the outputs beyond rtol 1e-4, atol 1e-5\n";
+    "                      the outputs beyond rtol 1e-4, atol 1e-5 (scaled by the\n"
+    "                      largest output magnitude above 1)\n";
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
@@ -579,7 +580,8 @@ static const char verify_help[] =
     "\n"
     "  --per-node          compare every intermediate value too, and name the first node\n"
     "                      whose compiled value diverges\n"
-    "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5)\n"
+    "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5; atol is multiplied by\n"
+    "                      the largest |value| of each reference output above 1)\n"
     "  --keep DIR          build in DIR and keep it\n";
 
 static int cmd_verify(int argc, char **argv)
