@@ -432,13 +432,30 @@ static FxStatus decompose_pass(Graph *g, PassResult *r, Diag *d)
     return graph_decompose(g, NULL, NULL, 0, &r->changes, d);
 }
 
-/* Decomposes every node of g (all of op `op_name`, `count` of them): the
- * interpreter agrees at 1e-5, the op is gone, the graph is golden. */
-static void check_rule(Graph *g, const char *op_name, int count, const char *golden)
+/* A constant the decomposition must have made, with its value: the printed
+ * graph does not show values, so non-default attributes are checked here. */
+typedef struct Expect {
+    const char *name;
+    double value;
+} Expect;
+
+/* Decomposes the one decomposable node of g: the interpreter agrees at
+ * 1e-5, no node of that op is left, the constants in `expect` (terminated
+ * by {NULL}; may be NULL) hold their values, the graph is golden. */
+static void check_rule(Graph *g, const char *golden, const Expect *expect)
 {
-    ck_assert_int_eq(tu_count_op(g, op_name), count);
-    ck_assert_int_eq(tu_run_pass(g, decompose_pass, 1e-5, 1e-5), count);
+    const Node *out = graph_output_node(g);
+    ck_assert_ptr_nonnull(out);
+    const char *op_name = out->args[0]->op->name;
+    ck_assert_int_eq(tu_count_op(g, op_name), 1);
+    ck_assert_int_eq(tu_run_pass(g, decompose_pass, 1e-5, 1e-5), 1);
     ck_assert_int_eq(tu_count_op(g, op_name), 0);
+    for (const Expect *e = expect; e && e->name; e++) {
+        const Node *c = graph_find(g, e->name);
+        ck_assert_msg(c && c->opcode == FX_OPCODE_GET_ATTR, "no constant %s", e->name);
+        ck_assert_int_eq(tensor_numel(c->value), 1);
+        ck_assert_double_eq_tol(tensor_get_float(c->value, 0), e->value, 1e-7);
+    }
     tu_assert_golden(g, "transform", golden);
     graph_free(g);
 }
@@ -466,35 +483,41 @@ static Graph *unary_graph(const char *op_name, const char *attr, float value, co
     return g;
 }
 
-START_TEST(test_rule_relu) { check_rule(unary_graph("Relu", NULL, 0, NULL, 0), "Relu", 1, "relu"); }
+START_TEST(test_rule_relu) { check_rule(unary_graph("Relu", NULL, 0, NULL, 0), "relu", NULL); }
 END_TEST
 
 START_TEST(test_rule_hard_sigmoid)
 {
-    check_rule(unary_graph("HardSigmoid", NULL, 0, NULL, 0), "HardSigmoid", 1, "hard_sigmoid");
-    check_rule(unary_graph("HardSigmoid", "alpha", 0.3f, "beta", 0.25f), "HardSigmoid", 1,
-               "hard_sigmoid_alpha_beta");
+    static const Expect params[] = {{"HardSigmoid_alpha", 0.3f}, {"HardSigmoid_beta", 0.25f},
+                                    {NULL, 0}};
+    check_rule(unary_graph("HardSigmoid", NULL, 0, NULL, 0), "hard_sigmoid", NULL);
+    check_rule(unary_graph("HardSigmoid", "alpha", 0.3f, "beta", 0.25f),
+               "hard_sigmoid_alpha_beta", params);
 }
 END_TEST
 
 START_TEST(test_rule_hard_swish)
 {
-    check_rule(unary_graph("HardSwish", NULL, 0, NULL, 0), "HardSwish", 1, "hard_swish");
+    static const Expect params[] = {{"HardSwish_alpha", 1.0 / 6.0}, {"HardSwish_beta", 0.5},
+                                    {NULL, 0}};
+    check_rule(unary_graph("HardSwish", NULL, 0, NULL, 0), "hard_swish", params);
 }
 END_TEST
 
 START_TEST(test_rule_sigmoid)
 {
-    check_rule(unary_graph("Sigmoid", NULL, 0, NULL, 0), "Sigmoid", 1, "sigmoid");
+    check_rule(unary_graph("Sigmoid", NULL, 0, NULL, 0), "sigmoid", NULL);
 }
 END_TEST
 
 START_TEST(test_rule_elu_selu)
 {
-    check_rule(unary_graph("Elu", NULL, 0, NULL, 0), "Elu", 1, "elu");
-    check_rule(unary_graph("Elu", "alpha", 0.5f, NULL, 0), "Elu", 1, "elu_alpha");
-    check_rule(unary_graph("Selu", NULL, 0, NULL, 0), "Selu", 1, "selu");
-    check_rule(unary_graph("Selu", "alpha", 2.0f, "gamma", 0.5f), "Selu", 1, "selu_alpha_gamma");
+    static const Expect elu[] = {{"Elu_alpha", 0.5}, {NULL, 0}};
+    static const Expect selu[] = {{"Selu_alpha", 2.0}, {"Selu_gamma", 0.5}, {NULL, 0}};
+    check_rule(unary_graph("Elu", NULL, 0, NULL, 0), "elu", NULL);
+    check_rule(unary_graph("Elu", "alpha", 0.5f, NULL, 0), "elu_alpha", elu);
+    check_rule(unary_graph("Selu", NULL, 0, NULL, 0), "selu", NULL);
+    check_rule(unary_graph("Selu", "alpha", 2.0f, "gamma", 0.5f), "selu_alpha_gamma", selu);
 }
 END_TEST
 
@@ -515,17 +538,17 @@ static Graph *softmax_graph(const char *op_name, int64_t axis, bool coerce_2d)
 
 START_TEST(test_rule_softmax)
 {
-    check_rule(softmax_graph("Softmax", INT64_MIN, false), "Softmax", 1, "softmax");
-    check_rule(softmax_graph("Softmax", 1, false), "Softmax", 1, "softmax_axis1");
-    check_rule(softmax_graph("Softmax", -3, false), "Softmax", 1, "softmax_axis_minus3");
-    check_rule(softmax_graph("Softmax", 1, true), "Softmax", 1, "softmax_coerce_2d");
+    check_rule(softmax_graph("Softmax", INT64_MIN, false), "softmax", NULL);
+    check_rule(softmax_graph("Softmax", 1, false), "softmax_axis1", NULL);
+    check_rule(softmax_graph("Softmax", -3, false), "softmax_axis_minus3", NULL);
+    check_rule(softmax_graph("Softmax", 1, true), "softmax_coerce_2d", NULL);
 }
 END_TEST
 
 START_TEST(test_rule_log_softmax)
 {
-    check_rule(softmax_graph("LogSoftmax", INT64_MIN, false), "LogSoftmax", 1, "log_softmax");
-    check_rule(softmax_graph("LogSoftmax", 0, false), "LogSoftmax", 1, "log_softmax_axis0");
+    check_rule(softmax_graph("LogSoftmax", INT64_MIN, false), "log_softmax", NULL);
+    check_rule(softmax_graph("LogSoftmax", 0, false), "log_softmax_axis0", NULL);
 }
 END_TEST
 
@@ -556,10 +579,10 @@ static Graph *layer_norm_graph(int64_t axis, bool with_bias, float epsilon)
 
 START_TEST(test_rule_layer_norm)
 {
-    check_rule(layer_norm_graph(INT64_MIN, true, 1e-5f), "LayerNormalization", 1, "layer_norm");
-    check_rule(layer_norm_graph(1, true, 1e-2f), "LayerNormalization", 1, "layer_norm_axis1");
-    check_rule(layer_norm_graph(-2, false, 1e-5f), "LayerNormalization", 1,
-               "layer_norm_axis_minus2_no_bias");
+    static const Expect eps[] = {{"layer_norm_epsilon", 1e-2f}, {NULL, 0}};
+    check_rule(layer_norm_graph(INT64_MIN, true, 1e-5f), "layer_norm", NULL);
+    check_rule(layer_norm_graph(1, true, 1e-2f), "layer_norm_axis1", eps);
+    check_rule(layer_norm_graph(-2, false, 1e-5f), "layer_norm_axis_minus2_no_bias", NULL);
 }
 END_TEST
 
