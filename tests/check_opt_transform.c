@@ -586,6 +586,57 @@ START_TEST(test_rule_layer_norm)
 }
 END_TEST
 
+/* Constants take the input's element type: Relu on int32 (x - 1, so that
+ * both signs occur) and on float64. */
+START_TEST(test_rule_other_dtypes)
+{
+    Graph *g = graph_new();
+    int64_t dims[2] = {3, 4};
+    Node *x = tu_input(g, "x", FXRT_DTYPE_INT32, 2, dims);
+    TensorType st = {.dtype = FXRT_DTYPE_INT32, .rank = 0};
+    Tensor *one = tensor_new(&st, &tu_diag);
+    ck_assert_ptr_nonnull(one);
+    *(int32_t *)one->data = 1;
+    Node *y = op(g, "Relu", op(g, "Sub", x, create_constant(g, "one", one, &tu_diag), NULL),
+                 NULL, NULL);
+    tu_finish(g, &y, 1);
+    check_rule(g, "relu_int32", NULL);
+
+    g = graph_new();
+    x = tu_input(g, "x", FXRT_DTYPE_FLOAT64, 2, dims);
+    y = op(g, "Relu", x, NULL, NULL);
+    tu_finish(g, &y, 1);
+    check_rule(g, "relu_float64", NULL);
+}
+END_TEST
+
+/* A LayerNormalization whose Mean and InvStdDev are read (three outputs,
+ * through getitem) is left alone: the rules give one value. */
+START_TEST(test_multi_output_node_skipped)
+{
+    Graph *g = graph_new();
+    Node *x = input(g, "x", 2, 3, 4, 0);
+    int64_t sd[1] = {4};
+    Node *y = op(g, "LayerNormalization", x, tu_weights(g, "scale", 1, sd, 0.5f), NULL);
+    ck_assert(node_set_num_outputs(y, 3));
+    tu_reinfer(y);
+    Node *part[3];
+    for (int k = 0; k < 3; k++) {
+        ck_assert_ptr_nonnull(part[k] = graph_create_op(g, NULL, &fx_op_getitem, "getitem",
+                                                        &y, 1));
+        ck_assert(node_set_num_outputs(part[k], 1));
+        part[k]->index = k;
+        tu_reinfer(part[k]);
+    }
+    tu_finish(g, part, 3);
+    int count = -1;
+    ck_assert_int_eq(graph_decompose(g, NULL, NULL, 0, &count, &tu_diag), FX_OK);
+    ck_assert_int_eq(count, 0);
+    ck_assert_int_eq(tu_count_op(g, "LayerNormalization"), 1);
+    graph_free(g);
+}
+END_TEST
+
 /* Every built-in rule is exercised above; a rule added without a test
  * fails here. */
 START_TEST(test_rule_table)
@@ -781,6 +832,8 @@ static Suite *suite(void)
     tcase_add_test(d, test_rule_softmax);
     tcase_add_test(d, test_rule_log_softmax);
     tcase_add_test(d, test_rule_layer_norm);
+    tcase_add_test(d, test_rule_other_dtypes);
+    tcase_add_test(d, test_multi_output_node_skipped);
     tcase_add_test(d, test_rule_table);
     tcase_add_test(d, test_only);
     tcase_add_test(d, test_custom_rules);
