@@ -33,9 +33,11 @@
 /* "<node>_<what>": the new nodes read as parts of the one they replace. */
 static void part_name(const Node *n, const char *what, char *buf, size_t cap)
 {
-    int len = snprintf(buf, cap, "%s_%s", n->name, what);
-    for (size_t i = strlen(n->name) + 1; len > 0 && i < cap && buf[i]; i++)
-        buf[i] = (char)tolower((unsigned char)buf[i]);
+    snprintf(buf, cap, "%s_", n->name);
+    size_t at = strlen(buf);
+    for (size_t i = 0; what[i] && at + 1 < cap; i++)
+        buf[at++] = (char)tolower((unsigned char)what[i]);
+    buf[at] = '\0';
 }
 
 /* An op node at ip; NULL when any required argument is (an earlier step

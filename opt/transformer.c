@@ -17,10 +17,11 @@
  * source's shape bindings again.  The source is only read.
  *
  * Refused: a hook that returns nothing (its message is kept, or one naming
- * the node is added), a node of another graph, and for a node with several
- * outputs a replacement with another number of outputs, since the source's
- * getitem nodes are copied and read the replacement by index.  On failure
- * the partial graph is freed.
+ * the node is added), a node of another graph, a node without shapes for a
+ * source node that had them, and for a node with several outputs a
+ * replacement with another number of outputs, since the source's getitem
+ * nodes are copied and read the replacement by index.  On failure the
+ * partial graph is freed.
  */
 #include <stdlib.h>
 
@@ -105,6 +106,12 @@ static FxStatus transform_node(Transformer *t, const Node *src, Node **args, Dia
                                "'%s' with %d",
                                src->num_outputs, fx_opcode_name(src->opcode), r->name,
                                r->num_outputs);
+    /* What follows is copied with its shapes inferred from r's. */
+    if (src->shapes_known && !r->shapes_known)
+        return diag_node_error(d, FX_ERR_INVALID, src,
+                               "the %s hook returned '%s' without shapes (make nodes with "
+                               "ip_create_op or transformer_copy)",
+                               fx_opcode_name(src->opcode), r->name);
     value_map_set(&t->values, src, r);
     return FX_OK;
 }

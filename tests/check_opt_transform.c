@@ -354,6 +354,14 @@ static Node *source_node(Transformer *t, const Node *src, Node *const *args, int
     return (Node *)src;
 }
 
+/* A node made without inferring its types. */
+static Node *untyped(Transformer *t, const Node *src, Node *const *args, int num_args)
+{
+    if (src->op != &fx_op_Relu)
+        return transformer_copy(t, src, args, num_args);
+    return graph_create_op(t->dst, NULL, &fx_op_Neg, "neg", args, num_args);
+}
+
 /* Split replaced by a single-output node: its getitems could not read it. */
 static Node *split_to_neg(Transformer *t, const Node *src, Node *const *args, int num_args)
 {
@@ -401,6 +409,9 @@ START_TEST(test_failing_hooks)
 
     Transformer foreign = {.placeholder = source_node};
     assert_fails(g, &foreign, FX_ERR_INVALID, "node of another graph");
+
+    Transformer raw = {.call_function = untyped};
+    assert_fails(g, &raw, FX_ERR_INVALID, "returned 'neg' without shapes");
     graph_free(g);
 
     g = split_graph();
