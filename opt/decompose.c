@@ -19,8 +19,8 @@
  * what it made is erased and the graph is as it was before that node.
  *
  * The rules follow the ONNX definitions.  Relu is FX's example,
- * (x > 0) * x, and so differs from Relu at -inf and NaN (NaN, not 0 / NaN).
- * Gelu is not in fxcc's op table (it is opset 20), so it has no rule yet.
+ * (x > 0) * x, which gives NaN at x = -inf where Relu gives 0.  Gelu is not
+ * in fxcc's op table (it is opset 20), so it has no rule yet.
  */
 #include <ctype.h>
 #include <stdio.h>
