@@ -145,7 +145,10 @@ FxStatus replace_pattern(Graph *g, const Graph *pattern, const Graph *replacemen
 /* FX's Transformer: walks src in the interpreter's order and builds a new
  * graph; each hook gets the source node and its already-transformed
  * arguments and returns the node that stands for it in the new graph.  A NULL
- * hook copies the node as is.  A hook that fails returns NULL with d filled. */
+ * hook copies the node as is.  A hook that fails returns NULL with d filled.
+ * A hook may create several nodes (through t->ip) and return the last; for a
+ * node with several outputs it must return a node with as many, which the
+ * source's getitem nodes then read. */
 typedef struct Transformer Transformer;
 typedef Node *(*TransformHook)(Transformer *t, const Node *src, Node *const *args, int num_args);
 
@@ -155,10 +158,17 @@ struct Transformer {
     InsertPoint ip; /* where hooks create nodes (the end of dst) */
     void *user;
     Diag *diag;
+    /* Source node -> its node in dst for every node walked so far (FX's
+     * env); valid while transformer_run runs. */
+    ValueMap values;
 };
 
 /* Returns the new graph (shapes propagated) or NULL with d filled. */
 Graph *transformer_run(Transformer *t, const Graph *src, Diag *d);
+/* What a NULL hook does: copies src at t->ip with `args` (src's arguments,
+ * transformed) in place of its own.  Hooks call it for the nodes they leave
+ * alone, as FX's hooks call super(). */
+Node *transformer_copy(Transformer *t, const Node *src, Node *const *args, int num_args);
 
 /* ------------------------------------------------------------------------- */
 /* Decomposition (decompose.c)                                                */
