@@ -103,9 +103,24 @@ bool fold_channel_vector(const Tensor *t, const TensorType *type, int axis, floa
     return true;
 }
 
+/* `existing` when it already holds exactly value (a fold that left the
+ * weights alone need not copy them), else a new constant; value is owned. */
+static Node *constant_like(Graph *g, Node *existing, const char *name_hint, Tensor *value,
+                           Diag *d)
+{
+    const Tensor *now = fold_const_f32(existing);
+    if (now && type_equal(&now->type, &value->type) &&
+        memcmp(now->data, value->data, tensor_nbytes(value)) == 0) {
+        tensor_free(value);
+        return existing;
+    }
+    return create_constant(g, name_hint, value, d);
+}
+
 FxStatus fold_set_const_arg(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d)
 {
-    Node *c = create_constant(n->graph, name_hint, value, d);
+    Node *c = constant_like(n->graph, slot < n->num_args ? n->args[slot] : NULL, name_hint,
+                            value, d);
     if (!c)
         return FX_ERR_NOMEM;
     while (n->num_args <= slot)
@@ -139,7 +154,19 @@ void fold_affine_free(FoldAffine *a)
     a->scale = a->shift = NULL;
 }
 
-static FxStatus nomem(Diag *d) { return diag_error(d, FX_ERR_NOMEM, "out of memory folding constants"); }
+/* After a rewrite whose value `target` now stands for `result`: when they
+ * differ, result and everything it alone read (the old layer, the op before
+ * it) are dead; else only `retired`, which the rewritten layer stopped
+ * reading.  One root, so nothing is erased twice. */
+static void erase_replaced(Graph *g, Node *target, Node *result, Node *retired)
+{
+    fold_erase_dead(g, result != target ? result : retired);
+}
+
+static FxStatus nomem(Diag *d)
+{
+    return diag_error(d, FX_ERR_NOMEM, "out of memory folding constants");
+}
 
 /* n floats set to v; NULL after filling d. */
 static float *floats_filled(int64_t n, float v, Diag *d)
@@ -186,6 +213,7 @@ typedef struct ConvLayer {
     int64_t d0, d1, ksize; /* W is [d0, d1, kernel...], ksize elements per (d0, d1) */
     Tensor *w;             /* copy of W */
     float *bias;           /* [cout] */
+    bool had_bias;
 } ConvLayer;
 
 static void conv_free(ConvLayer *cv)
@@ -231,6 +259,7 @@ static FxStatus conv_read(Node *layer, ConvLayer *cv, bool *ok, Diag *d)
     }
     if (b)
         memcpy(cv->bias, b->data, (size_t)cout * sizeof *cv->bias);
+    cv->had_bias = b != NULL;
     *ok = true;
     return FX_OK;
 }
@@ -269,10 +298,12 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
     Tensor *w = cv->w;
     cv->w = NULL;
     FxStatus st = fold_set_const_arg(layer, 1, hint, w, d);
-    Tensor *b = st == FX_OK ? fold_tensor_f32(1, &cv->cout, d) : NULL;
-    if (st == FX_OK && !b)
+    /* A scale alone leaves a missing bias at zero: no need to add one. */
+    bool bias = cv->had_bias || any_nonzero(cv->bias, cv->cout);
+    Tensor *b = st == FX_OK && bias ? fold_tensor_f32(1, &cv->cout, d) : NULL;
+    if (st == FX_OK && bias && !b)
         st = FX_ERR_NOMEM;
-    if (st == FX_OK) {
+    if (st == FX_OK && bias) {
         memcpy(b->data, cv->bias, (size_t)cv->cout * sizeof *cv->bias);
         snprintf(hint, sizeof hint, "%s_bias", layer->name);
         st = fold_set_const_arg(layer, 2, hint, b, d);
@@ -283,8 +314,7 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
         return st;
     if (result != layer)
         node_replace_all_uses_with(result, layer);
-    fold_erase_dead(layer->graph, result);
-    fold_erase_dead(layer->graph, retired);
+    erase_replaced(layer->graph, layer, result, retired);
     return FX_OK;
 }
 
@@ -473,7 +503,8 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
             fold_erase_dead(g, old);
         }
         if (st == FX_OK && dn->gemm &&
-            (!node_set_attr_float(layer, "alpha", 1.0f) || !node_set_attr_float(layer, "beta", 1.0f)))
+            (!node_set_attr_float(layer, "alpha", 1.0f) ||
+             !node_set_attr_float(layer, "beta", 1.0f)))
             st = nomem(d);
         tensor_free(c);
         if (st == FX_OK)
@@ -481,7 +512,7 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
     } else {
         /* A MatMul that gained a bias: the same product as a Gemm, which the
          * 2-D operand allows (transA, transB 0). */
-        Node *wn = create_constant(g, whint, w, d);
+        Node *wn = constant_like(g, layer->args[1], whint, w, d);
         Node *cn = wn ? create_constant(g, chint, c, d) : (tensor_free(c), NULL);
         Node *args[3] = {x ? x : layer->args[0], wn, cn};
         InsertPoint ip = insert_before(layer);
@@ -496,9 +527,7 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
         return st;
     if (result != target)
         node_replace_all_uses_with(result, target);
-    fold_erase_dead(g, result);
-    fold_erase_dead(g, retired);
-    fold_erase_dead(g, layer);
+    erase_replaced(g, target, result, retired);
     return FX_OK;
 }
 
