@@ -278,6 +278,22 @@ START_TEST(test_bn_nonconstant_scale_stays)
 }
 END_TEST
 
+/* BN -> BN -> Conv without padding: the second BN folds first, which makes
+ * the first one the Conv's input; the walk repeats until both are in. */
+START_TEST(test_bn_chain_before_conv)
+{
+    Graph *g = graph_new();
+    int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 2, 2};
+    Node *x = input(g, "x", 4, xd);
+    Node *b = batchnorm(g, batchnorm(g, x, 2), 2);
+    Node *y = conv(g, b, tu_weights(g, "w", 4, wd, 0.1f), NULL, 0, 1);
+    tu_finish(g, &y, 1);
+    ck_assert_int_eq(run(g, pass_bn_fold, "bn_chain_before_conv"), 2);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    graph_free(g);
+}
+END_TEST
+
 /* --- linear-fold: affine ops after a layer ------------------------------------ */
 
 /* (gemm * s + t) - u / 2 with alpha and beta: all into W and C. */
@@ -439,6 +455,24 @@ START_TEST(test_integer_stays)
 }
 END_TEST
 
+/* Two Gemms share W; folding a Mul into one must not change the other's. */
+START_TEST(test_shared_weights_copied)
+{
+    Graph *g = graph_new();
+    int64_t xd[2] = {3, 4}, wd[2] = {4, 5};
+    Node *x = input(g, "x", 2, xd);
+    Node *w = tu_weights(g, "w", 2, wd, 0.1f);
+    Node *y1 = op2(g, "Mul", gemm(g, x, w, NULL, 0, 0), tu_scalar(g, "three", 3.0f));
+    Node *y2 = gemm(g, x, w, NULL, 0, 0);
+    Node *outs[2] = {y1, y2};
+    tu_finish(g, outs, 2);
+    ck_assert_int_eq(run(g, pass_linear_fold, "shared_weights"), 1);
+    ck_assert_int_eq(tu_count_op(g, "Mul"), 0);
+    ck_assert_int_eq(w->num_users, 1);
+    graph_free(g);
+}
+END_TEST
+
 /* --- linear-fold: affine ops before a layer ----------------------------------- */
 
 /* Gemm(c - x * s) with transA = 1: s per input row of A, c a full [K, M]. */
@@ -568,6 +602,22 @@ START_TEST(test_pair_merges)
 }
 END_TEST
 
+/* transA = 1 on the first Gemm stays on the merged one. */
+START_TEST(test_pair_trans_a)
+{
+    Graph *g = graph_new();
+    int64_t xd[2] = {6, 2}, w1d[2] = {6, 10}, w2d[2] = {10, 3};
+    Node *x = input(g, "x", 2, xd);
+    Node *l1 = gemm(g, x, tu_weights(g, "w1", 2, w1d, 0.1f), vec(g, "b1", 10, 0.5f, -0.1f), 1, 0);
+    Node *y = op2(g, "MatMul", l1, tu_weights(g, "w2", 2, w2d, 0.1f));
+    tu_finish(g, &y, 1);
+    ck_assert_int_eq(run(g, pass_linear_fold, "pair_trans_a"), 1);
+    ck_assert_int_eq(tu_count_op(g, "Gemm"), 1);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    graph_free(g);
+}
+END_TEST
+
 /* Batched MatMul pair [2, 3, 6] -> 12 -> 2 merges; [2, 4] -> 2 -> 8 does
  * not pay (4*8 > 4*2 + 2*8). */
 START_TEST(test_pair_matmul_and_not_worth_it)
@@ -645,6 +695,7 @@ static Suite *suite(void)
     tcase_add_test(bn, test_bn_before_unpadded_conv);
     tcase_add_test(bn, test_bn_other_user_stays);
     tcase_add_test(bn, test_bn_nonconstant_scale_stays);
+    tcase_add_test(bn, test_bn_chain_before_conv);
     suite_add_tcase(s, bn);
 
     TCase *lf = tcase_create("linear_fold");
@@ -657,12 +708,14 @@ static Suite *suite(void)
     tcase_add_test(lf, test_wrong_axis_stays);
     tcase_add_test(lf, test_affine_other_user_or_nonconstant_stays);
     tcase_add_test(lf, test_integer_stays);
+    tcase_add_test(lf, test_shared_weights_copied);
     tcase_add_test(lf, test_gemm_before_trans_a);
     tcase_add_test(lf, test_matmul_before_add);
     tcase_add_test(lf, test_conv_before);
     tcase_add_test(lf, test_clamp_chains);
     tcase_add_test(lf, test_clamp_negative_cases);
     tcase_add_test(lf, test_pair_merges);
+    tcase_add_test(lf, test_pair_trans_a);
     tcase_add_test(lf, test_pair_matmul_and_not_worth_it);
     tcase_add_test(lf, test_seed);
     suite_add_tcase(s, lf);
