@@ -194,6 +194,79 @@ FxStatus graph_decompose(Graph *g, const DecompositionRule *rules, const OpDef *
                          int num_only, int *count, Diag *d);
 
 /* ------------------------------------------------------------------------- */
+/* Folding helpers (fold_util.c)                                              */
+/* ------------------------------------------------------------------------- */
+
+/* What bn-fold and linear-fold share: reading constants, broadcasting them,
+ * and absorbing a per-channel affine map into a linear layer's weights.
+ * Every helper refuses (returns false / *folded = false, graph untouched)
+ * unless the values involved are float32 with known shapes and the weights
+ * are constants. */
+
+/* a's compile-time float32 value (a get_attr or a value shape propagation
+ * folded), or NULL. */
+const Tensor *fold_const_f32(const Node *a);
+/* n has one output, of known shape and type float32. */
+bool fold_is_f32(const Node *n);
+/* A new float32 tensor of that shape, zeroed (d filled on failure). */
+Tensor *fold_tensor_f32(int rank, const int64_t *dims, Diag *d);
+/* t (which broadcasts to `type`) expanded to type's full shape. */
+Tensor *fold_broadcast_to(const Tensor *t, const TensorType *type, Diag *d);
+/* When t, broadcast to `type`, varies only along `axis`, writes its value
+ * per index of that axis into out[type->dims[axis]] and returns true. */
+bool fold_channel_vector(const Tensor *t, const TensorType *type, int axis, float *out);
+/* Sets argument `slot` of n (padding with omitted arguments) to a new
+ * constant holding value (owned from here, freed on failure). */
+FxStatus fold_set_const_arg(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
+/* Erases n if nobody reads it, then those of its arguments that became
+ * unread, recursively (never a placeholder or the output). */
+void fold_erase_dead(Graph *g, Node *n);
+
+/* y = scale * x + shift, elementwise.  Each tensor (NULL: 1, resp. 0) is
+ * float32 and broadcasts to the value the map applies to without growing it;
+ * a per-channel map on NCHW data is [1, C, 1, 1]. */
+typedef struct FoldAffine {
+    Tensor *scale;
+    Tensor *shift;
+} FoldAffine;
+
+void fold_affine_free(FoldAffine *a);
+/* `result` computes a(layer's output) and is the only reader of it: the
+ * layer (Conv, ConvTranspose, Gemm, MatMul with 2-D constant weights) takes
+ * the map into its weights and bias (a MatMul becomes a Gemm when it needs
+ * a bias), and result's users read the layer instead.  The map must be per
+ * output channel (a Gemm's shift may also be a full [M, N]). */
+FxStatus fold_affine_after(Node *layer, Node *result, const FoldAffine *a, bool *folded,
+                           Diag *d);
+/* layer's input 0 is `pre` = a(x), read by nobody else: the layer reads x
+ * with weights scaled along the input axis and bias + W.shift.  The map must
+ * be per input channel (for a 2-D Gemm/MatMul, a shift may be full); a Conv
+ * takes a nonzero shift only when it pads nothing. */
+FxStatus fold_affine_before(Node *layer, Node *pre, Node *x, const FoldAffine *a, bool *folded,
+                            Diag *d);
+
+/* A Gemm, or a MatMul with 2-D weights, read as y = x'.w + bias with the
+ * constants copied out (alpha and beta folded in). */
+typedef struct FoldDense {
+    Node *layer;
+    bool gemm;
+    bool trans_a, trans_b; /* the layer's (a MatMul's: false) */
+    bool two_d;            /* x is 2-D: the layer can be a Gemm */
+    int64_t m, k, n;       /* m: output rows when two_d */
+    float *w;              /* [k, n] */
+    int64_t bias_rows;     /* 0 (none), 1 ([n]) or m ([m, n]) */
+    float *bias;           /* [bias_rows, n] */
+} FoldDense;
+
+/* *ok = false (nothing allocated) when layer is not such a layer. */
+FxStatus fold_dense_read(Node *layer, FoldDense *dn, bool *ok, Diag *d);
+void fold_dense_free(FoldDense *dn);
+/* Writes dn back as the layer reading x (in place, or a new Gemm when a
+ * MatMul gained a bias) and makes result's users read it; erases what
+ * became dead.  `retired` (may be NULL) is a node the rewrite replaced. */
+FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, Diag *d);
+
+/* ------------------------------------------------------------------------- */
 /* Passes (passes.c, pass_*.c)                                                */
 /* ------------------------------------------------------------------------- */
 
