@@ -38,6 +38,21 @@ static bool has_single_output(const Node *n) { return n && n->num_outputs == 1 &
 /* 1 when n had readers, which now read `input` instead. */
 static int bypass(Node *n, Node *input) { return node_replace_all_uses_with(n, input) > 0; }
 
+/* Makes n a node of `op` with op's default attributes, keeping its name,
+ * place, arguments and users; the caller sets what differs and re-infers. */
+static FxStatus retarget(Node *n, const OpDef *op, Diag *d)
+{
+    for (int i = 0; i < n->num_attrs; i++)
+        tensor_free(n->attrs[i].t);
+    n->attrs = NULL;
+    n->num_attrs = 0;
+    n->op = op;
+    bool view = (op->flags & FX_OPF_VIEW) != 0;
+    n->opcode = view ? FX_OPCODE_CALL_METHOD : FX_OPCODE_CALL_FUNCTION;
+    n->target = view ? op->method : op->name;
+    return op_apply_attr_specs(op, n, d);
+}
+
 /* Inference Dropout: the value is its input; the mask is all ones, so only a
  * Dropout whose mask nobody reads goes. */
 static int remove_dropout(Node *n)
@@ -133,21 +148,16 @@ static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
     Node *shape_node = create_constant(g, hint, shape, d);
     if (!shape_node)
         return FX_ERR_NOMEM;
-    Node *reshape = n;
-    if (n->op == &fx_op_Reshape) {
-        node_set_arg(n, 0, x);
+    FxStatus st = n->op == &fx_op_Reshape ? FX_OK : retarget(n, &fx_op_Reshape, d);
+    if (st != FX_OK)
+        return st;
+    node_set_arg(n, 0, x);
+    if (n->num_args < 2)
+        node_append_arg(n, shape_node);
+    else
         node_set_arg(n, 1, shape_node);
-        FxStatus st = node_infer_shapes(n, d);
-        if (st != FX_OK)
-            return st;
-    } else {
-        InsertPoint ip = insert_before(n);
-        Node *args[2] = {x, shape_node};
-        if (!(reshape = ip_create_op(&ip, &fx_op_Reshape, n->name, args, 2, d)))
-            return FX_ERR_INVALID;
-    }
-    if (reshape != n)
-        node_replace_all_uses_with(n, reshape);
+    if ((st = node_infer_shapes(n, d)) != FX_OK)
+        return st;
     (*changes)++;
     return FX_OK;
 }
@@ -173,23 +183,17 @@ static FxStatus absorb_transposes(Node *n, int *changes, Diag *d)
     Node *ta = transposed_matrix(n->args[0]), *tb = transposed_matrix(n->args[1]);
     if (!ta && !tb)
         return FX_OK;
-    /* made on the MatMul's own operands (valid without flags), then moved
-     * past the transposes with the flags set */
-    InsertPoint ip = insert_before(n);
-    Node *gemm = ip_create_op(&ip, &fx_op_Gemm, n->name, n->args, 2, d);
-    if (!gemm)
-        return FX_ERR_INVALID;
-    if (!node_set_attr_int(gemm, "transA", ta != NULL) ||
-        !node_set_attr_int(gemm, "transB", tb != NULL))
-        return diag_node_error(d, FX_ERR_NOMEM, gemm, "out of memory");
-    if (ta)
-        node_set_arg(gemm, 0, ta);
-    if (tb)
-        node_set_arg(gemm, 1, tb);
-    FxStatus st = node_infer_shapes(gemm, d);
+    FxStatus st = retarget(n, &fx_op_Gemm, d);
     if (st != FX_OK)
         return st;
-    node_replace_all_uses_with(n, gemm);
+    if (!node_set_attr_int(n, "transA", ta != NULL) || !node_set_attr_int(n, "transB", tb != NULL))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    if (ta)
+        node_set_arg(n, 0, ta);
+    if (tb)
+        node_set_arg(n, 1, tb);
+    if ((st = node_infer_shapes(n, d)) != FX_OK)
+        return st;
     (*changes)++;
     return FX_OK;
 }
