@@ -57,7 +57,9 @@ static bool inputs_constant(const Node *n)
 
 static bool foldable(const Node *n)
 {
-    if (!is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval || !n->shapes_known)
+    /* an unread node is dce's to erase, not worth evaluating */
+    if (!is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval || !n->shapes_known ||
+        n->num_users == 0)
         return false;
     if (!already_folded(n) && !inputs_constant(n))
         return false;
