@@ -13,15 +13,15 @@
  * the graph with the other constants, so the constant keeps the name of the
  * node it replaces and every user keeps reading it.  A node with several
  * outputs is read through getitem nodes: each getitem becomes the constant of
- * its output and the node itself is erased.  Arguments that nobody reads any
- * more once a node has folded are erased with it.
+ * its output.  What nobody reads any more once nodes have folded (their
+ * constant arguments, a multi-output node whose getitems all folded) is
+ * erased at the end.
  *
  * Refused: nodes whose result would be larger than FOLD_MAX_BYTES, and ops
  * without a reference kernel.  (The op table has no random-output or opaque
  * ops; any added later must be refused here.)
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "opt.h"
 
@@ -133,55 +133,22 @@ static FxStatus become_constant(Graph *g, Node *n, Tensor *value, Diag *d)
     return FX_OK;
 }
 
-/* Erases n if nobody reads it, then whichever of its arguments that leaves
- * unread. */
-static void erase_if_dead(Graph *g, Node *n)
-{
-    if (!n || n->num_users > 0 || n->opcode == FX_OPCODE_PLACEHOLDER ||
-        n->opcode == FX_OPCODE_OUTPUT)
-        return;
-    int count = n->num_args;
-    Node **args = count ? malloc((size_t)count * sizeof *args) : NULL;
-    if (count && !args)
-        return; /* left for dce */
-    if (count)
-        memcpy(args, n->args, (size_t)count * sizeof *args);
-    graph_erase_node(g, n);
-    for (int i = 0; i < count; i++)
-        erase_if_dead(g, args[i]);
-    free(args);
-}
-
 static FxStatus fold(Graph *g, Node *n, Diag *d)
 {
-    int num_outputs = n->num_outputs; /* n may be erased or rebuilt below */
+    int num_outputs = n->num_outputs; /* n may become a constant below */
     Tensor **outs = calloc((size_t)num_outputs, sizeof *outs);
     if (!outs)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     FxStatus st = evaluate(n, outs, d);
     if (st == FX_OK && num_outputs == 1) {
-        int count = n->num_args;
-        Node **args = count ? malloc((size_t)count * sizeof *args) : NULL;
-        if (count && !args)
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-        else {
-            if (count)
-                memcpy(args, n->args, (size_t)count * sizeof *args);
-            st = become_constant(g, n, outs[0], d);
-            outs[0] = NULL;
-            for (int i = 0; i < count && st == FX_OK; i++)
-                erase_if_dead(g, args[i]);
-            free(args);
-        }
-    } else if (st == FX_OK) {
-        /* become_constant detaches each getitem from n's users */
-        while (n->num_users > 0 && st == FX_OK) {
-            Node *item = n->users[0];
-            Tensor *v = tensor_clone(outs[item->index], d);
-            st = v ? become_constant(g, item, v, d) : FX_ERR_NOMEM;
-        }
-        if (st == FX_OK)
-            erase_if_dead(g, n);
+        st = become_constant(g, n, outs[0], d);
+        outs[0] = NULL;
+    }
+    /* become_constant detaches each getitem from n's users */
+    while (st == FX_OK && num_outputs > 1 && n->num_users > 0) {
+        Node *item = n->users[0];
+        Tensor *v = tensor_clone(outs[item->index], d);
+        st = v ? become_constant(g, item, v, d) : FX_ERR_NOMEM;
     }
     for (int k = 0; k < num_outputs; k++)
         tensor_free(outs[k]);
@@ -192,8 +159,7 @@ static FxStatus fold(Graph *g, Node *n, Diag *d)
 FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
-    /* Walk a snapshot: folding moves nodes to the top and erases the
-     * arguments (earlier nodes) of the node it folds. */
+    /* Walk a snapshot: folding moves nodes to the top. */
     int count = 0;
     graph_for_each(g, n) count += is_call(n);
     Node **calls = malloc((size_t)(count ? count : 1) * sizeof *calls);
@@ -211,5 +177,7 @@ FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d)
             r->changes++;
     }
     free(calls);
+    if (st == FX_OK && r->changes > 0)
+        graph_eliminate_dead_code(g);
     return st;
 }

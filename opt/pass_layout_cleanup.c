@@ -120,17 +120,14 @@ static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
 static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
 {
     Node *inner = n->args[0];
-    if (!is_shape_view(inner) || !has_single_output(inner)) {
-        if (type_equal(&n->out_types[0], &inner->out_types[0]))
-            *changes += bypass(n, inner);
-        return FX_OK;
-    }
-    Node *x = inner->args[0];
     const TensorType *out = &n->out_types[0];
     if (type_equal(out, &inner->out_types[0])) {
         *changes += bypass(n, inner);
         return FX_OK;
     }
+    if (!is_shape_view(inner) || !has_single_output(inner))
+        return FX_OK;
+    Node *x = inner->args[0];
     if (type_equal(out, &x->out_types[0])) {
         *changes += bypass(n, x);
         return FX_OK;
