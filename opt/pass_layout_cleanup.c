@@ -1,12 +1,223 @@
 /*
- * pass_layout_cleanup.c - placeholder until the pass lands: changes nothing.
+ * pass_layout_cleanup.c - removes layout changes that do nothing or that
+ * the next node can do for free.
+ *
+ * One walk in graph order, so a chain is handled link by link as its nodes
+ * come: each rewrite leaves a node reading the start of the chain, which the
+ * next link then sees.
+ *
+ *   - Identity, and inference Dropout whose mask nobody reads, are bypassed.
+ *   - Transpose(Transpose(x)) becomes one Transpose of x with the composed
+ *     permutation; a Transpose whose permutation is the identity is bypassed.
+ *   - A Reshape, Flatten, Squeeze or Unsqueeze of another of these becomes one
+ *     Reshape of the first one's input to the final (static) shape, and any of
+ *     them whose output type is its input's is bypassed.
+ *   - MatMul of two matrices where an operand is a rank-2 Transpose becomes a
+ *     Gemm reading the Transpose's input with transA / transB set.  Transposes
+ *     of constants are left alone: constant folding turns them into the
+ *     transposed weights, which needs no flag at all.
+ *
+ * Bypassed and superseded nodes are erased at the end with the dead code
+ * they leave.  The views that remain are call_method nodes the memory planner
+ * aliases, so they cost nothing at run time.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "opt.h"
+
+static bool is_shape_view(const Node *n)
+{
+    const OpDef *op = n ? n->op : NULL;
+    return op == &fx_op_Reshape || op == &fx_op_Flatten || op == &fx_op_Squeeze ||
+           op == &fx_op_Unsqueeze;
+}
+
+static bool has_single_output(const Node *n) { return n && n->num_outputs == 1 && n->shapes_known; }
+
+/* 1 when n had readers, which now read `input` instead. */
+static int bypass(Node *n, Node *input) { return node_replace_all_uses_with(n, input) > 0; }
+
+/* Makes n a node of `op` with op's default attributes, keeping its name,
+ * place, arguments and users; the caller sets what differs and re-infers. */
+static FxStatus retarget(Node *n, const OpDef *op, Diag *d)
+{
+    for (int i = 0; i < n->num_attrs; i++)
+        tensor_free(n->attrs[i].t);
+    n->attrs = NULL;
+    n->num_attrs = 0;
+    n->op = op;
+    bool view = (op->flags & FX_OPF_VIEW) != 0;
+    n->opcode = view ? FX_OPCODE_CALL_METHOD : FX_OPCODE_CALL_FUNCTION;
+    n->target = view ? op->method : op->name;
+    return op_apply_attr_specs(op, n, d);
+}
+
+/* Inference Dropout: the value is its input; the mask is all ones, so only a
+ * Dropout whose mask nobody reads goes. */
+static int remove_dropout(Node *n)
+{
+    if (n->num_outputs == 1)
+        return bypass(n, n->args[0]);
+    for (int u = 0; u < n->num_users; u++) {
+        const Node *item = n->users[u];
+        if (item->op != &fx_op_getitem || (item->index != 0 && item->num_users > 0))
+            return 0;
+    }
+    int changes = 0;
+    for (int u = 0; u < n->num_users; u++)
+        if (n->users[u]->index == 0)
+            changes += bypass(n->users[u], n->args[0]);
+    return changes > 0;
+}
+
+/* Transpose's permutation with the default (reversed axes) made explicit. */
+static void transpose_perm(const Node *n, int64_t *perm)
+{
+    const int64_t *p;
+    int rank = n->out_types[0].rank;
+    if (node_attr_ints(n, "perm", &p) == rank)
+        memcpy(perm, p, (size_t)rank * sizeof *perm);
+    else
+        for (int i = 0; i < rank; i++)
+            perm[i] = rank - 1 - i;
+}
+
+static bool is_identity_perm(const int64_t *perm, int rank)
+{
+    for (int i = 0; i < rank; i++)
+        if (perm[i] != i)
+            return false;
+    return true;
+}
+
+static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
+{
+    int rank = n->out_types[0].rank;
+    int64_t perm[FX_MAX_RANK];
+    transpose_perm(n, perm);
+    Node *inner = n->args[0];
+    if (inner->op == &fx_op_Transpose && has_single_output(inner)) {
+        /* out[i] = mid[perm[i]] = x[inner_perm[perm[i]]] */
+        int64_t inner_perm[FX_MAX_RANK], composed[FX_MAX_RANK];
+        transpose_perm(inner, inner_perm);
+        for (int i = 0; i < rank; i++)
+            composed[i] = inner_perm[perm[i]];
+        node_set_arg(n, 0, inner->args[0]);
+        if (!node_set_attr_ints(n, "perm", composed, rank))
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        FxStatus st = node_infer_shapes(n, d);
+        if (st != FX_OK)
+            return st;
+        memcpy(perm, composed, sizeof perm);
+        (*changes)++;
+    }
+    if (is_identity_perm(perm, rank))
+        *changes += bypass(n, n->args[0]);
+    return FX_OK;
+}
+
+static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
+{
+    Node *inner = n->args[0];
+    const TensorType *out = &n->out_types[0];
+    if (type_equal(out, &inner->out_types[0])) {
+        *changes += bypass(n, inner);
+        return FX_OK;
+    }
+    if (!is_shape_view(inner) || !has_single_output(inner))
+        return FX_OK;
+    Node *x = inner->args[0];
+    if (type_equal(out, &x->out_types[0])) {
+        *changes += bypass(n, x);
+        return FX_OK;
+    }
+    /* a 0 in a Reshape's shape copies the input's dimension (without
+     * allowzero): empty tensors keep their chain */
+    for (int i = 0; i < out->rank; i++)
+        if (out->dims[i] == 0)
+            return FX_OK;
+    Tensor *shape = tensor_new_ints(out->dims, out->rank, d);
+    if (!shape)
+        return FX_ERR_NOMEM;
+    char hint[256];
+    snprintf(hint, sizeof hint, "%s_shape", n->name);
+    Node *shape_node = create_constant(g, hint, shape, d);
+    if (!shape_node)
+        return FX_ERR_NOMEM;
+    FxStatus st = n->op == &fx_op_Reshape ? FX_OK : retarget(n, &fx_op_Reshape, d);
+    if (st != FX_OK)
+        return st;
+    node_set_arg(n, 0, x);
+    if (n->num_args < 2)
+        node_append_arg(n, shape_node);
+    else
+        node_set_arg(n, 1, shape_node);
+    if ((st = node_infer_shapes(n, d)) != FX_OK)
+        return st;
+    (*changes)++;
+    return FX_OK;
+}
+
+/* A rank-2 Transpose of a computed value: what Gemm's trans flags do. */
+static Node *transposed_matrix(const Node *a)
+{
+    if (a->op != &fx_op_Transpose || !has_single_output(a) || a->out_types[0].rank != 2)
+        return NULL;
+    int64_t perm[FX_MAX_RANK];
+    transpose_perm(a, perm);
+    Node *x = a->args[0];
+    if (perm[0] != 1 || node_const_value(x))
+        return NULL;
+    return x;
+}
+
+static FxStatus absorb_transposes(Node *n, int *changes, Diag *d)
+{
+    const TensorType *a = node_input_type(n, 0), *b = node_input_type(n, 1);
+    if (!a || !b || a->rank != 2 || b->rank != 2)
+        return FX_OK;
+    Node *ta = transposed_matrix(n->args[0]), *tb = transposed_matrix(n->args[1]);
+    if (!ta && !tb)
+        return FX_OK;
+    FxStatus st = retarget(n, &fx_op_Gemm, d);
+    if (st != FX_OK)
+        return st;
+    if (!node_set_attr_int(n, "transA", ta != NULL) || !node_set_attr_int(n, "transB", tb != NULL))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    if (ta)
+        node_set_arg(n, 0, ta);
+    if (tb)
+        node_set_arg(n, 1, tb);
+    if ((st = node_infer_shapes(n, d)) != FX_OK)
+        return st;
+    (*changes)++;
+    return FX_OK;
+}
 
 FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d)
 {
-    (void)g;
-    (void)d;
     r->changes = 0;
-    return FX_OK;
+    FxStatus st = FX_OK;
+    graph_for_each(g, n)
+    {
+        if (st != FX_OK)
+            break;
+        if (n->opcode == FX_OPCODE_GET_ATTR || n->opcode == FX_OPCODE_PLACEHOLDER ||
+            n->opcode == FX_OPCODE_OUTPUT || !n->shapes_known || n->num_users == 0)
+            continue;
+        if (n->op == &fx_op_Identity)
+            r->changes += bypass(n, n->args[0]);
+        else if (n->op == &fx_op_Dropout)
+            r->changes += remove_dropout(n);
+        else if (n->op == &fx_op_Transpose && has_single_output(n->args[0]))
+            st = clean_transpose(n, &r->changes, d);
+        else if (is_shape_view(n) && has_single_output(n->args[0]))
+            st = clean_shape_view(g, n, &r->changes, d);
+        else if (n->op == &fx_op_MatMul)
+            st = absorb_transposes(n, &r->changes, d);
+    }
+    if (st == FX_OK && r->changes > 0)
+        graph_eliminate_dead_code(g);
+    return st;
 }
