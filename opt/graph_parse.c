@@ -481,7 +481,8 @@ static bool literal_fits(const Literal *v, AttrKind k)
     return k == FX_ATTR_FLOAT || !v->num.is_float;
 }
 
-static bool float_fits(double v) { return !isfinite(v) || fabs(v) <= 3.4028234663852886e38; }
+/* Below FLT_MAX plus half an ulp a double rounds to a finite float. */
+static bool float_fits(double v) { return !isfinite(v) || fabs(v) < 3.4028235677973366e38; }
 
 /* "name: value" for node n, typed by the op's spec. */
 static FxStatus kwarg(Parser *p, Node *n)

@@ -416,12 +416,20 @@ static FxStatus apply_match(Graph *g, const Graph *pattern, const Graph *replace
                  !node_copy(&ip, n, &vm, d))
             st = FX_ERR_INVALID;
     }
-    if (st == FX_OK) {
-        x->num_replacements = rout->num_args;
-        x->replacements = calloc((size_t)rout->num_args + 1, sizeof *x->replacements);
-        if (!x->replacements)
-            st = diag_error(d, FX_ERR_NOMEM, "out of memory");
+    if (st != FX_OK) {
+        /* nothing reads the copies yet: take them out again, last first */
+        for (const Node *n = replacement->root.prev; n != &replacement->root; n = n->prev) {
+            Node *copy = n->opcode == FX_OPCODE_PLACEHOLDER ? NULL : value_map_get(&vm, n);
+            if (copy)
+                graph_erase_node(g, copy);
+        }
+        value_map_free(&vm);
+        return st;
     }
+    x->num_replacements = rout->num_args;
+    x->replacements = calloc((size_t)rout->num_args + 1, sizeof *x->replacements);
+    if (!x->replacements)
+        st = diag_error(d, FX_ERR_NOMEM, "out of memory");
     for (int k = 0; st == FX_OK && k < rout->num_args; k++) {
         Node *old = x->nodes[pout->args[k]->id], *repl = value_map_get(&vm, rout->args[k]);
         x->replacements[k] = repl;
