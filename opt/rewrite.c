@@ -120,13 +120,19 @@ typedef struct Matcher {
     const Graph *pattern;
     bool commutative;
     Node **map;       /* pattern id -> graph node */
-    const Node **rev; /* graph id -> the pattern call node bound to it */
+    const Node **rev; /* graph id -> the first pattern node bound to it */
     int graph_cap;
     Pair *pending; /* pairs still to check, a stack */
     int top, pending_cap;
     int *trail; /* pattern ids bound so far, in order, to undo */
     int trail_len;
+    long steps; /* solve calls for the current anchor, against MATCH_STEPS */
 } Matcher;
+
+/* Commutative choices can make the search exponential in the pattern's size
+ * (symmetric trees of Adds); beyond this many steps at one anchor the
+ * rewrite fails rather than hang. */
+enum { MATCH_STEPS = 1 << 20 };
 
 static void undo_to(Matcher *m, int trail_len)
 {
@@ -163,6 +169,8 @@ static bool solve(Matcher *m)
 {
     if (m->top == 0)
         return true;
+    if (++m->steps > MATCH_STEPS)
+        return false;
     Pair p = m->pending[--m->top];
     int top = m->top, trail = m->trail_len;
     Node *bound = m->map[p.pn->id];
@@ -249,13 +257,20 @@ static bool self_contained(const Match *x, const Graph *pattern, const Node *pat
     return true;
 }
 
-static bool overlaps(const Match *x, const MatchList *kept, const Graph *pattern)
+/* taken: by graph id, the interior nodes of the matches kept so far. */
+static bool overlaps(const Match *x, const bool *taken, const Graph *pattern)
 {
-    for (int i = 0; i < kept->count; i++)
-        for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
-            if (is_call(pn) && in_match(&kept->items[i], pattern, x->nodes[pn->id], true))
-                return true;
+    for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
+        if (is_call(pn) && taken[x->nodes[pn->id]->id])
+            return true;
     return false;
+}
+
+static void take(const Match *x, bool *taken, const Graph *pattern)
+{
+    for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
+        if (is_call(pn))
+            taken[x->nodes[pn->id]->id] = true;
 }
 
 /* The match rooted at gn, if any, into *x (arrays allocated). */
@@ -265,9 +280,14 @@ static FxStatus try_match(Matcher *m, const Node *pattern_out, Node *gn, Match *
     *found = false;
     m->top = 0;
     m->trail_len = 0;
+    m->steps = 0;
     m->pending[m->top++] = (Pair){pattern_out->args[0], gn};
     if (!solve(m))
-        return FX_OK;
+        return m->steps > MATCH_STEPS
+                   ? diag_node_error(d, FX_ERR_UNSUPPORTED, gn,
+                                     "matching the pattern here takes more than %d steps",
+                                     MATCH_STEPS)
+                   : FX_OK;
     int np = m->pattern->next_id, nph = graph_num_placeholders(m->pattern);
     x->anchor = gn;
     x->num_nodes = np;
@@ -480,8 +500,9 @@ static FxStatus find_matches(Graph *g, const Graph *pattern, const RewriteOption
     m.trail = calloc((size_t)pattern->next_id + 1, sizeof *m.trail);
     m.rev = calloc((size_t)g->next_id + 1, sizeof *m.rev);
     m.pending = calloc((size_t)pending_cap, sizeof *m.pending);
+    bool *taken = calloc((size_t)g->next_id + 1, sizeof *taken);
     FxStatus st = FX_OK;
-    if (!m.map || !m.trail || !m.rev || !m.pending)
+    if (!m.map || !m.trail || !m.rev || !m.pending || !taken)
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
     int cap = 0;
     for (Node *gn = g->root.next; gn != &g->root && st == FX_OK; gn = gn->next) {
@@ -491,15 +512,18 @@ static FxStatus find_matches(Graph *g, const Graph *pattern, const RewriteOption
         bool found = false;
         if ((st = try_match(&m, pout, gn, &x, &found, d)) != FX_OK || !found)
             continue;
-        if (self_contained(&x, pattern, pout) && !overlaps(&x, kept, pattern) &&
-            (!o || !o->filter || o->filter(&x, g, pattern, o->user)))
+        if (self_contained(&x, pattern, pout) && !overlaps(&x, taken, pattern) &&
+            (!o || !o->filter || o->filter(&x, g, pattern, o->user))) {
+            take(&x, taken, pattern);
             st = list_push(kept, &cap, &x, d);
+        }
         match_clear(&x);
     }
     free(m.map);
     free(m.trail);
     free(m.rev);
     free(m.pending);
+    free(taken);
     return st;
 }
 

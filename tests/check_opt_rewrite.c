@@ -627,6 +627,59 @@ START_TEST(test_bad_pattern)
 }
 END_TEST
 
+/* A full binary tree of Adds, `depth` levels, over leaves[0..2^depth). */
+static char *add_tree(const char *header, const char *const *leaves, int depth)
+{
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += (size_t)snprintf(text + len, cap - len, "%s", header);
+    int width = 1 << depth, id = 0;
+    char names[64][16];
+    for (int i = 0; i < width; i++)
+        snprintf(names[i], sizeof names[i], "%s", leaves[i]);
+    for (; width > 1; width /= 2)
+        for (int i = 0; i < width / 2; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "t%d", id++);
+            len += (size_t)snprintf(text + len, cap - len,
+                                    "%%%s : call_function[target=Add](args = (%%%s, %%%s))\n",
+                                    name, names[2 * i], names[2 * i + 1]);
+            snprintf(names[i], sizeof names[i], "%s", name);
+        }
+    snprintf(text + len, cap - len, "return (%%%s,)\n", names[0]);
+    return text;
+}
+
+START_TEST(test_commutative_budget)
+{
+    /* every ordering of 31 commutative Adds is tried before the last leaf
+     * fails: the search gives up with an error instead of hanging */
+    const char *a[32], *xy[32];
+    for (int i = 0; i < 32; i++) {
+        a[i] = "a";
+        xy[i] = i == 31 ? "y" : "x";
+    }
+    char *pattern = add_tree("%a : placeholder[target=a]\n", a, 5);
+    char *text = add_tree("%x : placeholder[target=x] : float32[2]\n"
+                          "%y : placeholder[target=y] : float32[2]\n", xy, 5);
+    Graph *p = parse(pattern), *g = parse(text);
+    RewriteOptions o = {.commutative = true};
+    MatchList l;
+    ck_assert_int_eq(replace_pattern(g, p, p, &o, &l, &tu_diag), FX_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(tu_diag.entries[0].message, "steps"));
+    ck_assert_int_eq(tu_count_op(g, "Add"), 31);
+    o.commutative = false;
+    ck_assert_int_eq(replace_pattern(g, p, p, &o, &l, &tu_diag), FX_OK);
+    ck_assert_int_eq(l.count, 0);
+    match_list_free(&l);
+    graph_free(p);
+    graph_free(g);
+    free(pattern);
+    free(text);
+}
+END_TEST
+
 static void rw_teardown(void)
 {
     match_list_free(&rw.matches);
@@ -657,6 +710,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_filter);
     tcase_add_test(t, test_commutative);
     tcase_add_test(t, test_commutative_backtracks);
+    tcase_add_test(t, test_commutative_budget);
     tcase_add_test(t, test_constant_by_value);
     tcase_add_test(t, test_wildcard_constant);
     tcase_add_test(t, test_multi_output_pattern);
