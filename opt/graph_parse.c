@@ -657,7 +657,10 @@ static FxStatus call_site(Parser *p, Node *n, size_t target_at)
     if (op == &fx_op_getitem && (index < 0 || n->num_args != 1 || !n->args[0]))
         return fail_at(p, target_at, "getitem takes a node and an index: (%%node, 0)");
     n->index = index < 0 ? 0 : index;
-    if (n->num_args < op->min_inputs || (op->max_inputs >= 0 && n->num_args > op->max_inputs))
+    if (op->max_inputs < 0 && n->num_args < op->min_inputs)
+        return fail_at(p, target_at, "%s takes at least %d arguments, not %d", op->name,
+                       op->min_inputs, n->num_args);
+    if (op->max_inputs >= 0 && (n->num_args < op->min_inputs || n->num_args > op->max_inputs))
         return fail_at(p, target_at, "%s takes %d to %d arguments, not %d", op->name,
                        op->min_inputs, op->max_inputs, n->num_args);
     for (int i = 0; i < op->min_inputs; i++)

@@ -215,6 +215,27 @@ START_TEST(test_parse_round_trip_inline)
 }
 END_TEST
 
+START_TEST(test_parse_round_trip_goldens)
+{
+    /* this suite's own golden graphs read back to the same text; copies of
+     * constants are named two_1, zero_1 */
+    static const char *const names[] = {
+        "add_self", "chained", "commutative_backtrack", "commutative_off", "commutative_on",
+        "constant_value", "filter", "filter_overlap", "interior_used", "multi_output",
+        "overlap", "relu_add", "wildcard_constant"};
+    NamedTensor c[6] = {constants.list[0], constants.list[1], constants.list[2],
+                        constants.list[3], {"two_1", constants.two}, {"zero_1", constants.zero}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/golden/opt/rewrite/%s.txt", FXCC_SOURCE_DIR,
+                 names[i]);
+        char *text = tu_slurp(path);
+        assert_round_trip(text, c, 6);
+        free(text);
+    }
+}
+END_TEST
+
 START_TEST(test_parse_short_form)
 {
     /* no header, no annotations, the placeholder's type after a colon,
@@ -696,6 +717,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(t, constants_setup, constants_teardown);
     tcase_add_test(t, test_parse_round_trip_seed);
     tcase_add_test(t, test_parse_round_trip_inline);
+    tcase_add_test(t, test_parse_round_trip_goldens);
     tcase_add_test(t, test_parse_short_form);
     tcase_add_test(t, test_parse_pattern_wildcard);
     tcase_add_test(t, test_parse_errors);
