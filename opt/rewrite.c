@@ -12,8 +12,9 @@
  * structure (None where the pattern has None).  With o->commutative, a
  * binary op flagged FX_OPF_COMMUTATIVE may also match with its operands
  * swapped; the search backtracks, so the choice made at one commutative node
- * can be revised when a later argument fails.  A pattern's other returned
- * values must be reached from the anchor (multi-output patterns).
+ * can be revised when a later argument fails.  The pattern returns call
+ * nodes only, and the others than the first must be reached from the anchor
+ * (multi-output patterns).
  *
  * Placeholder and constant bindings are the match's inputs; the graph nodes
  * bound to the pattern's call nodes are its interior.  All matches are found
@@ -28,7 +29,10 @@
  * (graph_copy, constants at the top, shapes inferred where its inputs have
  * them) before the earliest node among the anchor and the outside users of
  * the returned values, a point where every input is defined (a match without
- * one is skipped); uses of the returned values are rewired; the matched nodes
+ * one is skipped); a replacement value whose type differs from the one it
+ * replaces (both known) skips the match too, since a rule such as
+ * Mul(x, 1) -> x only holds where the constant does not broadcast x; uses of
+ * the returned values are rewired; the matched nodes
  * left without users are erased, placeholder bindings never.  A match that
  * reads a value an earlier replacement replaced reads the replacement's value.
  *
@@ -323,9 +327,8 @@ static FxStatus check_graphs(const Graph *pattern, const Graph *replacement, Dia
                           "the replacement has %d placeholders, the pattern %d",
                           graph_num_placeholders(replacement), graph_num_placeholders(pattern));
     for (int k = 0; k < pout->num_args; k++)
-        if (!pout->args[k] || (k == 0 && !is_call(pout->args[0])))
-            return diag_error(d, FX_ERR_INVALID,
-                              "the pattern's first returned value must be a call node");
+        if (!pout->args[k] || !is_call(pout->args[k]))
+            return diag_error(d, FX_ERR_INVALID, "the pattern's returned values must be call nodes");
     for (const Node *n = pattern->root.next; n != &pattern->root; n = n->next)
         if (n->opcode == FX_OPCODE_CALL_MODULE)
             return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "call_module in a pattern");
@@ -436,7 +439,16 @@ static FxStatus apply_match(Graph *g, const Graph *pattern, const Graph *replace
                  !node_copy(&ip, n, &vm, d))
             st = FX_ERR_INVALID;
     }
-    if (st != FX_OK) {
+    /* A replacement may only hold for some shapes (Mul(x, 1) -> x, unless
+     * the 1 broadcasts x): a value of another type skips the match. */
+    bool same_types = true;
+    for (int k = 0; st == FX_OK && k < rout->num_args; k++) {
+        const Node *old = x->nodes[pout->args[k]->id], *repl = value_map_get(&vm, rout->args[k]);
+        if (old->shapes_known && repl->shapes_known && old->num_outputs == 1 &&
+            repl->num_outputs == 1 && !type_equal(&old->out_types[0], &repl->out_types[0]))
+            same_types = false;
+    }
+    if (st != FX_OK || !same_types) {
         /* nothing reads the copies yet: take them out again, last first */
         for (const Node *n = replacement->root.prev; n != &replacement->root; n = n->prev) {
             Node *copy = n->opcode == FX_OPCODE_PLACEHOLDER ? NULL : value_map_get(&vm, n);

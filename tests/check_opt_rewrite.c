@@ -222,7 +222,7 @@ START_TEST(test_parse_round_trip_goldens)
     static const char *const names[] = {
         "add_self", "chained", "commutative_backtrack", "commutative_off", "commutative_on",
         "constant_value", "filter", "filter_overlap", "interior_used", "multi_output",
-        "overlap", "relu_add", "wildcard_constant"};
+        "overlap", "relu_add", "type_change", "wildcard_constant"};
     NamedTensor c[6] = {constants.list[0], constants.list[1], constants.list[2],
                         constants.list[3], {"two_1", constants.two}, {"zero_1", constants.zero}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -602,6 +602,28 @@ START_TEST(test_wildcard_constant)
 }
 END_TEST
 
+START_TEST(test_type_change_skipped)
+{
+    /* Mul(x, k) -> x holds for m1 (k = 1.0, a scalar) but would turn m2's
+     * float32[2, 3] into y's float32[3]: m2 is skipped */
+    Graph *g = rewrite("%x : placeholder[target=x] : float32[2, 3]\n"
+                       "%y : placeholder[target=y] : float32[3]\n"
+                       "%one : get_attr[target=one]\n"
+                       "%w : get_attr[target=w]\n"
+                       "%m1 : call_function[target=Mul](args = (%x, %one))\n"
+                       "%m2 : call_function[target=Mul](args = (%y, %w))\n"
+                       "%s : call_function[target=Add](args = (%m1, %m2))\n"
+                       "return (%s,)\n",
+                       "%x : placeholder[target=x]\n%k : get_attr[target=k]\n"
+                       "%m : call_function[target=Mul](args = (%x, %k))\nreturn (%m,)\n",
+                       "%x : placeholder[target=x]\nreturn (%x,)\n", NULL, true, "type_change");
+    ck_assert_int_eq(rw.matches.count, 1);
+    ck_assert_str_eq(rw.matches.items[0].anchor->name, "m1");
+    ck_assert_ptr_nonnull(graph_find(g, "m2"));
+    graph_free(g);
+}
+END_TEST
+
 START_TEST(test_multi_output_pattern)
 {
     /* the pattern returns the Relu and the Add inside it; the Add is read
@@ -735,6 +757,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_commutative_budget);
     tcase_add_test(t, test_constant_by_value);
     tcase_add_test(t, test_wildcard_constant);
+    tcase_add_test(t, test_type_change_skipped);
     tcase_add_test(t, test_multi_output_pattern);
     tcase_add_test(t, test_bad_pattern);
     suite_add_tcase(s, t);
