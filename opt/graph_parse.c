@@ -78,7 +78,10 @@ static FxStatus fail_at(Parser *p, size_t pos, const char *fmt, ...)
                          column_at(p, pos), msg);
 }
 
-static FxStatus nomem(Parser *p) { return diag_error(p->d, FX_ERR_NOMEM, "out of memory parsing a graph"); }
+static FxStatus nomem(Parser *p)
+{
+    return diag_error(p->d, FX_ERR_NOMEM, "out of memory parsing a graph");
+}
 
 static char peek(const Parser *p) { return p->text[p->pos]; }
 
@@ -124,7 +127,10 @@ static bool accept(Parser *p, char c)
     return true;
 }
 
-static bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 
 static bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
@@ -604,7 +610,8 @@ static const OpDef *op_for_target(FxOpcode opcode, const char *target)
         if (op->flags & FX_OPF_MODULE)
             continue;
         bool view = (op->flags & FX_OPF_VIEW) != 0;
-        if (opcode == FX_OPCODE_CALL_METHOD && view && op->method && strcmp(op->method, target) == 0)
+        if (opcode == FX_OPCODE_CALL_METHOD && view && op->method &&
+            strcmp(op->method, target) == 0)
             return op;
         if (opcode == FX_OPCODE_CALL_FUNCTION && !view && strcmp(op->name, target) == 0)
             return op;

@@ -101,7 +101,8 @@ static bool node_matches_locally(const Node *pn, const Node *gn)
     if (pn->opcode == FX_OPCODE_PLACEHOLDER)
         return gn->opcode != FX_OPCODE_OUTPUT;
     if (pn->opcode == FX_OPCODE_GET_ATTR)
-        return gn->opcode == FX_OPCODE_GET_ATTR && (!pn->value || tensors_equal(pn->value, gn->value));
+        return gn->opcode == FX_OPCODE_GET_ATTR &&
+               (!pn->value || tensors_equal(pn->value, gn->value));
     if (gn->opcode != pn->opcode || gn->op != pn->op || gn->num_args != pn->num_args ||
         gn->num_attrs != pn->num_attrs)
         return false;
@@ -328,7 +329,8 @@ static FxStatus check_graphs(const Graph *pattern, const Graph *replacement, Dia
                           graph_num_placeholders(replacement), graph_num_placeholders(pattern));
     for (int k = 0; k < pout->num_args; k++)
         if (!pout->args[k] || !is_call(pout->args[k]))
-            return diag_error(d, FX_ERR_INVALID, "the pattern's returned values must be call nodes");
+            return diag_error(d, FX_ERR_INVALID,
+                              "the pattern's returned values must be call nodes");
     for (const Node *n = pattern->root.next; n != &pattern->root; n = n->next)
         if (n->opcode == FX_OPCODE_CALL_MODULE)
             return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "call_module in a pattern");
