@@ -81,10 +81,16 @@ FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
  *     return (%clip,)
  *
  * Optional `: float32[1, 4]` after a placeholder gives its type (needed to
- * run the graph); a get_attr gets its value from `constants` by target, or is
- * a wildcard constant when constants has none of that name (patterns).
- * kwargs = {...} sets attributes (ints, floats, strings, lists); defaults of
- * the op are filled as at import.  Returns NULL with d filled on bad text. */
+ * run the graph), as does the printer's `# float32[1, 4]` comment; a get_attr
+ * gets its value from `constants` by target, or is a wildcard constant when
+ * constants has none of that name (patterns): value NULL and no shape, so a
+ * graph holding one is a pattern, never linted or run.  kwargs = {...} sets
+ * attributes (ints, floats, strings, lists); defaults of the op are filled as
+ * at import.  `[num_users=N]` is optional and checked.  When every
+ * placeholder is typed and every constant has a value, shapes are
+ * propagated, so printing the result of parsing printer output gives the
+ * same text.  call_module lines and tensor attributes are refused.  Returns
+ * NULL with d filled (FX_ERR_INVALID, "LINE:COL: ...") on bad text. */
 typedef struct NamedTensor {
     const char *name;
     const Tensor *value; /* copied */
@@ -97,7 +103,9 @@ Graph *graph_parse(const char *text, const NamedTensor *constants, int num_const
 /* ------------------------------------------------------------------------- */
 
 /* One match: pattern node id -> matched graph node, for every pattern node
- * except the output. */
+ * except the output.  After replace_pattern the matched call nodes are
+ * erased: only their name, opcode, op and id stay readable (graph_free
+ * releases them). */
 typedef struct Match {
     Node *anchor;        /* the graph node matched by the pattern's (single) output value */
     Node **nodes;        /* indexed by pattern node id; NULL for unmapped ids */
@@ -115,7 +123,9 @@ typedef struct MatchList {
 
 void match_list_free(MatchList *l);
 
-/* Keeps a candidate match when it returns true (FX's match_filters). */
+/* Keeps a candidate match when it returns true (FX's match_filters).  It
+ * sees candidates that passed every other test, replacements still NULL; a
+ * refused candidate does not block a later one that overlaps it. */
 typedef bool (*MatchFilter)(const Match *m, const Graph *g, const Graph *pattern, void *user);
 
 typedef struct RewriteOptions {
@@ -134,7 +144,10 @@ typedef struct RewriteOptions {
  * otherwise); call nodes match by op, attributes and argument structure.
  * The copy goes where all its inputs are defined, its shapes are inferred,
  * and the dead matched nodes are erased.  `matches` (may be NULL) receives
- * the matches replaced. */
+ * the matches replaced.  Two pattern placeholders may bind the same value;
+ * the pattern's other returned values must lie inside what its first one
+ * reaches (multi-output patterns).  On failure the graph is consistent but
+ * may hold the replacements made before. */
 FxStatus replace_pattern(Graph *g, const Graph *pattern, const Graph *replacement,
                          const RewriteOptions *o, MatchList *matches, Diag *d);
 

@@ -9,7 +9,7 @@ seconds=$2
 cd "$(dirname "$0")/.."
 corpus="$build/corpus"
 .venv/bin/python tests/fuzz/make_corpus.py "$corpus"
-for fuzzer in fuzz_onnx_load fuzz_tensor_file fuzz_graph_build; do
+for fuzzer in fuzz_onnx_load fuzz_tensor_file fuzz_graph_build fuzz_graph_parse; do
   dir="$corpus/${fuzzer#fuzz_}"
   mkdir -p "$dir"
   echo "fuzz smoke: $fuzzer for ${seconds}s on $(ls "$dir" | wc -l) seeds"

@@ -19,6 +19,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 if command -v clang > /dev/null; then
   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFXCC_FUZZ=ON > /dev/null
-  cmake --build build-fuzz -j"$jobs" --target fuzz_onnx_load fuzz_tensor_file fuzz_graph_build
+  cmake --build build-fuzz -j"$jobs" --target fuzz_onnx_load fuzz_tensor_file fuzz_graph_build fuzz_graph_parse
   scripts/fuzz_smoke.sh build-fuzz "${FXCC_FUZZ_SECONDS:-30}"
 fi

@@ -10,10 +10,15 @@ OUT_DIR/onnx_load/    small ONNX backend-test models (a spread of features:
 OUT_DIR/tensor_file/  .npy files of every supported dtype and rank 0-4 and the
                       backend tests' .pb tensors; each file starts with the
                       selector byte fuzz_tensor_file.c reads (0: .npy, 1: .pb)
+OUT_DIR/graph_parse/  graph texts: the printed graphs of tests/golden (seed.txt
+                      and the opt suites' golden files) and short inline forms
+                      (types after a colon, wildcard constants, getitem, bad
+                      lines)
 
 Then, for example:
     fuzz_onnx_load -max_total_time=300 OUT_DIR/onnx_load
     fuzz_tensor_file -max_total_time=300 OUT_DIR/tensor_file
+    fuzz_graph_parse -max_total_time=300 OUT_DIR/graph_parse
 Needs numpy (and the ONNX backend test data in /usr/share/libonnx-testdata).
 """
 import glob
@@ -27,6 +32,36 @@ import numpy as np
 NODE_TESTS = "/usr/share/libonnx-testdata/data/node"
 HERE = os.path.dirname(os.path.abspath(__file__))
 MALFORMED = os.path.join(HERE, "..", "malformed", "files")
+GOLDEN = os.path.join(HERE, "..", "golden")
+
+# Inline graph texts in the forms graph_parse accepts beyond printer output.
+GRAPH_TEXTS = {
+    "short_form": "%x : placeholder[target=x] : float32[1, 4]\n"
+                  "%e : call_function[target=Elu](args = (%x,))\n"
+                  "%l : call_function[target=LeakyRelu](args = (%e,), kwargs = {alpha: 1})\n"
+                  "return %l\n",
+    "pattern": "%a : placeholder[target=a]\n%b : placeholder[target=b]\n%k : get_attr[target=k]\n"
+               "%s : call_function[target=Add](args = (%a, %b))\n"
+               "%m : call_function[target=Mul](args = (%s, %k))\n"
+               "%r : call_function[target=Relu](args = (%m,))\nreturn (%r, %s)\n",
+    "constants": "%x : placeholder[target=x] : float32[2, 3]\n%w : get_attr[target=w]\n"
+                 "%one : get_attr[target=one]\n%idx : get_attr[target=idx]\n"
+                 "%a : call_function[target=Add](args = (%x, %w))\n"
+                 "%m : call_function[target=Mul](args = (%a, %one))\n"
+                 "%g : call_function[target=Gather](args = (%m, %idx), kwargs = {axis: 1})\n"
+                 "%c : call_function[target=Clip](args = (%g, None, %one))\nreturn (%c,)\n",
+    "split": "%x : placeholder[target=x] : float32[2, 4]\n"
+             "%sp : call_function[target=Split](args = (%x,), kwargs = {axis: 1})  # (float32[2, 2], float32[2, 2])\n"
+             "%s0 : call_function[target=getitem](args = (%sp, 0))\n"
+             "%s1 : call_function[target=getitem](args = (%sp, 1))\n"
+             "%t : call_function[target=Transpose](args = (%s1,), kwargs = {perm: [1, 0]})\n"
+             "%f : call_method[target=flatten](args = (%t,), kwargs = {axis: 0})\n"
+             "return (%s0, %f)\n",
+    "strings": "%x : placeholder[target=x] : float32[1, 1, 4, 4]\n"
+               "%p : call_function[target=AveragePool](args = (%x,), kwargs = {auto_pad: 'SAME_UPPER', kernel_shape: [2, 2]})\n"
+               "return (%p,)\n",
+    "bad_line": "%x : placeholder[target=x]\n%y : call_function[target=Relu](args = (%x %x))\nreturn (%y,)\n",
+}
 
 MODELS = [
     "test_conv_with_strides_padding", "test_gemm_default_single_elem_vector_bias",
@@ -84,7 +119,16 @@ def main():
         put("malformed_" + os.path.basename(src), 0, open(src, "rb").read())
     for src in sorted(glob.glob(os.path.join(MALFORMED, "*.pb"))):
         put("malformed_" + os.path.basename(src), 1, open(src, "rb").read())
-    print("wrote %d models and %d tensors under %s" % (len(os.listdir(models)), len(os.listdir(tensors)), out))
+    texts = os.path.join(out, "graph_parse")
+    os.makedirs(texts, exist_ok=True)
+    for src in [os.path.join(GOLDEN, "seed.txt")] + sorted(glob.glob(os.path.join(GOLDEN, "opt", "*", "*.txt"))):
+        parts = os.path.relpath(src, GOLDEN).replace(os.sep, "_")
+        shutil.copyfile(src, os.path.join(texts, parts))
+    for name, text in GRAPH_TEXTS.items():
+        with open(os.path.join(texts, name + ".txt"), "w") as f:
+            f.write(text)
+    print("wrote %d models, %d tensors and %d graph texts under %s"
+          % (len(os.listdir(models)), len(os.listdir(tensors)), len(os.listdir(texts)), out))
 
 
 if __name__ == "__main__":
