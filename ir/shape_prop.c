@@ -220,7 +220,7 @@ FxStatus node_infer_shapes(Node *n, Diag *d)
             const Node *src = n->args[0];
             if (src->const_values && src->const_values[n->index])
                 n->const_values[0] = tensor_clone(src->const_values[n->index], d);
-        } else {
+        } else if (!(op->flags & FX_OPF_OPAQUE)) {
             st = fold_if_constant(n, in, vals, d);
         }
     }
