@@ -16,7 +16,8 @@ input and the expected outputs are stored as .npy, computed here with numpy
                 input (returns 5)
   softsign.onnx y = Relu(Softsign(x)): ops fxcc implements, made leaves by name
                 (--leaf Softsign runs leaf_ops.c's version; --leaf Relu has
-                no implementation anywhere)
+                no implementation anywhere); value_info types s, since a
+                leaf's types never come from fxcc's own shape functions
 
 usage: make_leaf_models.py [OUT_DIR]   (default: tests/leaf next to this script)
 """
@@ -97,7 +98,7 @@ def main():
     x = rng.standard_normal((2, 3)).astype(np.float32)
     save("softsign", model(
         [helper.make_node("Softsign", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
-        [f32("x", [2, 3])], [f32("y", [2, 3])]),
+        [f32("x", [2, 3])], [f32("y", [2, 3])], value_info=[f32("s", [2, 3])]),
         {"input": x, "expected": np.maximum(x / (1 + np.abs(x)), 0)})
 
 

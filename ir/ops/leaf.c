@@ -59,6 +59,8 @@ FxStatus leaf_type_parse(const char *text, TensorType *t, Diag *d)
             p++;
         if (*p == ']')
             break;
+        if (!*p)
+            return diag_error(d, FX_ERR_INVALID, "leaf type '%s': missing ']'", text);
         if (*p != ',' && *p != 'x')
             return diag_error(d, FX_ERR_INVALID, "leaf type '%s': unexpected '%c'", text, *p);
         p++;
