@@ -56,7 +56,11 @@ static const char leaf_help[] =
     "                      the type of a leaf's output VALUE, e.g. y=float32[1,8], when the\n"
     "                      model's value_info and outputs do not give it (repeatable)\n"
     "  --leaf-lib LIB.so   the interpreter runs leaf ops with LIB's fxcc_leaf_OP functions\n"
-    "                      (repeatable; needed by run, verify and --check-passes)\n";
+    "                      (repeatable; needed by run, verify and --check-passes)\n"
+    "  --leaf-source FILE.c\n"
+    "                      compile, verify: copy FILE.c, which defines fxcc_leaf_OP\n"
+    "                      functions, beside the generated code and build it with the\n"
+    "                      model (repeatable)\n";
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
@@ -534,9 +538,6 @@ static const char compile_help[] =
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
-    "  --leaf-source FILE.c\n"
-    "                      copy FILE.c, defining leaf ops' fxcc_leaf_OP functions, into DIR\n"
-    "                      and build it with the model (repeatable)\n"
     "  -O0, -O1, -O2       optimization level (default -O2; see below)\n"
     "  --shape, --const    as for `fxcc inspect`\n";
 
@@ -653,10 +654,7 @@ static const char verify_help[] =
     "  --per-node          compare every intermediate value too, and name the first node\n"
     "                      whose compiled value diverges\n"
     "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5)\n"
-    "  --keep DIR          build in DIR and keep it\n"
-    "  --leaf-source FILE.c\n"
-    "                      build FILE.c's leaf functions into the compiled model (the\n"
-    "                      interpreter takes them from --leaf-lib)\n";
+    "  --keep DIR          build in DIR and keep it\n";
 
 static int cmd_verify(int argc, char **argv)
 {
