@@ -84,10 +84,18 @@ typedef struct CgOptions {
     FxTarget target;
     bool emit_main;     /* also main.c + fxio.[ch] and a `main` executable */
     const char *source; /* model file name, for comments */
+    /* C files defining the leaf ops' fxcc_leaf_OP functions (ir/ops/leaf.c):
+     * copied into DIR and built with NAME by CMakeLists.txt, NAME.mk and
+     * `fxcc verify`.  Their names must end in .c and not clash with a
+     * generated file. */
+    const char *const *leaf_sources;
+    int num_leaf_sources;
 } CgOptions;
 
 /* Writes DIR/NAME.h, DIR/NAME.c (and DIR/NAME_weights.c when the weights are
- * large), DIR/CMakeLists.txt, DIR/NAME.mk and DIR/fxrt/.  Files are written
+ * large), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ and the leaf sources.
+ * NAME.h declares the fxcc_leaf_OP function of every leaf op; two leaf nodes
+ * of one op type whose value types differ are refused (one prototype each).  Files are written
  * to a temporary folder first: on failure DIR is left as it was. */
 FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
                     Diag *d);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../frontend/frontend.h"
 #include "codegen.h"
 #include "embedded.h"
 #include "main_c.h"
@@ -320,7 +321,54 @@ static void write_shape_comment(Text *t, const char *what, int k, const char *on
     text_printf(t, " * %s %d '%s': %s\n", what, k, onnx_name, type_format(ty, shape, sizeof shape));
 }
 
-static void write_header(Text *t, const Gen *gen, const Node *out)
+/* The header's declarations of the leaf ops' functions, one per op type. */
+static FxStatus write_leaf_prototypes(Text *t, const Gen *gen)
+{
+    const char *N = gen->o->name;
+    bool first = true;
+    for (const Node *n = gen->g->root.next; n != &gen->g->root; n = n->next) {
+        if (n->op != &fx_op_Leaf)
+            continue;
+        char fn[160], other_fn[160];
+        leaf_function_name(n, fn, sizeof fn);
+        const Node *m = gen->g->root.next;
+        while (m != n && (m->op != &fx_op_Leaf ||
+                          strcmp(leaf_function_name(m, other_fn, sizeof other_fn), fn) != 0))
+            m = m->next;
+        char *proto = leaf_prototype(n), *other = m != n ? leaf_prototype(m) : NULL;
+        FxStatus st = !proto || (m != n && !other)
+                          ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory")
+                          : m != n && strcmp(proto, other) != 0
+                                ? diag_node_error(gen->d, FX_ERR_UNSUPPORTED, n,
+                                                  "leaf op '%s' reads or returns other element "
+                                                  "types or ranks than at node %s, but %s has "
+                                                  "one prototype", node_attr_string(n, "leaf_op", ""),
+                                                  m->name, fn)
+                                : FX_OK;
+        if (st == FX_OK && m == n) {
+            if (first)
+                text_printf(t, "/* Leaf ops: fxcc does not implement these, so %s_run calls a\n"
+                               " * function you define (fxcc compile --leaf-source FILE.c adds the\n"
+                               " * file to this folder's build).  It receives every input, then\n"
+                               " * every output, as a buffer of the element type shown, its shape\n"
+                               " * and its rank; it fills the outputs and returns 0, or returns\n"
+                               " * non-zero to refuse its data, which %s_run then returns.  The\n"
+                               " * node's ONNX attributes are not passed: one function serves every\n"
+                               " * node of an op type. */\n", N, N);
+            first = false;
+            const char *domain = node_attr_string(n, "leaf_domain", "");
+            text_printf(t, "/* node %s: op '%s' of domain '%s' */\n%s;\n\n", n->name,
+                        node_attr_string(n, "leaf_op", ""), *domain ? domain : "ai.onnx", proto);
+        }
+        free(proto);
+        free(other);
+        if (st != FX_OK)
+            return st;
+    }
+    return FX_OK;
+}
+
+static FxStatus write_header(Text *t, const Gen *gen, const Node *out)
 {
     const char *N = gen->o->name;
     int ni = graph_num_placeholders(gen->g), no = out->num_args;
@@ -356,8 +404,10 @@ static void write_header(Text *t, const Gen *gen, const Node *out)
     text_printf(t, "extern const char *const %s_input_names[%d];\n"
                    "extern const char *const %s_output_names[%d];\n\n",
                 N, ni ? ni : 1, N, no ? no : 1);
+    FxStatus st = write_leaf_prototypes(t, gen);
     text_printf(t, "int %s_run(const void *const *inputs, void *const *outputs, void *arena);\n\n"
                    "#endif\n", N);
+    return st;
 }
 
 static void write_io_tables(Text *t, const Gen *gen, const Node *out)
@@ -493,6 +543,12 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
 
 /* --- build files ---------------------------------------------------------- */
 
+static const char *file_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 static void write_cmake(Text *t, const CgOptions *o, bool external)
 {
     const char *N = o->name;
@@ -505,6 +561,9 @@ static void write_cmake(Text *t, const CgOptions *o, bool external)
     text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
     if (external)
         text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
+    for (int k = 0; k < o->num_leaf_sources; k++)
+        text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
+                    file_basename(o->leaf_sources[k]));
     text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
                    "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
     text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
@@ -528,6 +587,8 @@ static void write_makefile(Text *t, const CgOptions *o, bool external)
     text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
     if (external)
         text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.c\n", N, N, N);
+    for (int k = 0; k < o->num_leaf_sources; k++)
+        text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
     if (o->target == FX_TARGET_HOST)
         text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt -DFXRT_USE_CBLAS "
                        "$(shell pkg-config --cflags openblas)\n"
@@ -623,6 +684,45 @@ static FxStatus make_parents(const char *dir, Diag *d)
     return FX_OK;
 }
 
+/* Leaf sources must be C files whose names no generated file takes. */
+static FxStatus check_leaf_sources(const CgOptions *o, Diag *d)
+{
+    for (int k = 0; k < o->num_leaf_sources; k++) {
+        const char *base = file_basename(o->leaf_sources[k]);
+        size_t len = strlen(base);
+        char model_c[300], weights_c[300];
+        snprintf(model_c, sizeof model_c, "%s.c", o->name);
+        snprintf(weights_c, sizeof weights_c, "%s_weights.c", o->name);
+        if (len < 3 || strcmp(base + len - 2, ".c") != 0)
+            return diag_error(d, FX_ERR_INVALID, "--leaf-source %s: not a .c file",
+                              o->leaf_sources[k]);
+        if (!strcmp(base, model_c) || !strcmp(base, weights_c) || !strcmp(base, "main.c") ||
+            !strcmp(base, "fxio.c"))
+            return diag_error(d, FX_ERR_INVALID,
+                              "--leaf-source %s: fxcc writes a file of that name; rename it",
+                              o->leaf_sources[k]);
+        for (int j = 0; j < k; j++)
+            if (!strcmp(base, file_basename(o->leaf_sources[j])))
+                return diag_error(d, FX_ERR_INVALID, "--leaf-source %s and %s have one name",
+                                  o->leaf_sources[j], o->leaf_sources[k]);
+    }
+    return FX_OK;
+}
+
+static FxStatus copy_leaf_sources(const CgOptions *o, const char *tmp, Diag *d)
+{
+    FxStatus st = FX_OK;
+    for (int k = 0; k < o->num_leaf_sources && st == FX_OK; k++) {
+        uint8_t *data;
+        size_t len;
+        if ((st = file_read_all(o->leaf_sources[k], &data, &len, d)) != FX_OK)
+            break;
+        st = write_text(tmp, file_basename(o->leaf_sources[k]), data, len, d);
+        free(data);
+    }
+    return st;
+}
+
 FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
                     Diag *d)
 {
@@ -631,6 +731,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     Node *out = graph_output_node(g);
     if (!out)
         return diag_error(d, FX_ERR_INVALID, "graph has no output");
+    if (check_leaf_sources(o, d) != FX_OK)
+        return FX_ERR_INVALID;
     CgPlan plan;
     FxStatus st = cg_plan(g, &plan, d);
     if (st != FX_OK)
@@ -640,8 +742,9 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     bool external = false;
     char tmp[4200] = "";
     st = write_source(&gen, &src, &weights, &external);
+    if (st == FX_OK)
+        st = write_header(&header, &gen, out);
     if (st == FX_OK) {
-        write_header(&header, &gen, out);
         write_cmake(&cmake, o, external);
         write_makefile(&mk, o, external);
         if (header.failed || cmake.failed || mk.failed)
@@ -680,6 +783,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                 st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
                                 fxcc_embedded_sizes[i], d);
         }
+        if (st == FX_OK)
+            st = copy_leaf_sources(o, tmp, d);
         if (st == FX_OK && o->emit_main) {
             FILE *mem = open_memstream(&main_c.data, &main_c.len);
             if (!mem)

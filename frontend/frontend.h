@@ -27,6 +27,19 @@ typedef struct OnnxLoadOptions {
      * input stays a placeholder whose default value is the initializer; with
      * this flag it becomes a get_attr constant. */
     bool freeze_input_defaults;
+    /* Leaf ops (ir/ops/leaf.c).  With unknown_ops_as_leaves, an op fxcc does
+     * not implement (another domain's, or an unknown default-domain op type)
+     * becomes a Leaf node instead of an error; control flow, sequences and
+     * data-dependent ops stay errors.  leaf_ops names ops that become leaves
+     * in any case: "OP" (any domain) or "DOMAIN.OP". */
+    bool unknown_ops_as_leaves;
+    const char *const *leaf_ops;
+    int num_leaf_ops;
+    /* "VALUE=TYPE" (y=float32[1, 8]): the type of a leaf's output value,
+     * taken before the model's value_info and then its graph outputs.  Each
+     * must name a leaf output. */
+    const char *const *leaf_types;
+    int num_leaf_types;
 } OnnxLoadOptions;
 
 /* ------------------------------------------------------------------------- */

@@ -9,7 +9,10 @@
  *   3. scan every node for ops fxcc cannot run and report all of them at once
  *      (node name, op type, domain), with a reason for the usual suspects:
  *      control flow (If/Loop/Scan), ops whose output shape depends on data
- *      (NonZero, Unique...), other domains (ai.onnx.ml, custom ops);
+ *      (NonZero, Unique...), other domains (ai.onnx.ml, custom ops).  With
+ *      the leaf options, unknown ops and the ops named by the caller are
+ *      marked to become Leaf nodes instead (ir/ops/leaf.c), their output
+ *      types taken from the caller, the value_info or the graph outputs;
  *   4. build the graph: a placeholder per graph input that is not an
  *      initializer (declared type, symbolic dims kept as dim_params), a
  *      get_attr per initializer, then one node per ONNX node in file order.
@@ -135,6 +138,9 @@ typedef struct Loader {
     StrMap values;    /* ONNX value name -> Node* that provides it */
     StrMap inits;     /* initializer name -> Onnx__TensorProto* */
     StrMap producers; /* node output name -> (void *)(node index + 1) */
+    bool *as_leaf;    /* by node index: becomes a Leaf node */
+    TensorType *leaf_types; /* parsed opt->leaf_types */
+    bool *leaf_type_used;
 } Loader;
 
 static const char *str(const char *s) { return s ? s : ""; }
@@ -204,6 +210,27 @@ static bool name_in(const char *s, const char *const *list)
     return false;
 }
 
+static bool domain_equal(const char *a, size_t a_len, const char *b)
+{
+    if (a_len == 0 || (a_len == 7 && strncmp(a, "ai.onnx", 7) == 0))
+        return is_default_domain(b);
+    return strlen(b) == a_len && strncmp(a, b, a_len) == 0;
+}
+
+/* Whether the caller names this node's op as a leaf: "OP" in any domain, or
+ * "DOMAIN.OP" (the domain is what comes before the last dot). */
+static bool leaf_named(const Loader *L, const Onnx__NodeProto *np)
+{
+    const char *type = str(np->op_type), *domain = str(np->domain);
+    for (int k = 0; L->opt && k < L->opt->num_leaf_ops; k++) {
+        const char *want = L->opt->leaf_ops[k], *dot = strrchr(want, '.');
+        if (!dot ? strcmp(want, type) == 0
+                 : strcmp(dot + 1, type) == 0 && domain_equal(want, (size_t)(dot - want), domain))
+            return true;
+    }
+    return false;
+}
+
 static FxStatus check_supported(Loader *L)
 {
     static const char *const control_flow[] = {"If", "Loop", "Scan", NULL};
@@ -214,6 +241,9 @@ static FxStatus check_supported(Loader *L)
         "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
         "OptionalGetElement", "OptionalHasElement", NULL};
     const Onnx__GraphProto *gp = L->gp;
+    bool unknown_as_leaves = L->opt && L->opt->unknown_ops_as_leaves;
+    if (!(L->as_leaf = calloc(gp->n_node + 1, sizeof *L->as_leaf)))
+        return nomem(L);
     int bad = 0;
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
@@ -221,7 +251,9 @@ static FxStatus check_supported(Loader *L)
         FxStatus st = FX_OK;
         if (!*type)
             return proto_node_error(L->d, FX_ERR_FORMAT, np, i, "node has no op_type");
-        if (!is_default_domain(domain)) {
+        if (leaf_named(L, np) || (unknown_as_leaves && !is_default_domain(domain))) {
+            L->as_leaf[i] = true;
+        } else if (!is_default_domain(domain)) {
             st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                   "op '%.100s' of domain '%.100s' is not supported (fxcc "
                                   "implements the default ONNX domain only)",
@@ -248,6 +280,8 @@ static FxStatus check_supported(Loader *L)
                 st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                       "%s is not supported: sequence and optional values are "
                                       "not supported", type);
+            else if (unknown_as_leaves)
+                L->as_leaf[i] = true;
             else
                 st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                       "op type '%.100s' is not supported", type);
@@ -632,9 +666,120 @@ static FxStatus undefined_input(Loader *L, const Onnx__NodeProto *np, size_t idx
                             "input", input);
 }
 
+/* --- leaf ops ------------------------------------------------------------- */
+
+/* A value_info's type when it is a tensor of a supported element type with
+ * a fully static shape; symbolic or missing dims give nothing. */
+static bool static_type(const Onnx__ValueInfoProto *vi, TensorType *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return false;
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    if (!tt || !tt->has_elem_type || tt->elem_type <= 0 || tt->elem_type > 13 ||
+        !dtype_is_supported((DType)tt->elem_type) || !tt->shape ||
+        tt->shape->n_dim > FX_MAX_RANK)
+        return false;
+    t->dtype = (DType)tt->elem_type;
+    t->rank = (int)tt->shape->n_dim;
+    for (int i = 0; i < t->rank; i++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+        if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+            dim->dim_value < 0)
+            return false;
+        t->dims[i] = dim->dim_value;
+    }
+    return type_check_size(t, NULL, NULL, "") == FX_OK;
+}
+
+/* The type of leaf output `value` as text ("" when no source gives it):
+ * the caller's, else the value_info's, else the graph output's. */
+static void leaf_output_type(Loader *L, const char *value, char *buf, size_t cap)
+{
+    TensorType t;
+    buf[0] = '\0';
+    for (int k = 0; L->opt && k < L->opt->num_leaf_types; k++) {
+        const char *arg = L->opt->leaf_types[k], *eq = strrchr(arg, '=');
+        if ((size_t)(eq - arg) == strlen(value) && strncmp(arg, value, strlen(value)) == 0) {
+            L->leaf_type_used[k] = true;
+            type_format(&L->leaf_types[k], buf, cap);
+            return;
+        }
+    }
+    const Onnx__GraphProto *gp = L->gp;
+    for (size_t i = 0; i < gp->n_value_info; i++)
+        if (strcmp(str(gp->value_info[i]->name), value) == 0 && static_type(gp->value_info[i], &t)) {
+            type_format(&t, buf, cap);
+            return;
+        }
+    for (size_t i = 0; i < gp->n_output; i++)
+        if (strcmp(str(gp->output[i]->name), value) == 0 && static_type(gp->output[i], &t)) {
+            type_format(&t, buf, cap);
+            return;
+        }
+}
+
+/* leaf_op, leaf_domain, leaf_outputs and leaf_types, ahead of the node's own
+ * attributes. */
+static FxStatus set_leaf_attrs(Loader *L, Node *n, const Onnx__NodeProto *np, size_t idx,
+                               size_t nout)
+{
+    char bufs[FX_LEAF_MAX_VALUES][256];
+    const char *types[FX_LEAF_MAX_VALUES];
+    for (size_t j = 0; j < nout; j++) {
+        if (!*np->output[j])
+            return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx,
+                                    "output %zu of leaf op '%.100s' has no name; a leaf's "
+                                    "outputs are all computed and typed", j, np->op_type);
+        leaf_output_type(L, np->output[j], bufs[j], sizeof bufs[j]);
+        types[j] = bufs[j];
+    }
+    if (!node_set_attr_string(n, "leaf_op", str(np->op_type)) ||
+        !node_set_attr_string(n, "leaf_domain", str(np->domain)) ||
+        !node_set_attr_int(n, "leaf_outputs", (int64_t)nout) ||
+        !node_set_attr_strings(n, "leaf_types", types, (int64_t)nout))
+        return nomem(L);
+    return FX_OK;
+}
+
+/* Parses the caller's leaf types before any node is built. */
+static FxStatus parse_leaf_types(Loader *L)
+{
+    int count = L->opt ? L->opt->num_leaf_types : 0;
+    L->leaf_types = calloc((size_t)count + 1, sizeof *L->leaf_types);
+    L->leaf_type_used = calloc((size_t)count + 1, sizeof *L->leaf_type_used);
+    if (!L->leaf_types || !L->leaf_type_used)
+        return nomem(L);
+    for (int k = 0; k < count; k++) {
+        const char *arg = L->opt->leaf_types[k], *eq = strrchr(arg, '=');
+        if (!eq || eq == arg)
+            return diag_error(L->d, FX_ERR_INVALID,
+                              "--leaf-type '%s': expected VALUE=TYPE, e.g. y=float32[1, 8]", arg);
+        if (leaf_type_parse(eq + 1, &L->leaf_types[k], L->d) != FX_OK)
+            return FX_ERR_INVALID;
+    }
+    return FX_OK;
+}
+
+static FxStatus check_leaf_types_used(Loader *L)
+{
+    FxStatus st = FX_OK;
+    for (int k = 0; L->opt && k < L->opt->num_leaf_types; k++)
+        if (!L->leaf_type_used[k]) {
+            const char *arg = L->opt->leaf_types[k];
+            st = diag_error(L->d, FX_ERR_INVALID,
+                            "--leaf-type names '%.*s', which is not an output of a leaf op",
+                            (int)(strrchr(arg, '=') - arg), arg);
+        }
+    return st;
+}
+
+/* --- step 4b (continued): computing nodes ---------------------------------- */
+
 static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
 {
-    const OpDef *op = op_lookup(np->op_type);
+    bool leaf = L->as_leaf[idx];
+    const OpDef *op = leaf ? &fx_op_Leaf : op_lookup(np->op_type);
     if (!op) /* check_supported ran first */
         return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "unsupported op");
     bool variadic = op->max_inputs < 0;
@@ -704,10 +849,10 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
      * are several outputs: their getitem nodes take the value names, and the
      * node itself is named after its op ("split"). */
     char op_hint[64];
+    const char *kind = leaf ? np->op_type : op->name;
     size_t k = 0;
-    for (; op->name[k] && k + 1 < sizeof op_hint; k++)
-        op_hint[k] = (char)(op->name[k] >= 'A' && op->name[k] <= 'Z' ? op->name[k] - 'A' + 'a'
-                                                                      : op->name[k]);
+    for (; kind[k] && k + 1 < sizeof op_hint; k++)
+        op_hint[k] = (char)(kind[k] >= 'A' && kind[k] <= 'Z' ? kind[k] - 'A' + 'a' : kind[k]);
     op_hint[k] = '\0';
     const char *hint = str(np->name);
     if (!*hint)
@@ -719,9 +864,11 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
         !(n->onnx_outputs = arena_names(L->g, (const char *const *)np->output, nout)))
         return nomem(L);
 
+    if (leaf)
+        st = set_leaf_attrs(L, n, np, idx, nout);
     for (size_t a = 0; a < np->n_attribute && st == FX_OK; a++)
         st = convert_attr(L, n, np->attribute[a]);
-    if (st == FX_OK)
+    if (st == FX_OK && !leaf) /* a leaf's attributes stay as the model wrote them */
         st = op_apply_attr_specs(op, n, L->d);
     if (st == FX_OK && op->canonicalize)
         st = op->canonicalize(L->g, n, L->g->opset, L->d);
@@ -768,8 +915,9 @@ static FxStatus build_nodes(Loader *L)
     }
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
-        FxStatus st = strcmp(np->op_type, "Constant") == 0 ? constant_node(L, np, i)
-                                                            : op_node(L, np, i);
+        FxStatus st = strcmp(np->op_type, "Constant") == 0 && !L->as_leaf[i]
+                          ? constant_node(L, np, i)
+                          : op_node(L, np, i);
         if (st != FX_OK)
             return st;
     }
@@ -878,7 +1026,8 @@ static FxStatus load_model(Loader *L, const Onnx__ModelProto *mp, const char *na
     L->g->ir_version = (int)mp->ir_version;
     if (!(L->g->source = arena_strdup(&L->g->arena, name)))
         return nomem(L);
-    if ((st = build_inputs(L)) != FX_OK || (st = build_nodes(L)) != FX_OK ||
+    if ((st = parse_leaf_types(L)) != FX_OK || (st = build_inputs(L)) != FX_OK ||
+        (st = build_nodes(L)) != FX_OK || (st = check_leaf_types_used(L)) != FX_OK ||
         (st = build_output(L)) != FX_OK)
         return st;
     return FX_OK;
@@ -908,6 +1057,9 @@ FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
         strmap_free(&L.values);
         strmap_free(&L.inits);
         strmap_free(&L.producers);
+        free(L.as_leaf);
+        free(L.leaf_types);
+        free(L.leaf_type_used);
         onnx_message_free(msg, &alloc);
     }
     if (d)

@@ -410,7 +410,11 @@ enum {
     FX_OPF_TYPE_ONLY = 1u << 4,
     /* A module kind (fused kernel, leaf): its nodes are call_module nodes
      * whose target is "fused.NAME"; it is never imported from ONNX. */
-    FX_OPF_MODULE = 1u << 5
+    FX_OPF_MODULE = 1u << 5,
+    /* Never constant-fold or CSE a node of this op, even when its inputs are
+     * constants: its kernel is outside fxcc (a leaf op's user function) and
+     * may not be available, or not pure, at compile time. */
+    FX_OPF_OPAQUE = 1u << 6
 };
 
 /* One op kind, defined once.  `name` is the ONNX op type and the FX target of
@@ -469,6 +473,32 @@ FxStatus infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
 /* Reads an integer constant input as a list; fails naming the node when the
  * input is not a compile-time constant (data-dependent shape). */
 FxStatus infer_const_ints(InferCtx *c, int input, int64_t *vals, int64_t max, int64_t *count);
+
+/* ------------------------------------------------------------------------- */
+/* Leaf ops (ops/leaf.c)                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* A Leaf node (call_function, target Leaf) stands for an op fxcc does not
+ * implement, like FX's wrap: the generated code calls the user's C function
+ * fxcc_leaf_OP, and the interpreter finds that function in a shared library.
+ * Attributes: leaf_op and leaf_domain (the ONNX op), leaf_outputs (count),
+ * leaf_types (one type per output, "float32[1, 8]", "" when unknown), then
+ * the node's ONNX attributes as they were. */
+enum { FX_LEAF_MAX_VALUES = 8 }; /* inputs and outputs together */
+
+/* Parses "float32[1, 8]", "float32[1x8]" or "float32[]" (a scalar). */
+FxStatus leaf_type_parse(const char *text, TensorType *t, Diag *d);
+/* dlopens a library defining fxcc_leaf_OP functions for the interpreter;
+ * libraries are searched in the order loaded.  A path without '/' names a
+ * file in the current folder. */
+FxStatus leaf_library_load(const char *path, Diag *d);
+/* Closes every loaded library. */
+void leaf_libraries_close(void);
+/* "fxcc_leaf_OP" (OP made a C identifier) into buf. */
+const char *leaf_function_name(const Node *n, char *buf, size_t cap);
+/* The C prototype of n's function, without the ';' (malloc'd, NULL on
+ * out of memory); n's shapes must be known. */
+char *leaf_prototype(const Node *n);
 
 /* ------------------------------------------------------------------------- */
 /* Helpers for emitters (emit.c): built on EmitCtx.line only                   */

@@ -6,8 +6,10 @@
  * inputs' types and, where known, their compile-time values.  A node whose
  * inputs are all known constants is evaluated on the spot (when small), which
  * is how the Shape -> Gather -> Concat -> Reshape chains PyTorch exports for
- * transformers resolve to static shapes.  Anything whose shape would depend on
- * run-time data is refused by the op's shape function, naming the node.
+ * transformers resolve to static shapes; opaque ops (FX_OPF_OPAQUE: leaf
+ * ops, whose kernel is the user's) are never evaluated.  Anything whose shape
+ * would depend on run-time data is refused by the op's shape function, naming
+ * the node.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -220,7 +222,7 @@ FxStatus node_infer_shapes(Node *n, Diag *d)
             const Node *src = n->args[0];
             if (src->const_values && src->const_values[n->index])
                 n->const_values[0] = tensor_clone(src->const_values[n->index], d);
-        } else {
+        } else if (!(op->flags & FX_OPF_OPAQUE)) {
             st = fold_if_constant(n, in, vals, d);
         }
     }

@@ -49,7 +49,8 @@ void graph_summarize(const Graph *g, GraphSummary *s)
             s->parameters += tensor_numel(n->value);
             s->parameter_bytes += (int64_t)tensor_nbytes(n->value);
         }
-        if (n->op && !(n->op->flags & FX_OPF_INTERNAL))
+        /* getitem is plumbing; a Leaf is a real op of the model */
+        if (n->op && (!(n->op->flags & FX_OPF_INTERNAL) || n->op == &fx_op_Leaf))
             s->op_counts[op_kind(n->op)]++;
         s->macs += node_macs(n);
     }

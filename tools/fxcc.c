@@ -30,6 +30,10 @@ typedef struct CommonArgs {
     const char *passes;
     const char *print_after, *dot_after;
     bool check_passes;
+    /* Leaf ops: --leaf OP, --leaf-type VALUE=TYPE, --leaf-lib LIB.so */
+    const char *leaf_ops[MAX_BINDINGS], *leaf_types[MAX_BINDINGS], *leaf_libs[MAX_BINDINGS];
+    int num_leaf_ops, num_leaf_types, num_leaf_libs;
+    bool quiet_notes; /* a second load of the same model */
 } CommonArgs;
 
 static const char opt_help[] =
@@ -43,6 +47,21 @@ static const char opt_help[] =
     "                      and after each one, and fail naming the pass that changed\n"
     "                      the outputs beyond rtol 1e-4, atol 1e-5 (scaled by the\n"
     "                      largest output magnitude above 1)\n";
+
+static const char leaf_help[] =
+    "\n"
+    "leaf ops (an op fxcc does not implement becomes a call of fxcc_leaf_OP):\n"
+    "  --leaf OP           make op OP (any domain) or DOMAIN.OP a leaf op even if fxcc\n"
+    "                      implements it (repeatable)\n"
+    "  --leaf-type VALUE=TYPE\n"
+    "                      the type of a leaf's output VALUE, e.g. y=float32[1,8], when the\n"
+    "                      model's value_info and outputs do not give it (repeatable)\n"
+    "  --leaf-lib LIB.so   the interpreter runs leaf ops with LIB's fxcc_leaf_OP functions\n"
+    "                      (repeatable; needed by run, verify and --check-passes)\n"
+    "  --leaf-source FILE.c\n"
+    "                      compile, verify: copy FILE.c, which defines fxcc_leaf_OP\n"
+    "                      functions, beside the generated code and build it with the\n"
+    "                      model (repeatable)\n";
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
@@ -129,7 +148,48 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
         c->check_passes = true;
         return 1;
     }
+    const char **list = strcmp(a, "--leaf") == 0        ? c->leaf_ops
+                        : strcmp(a, "--leaf-type") == 0 ? c->leaf_types
+                        : strcmp(a, "--leaf-lib") == 0  ? c->leaf_libs
+                                                        : NULL;
+    if (list) {
+        int *count = list == c->leaf_ops     ? &c->num_leaf_ops
+                     : list == c->leaf_types ? &c->num_leaf_types
+                                             : &c->num_leaf_libs;
+        if (*i + 1 >= argc) {
+            usage_error(cmd, "%s needs a value", a);
+            return -1;
+        }
+        if (*count == MAX_BINDINGS) {
+            usage_error(cmd, "too many %s options", a);
+            return -1;
+        }
+        list[(*count)++] = argv[++*i];
+        return 1;
+    }
     return 0;
+}
+
+/* Every leaf that stands for an op fxcc lacks (rather than one the user
+ * named with --leaf) gets a note: the model compiles, but only with the
+ * user's function. */
+static void note_leaves(const Graph *g)
+{
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->op != &fx_op_Leaf)
+            continue;
+        const char *type = node_attr_string(n, "leaf_op", ""),
+                   *domain = node_attr_string(n, "leaf_domain", "");
+        bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
+        if (default_domain && op_lookup(type))
+            continue;
+        char fn[160];
+        fprintf(stderr,
+                "fxcc: note: node %s: op '%s'%s%s%s is not implemented by fxcc; it becomes a leaf "
+                "op calling %s (--leaf-lib to run it, --leaf-source to build it)\n",
+                n->name, type, default_domain ? "" : " of domain '", default_domain ? "" : domain,
+                default_domain ? "" : "'", leaf_function_name(n, fn, sizeof fn));
+    }
 }
 
 /* --const NAME=FILE: input NAME becomes a constant with FILE's value. */
@@ -156,8 +216,15 @@ static FxStatus freeze_input(Graph *g, const char *arg, Diag *d)
 
 static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Diag *d)
 {
-    OnnxLoadOptions lo = {.freeze_input_defaults = c->freeze_defaults};
-    FxStatus st = onnx_load(path, &lo, g, d);
+    OnnxLoadOptions lo = {.freeze_input_defaults = c->freeze_defaults,
+                          .unknown_ops_as_leaves = true,
+                          .leaf_ops = c->leaf_ops, .num_leaf_ops = c->num_leaf_ops,
+                          .leaf_types = c->leaf_types, .num_leaf_types = c->num_leaf_types};
+    FxStatus st = FX_OK;
+    for (int k = 0; k < c->num_leaf_libs && st == FX_OK; k++)
+        st = leaf_library_load(c->leaf_libs[k], d);
+    if (st == FX_OK && (st = onnx_load(path, &lo, g, d)) == FX_OK && !c->quiet_notes)
+        note_leaves(*g);
     for (int k = 0; k < c->num_consts && st == FX_OK; k++)
         st = freeze_input(*g, c->const_args[k], d);
     if (st == FX_OK)
@@ -217,6 +284,7 @@ static int cmd_inspect(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(inspect_help, stdout);
             fputs(opt_help, stdout);
+            fputs(leaf_help, stdout);
             return 0;
         } else if (strcmp(argv[i], "--tabular") == 0) {
             tabular = true;
@@ -360,6 +428,7 @@ static int cmd_run(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(run_help, stdout);
             fputs(opt_help, stdout);
+            fputs(leaf_help, stdout);
             free(input_paths);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0) {
@@ -501,6 +570,8 @@ static int cmd_compile(int argc, char **argv)
     CommonArgs c = {.opt_level = 2};
     const char *model = NULL, *out_dir = NULL, *name = NULL;
     CgOptions co = {.target = FX_TARGET_HOST};
+    const char *leaf_sources[MAX_BINDINGS];
+    co.leaf_sources = leaf_sources;
     bool report = false;
     Diag d;
     diag_init(&d);
@@ -517,6 +588,7 @@ static int cmd_compile(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(compile_help, stdout);
             fputs(opt_help, stdout);
+            fputs(leaf_help, stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 && next) {
             out_dir = argv[++i];
@@ -530,6 +602,8 @@ static int cmd_compile(int argc, char **argv)
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
             report = true;
+        } else if (strcmp(a, "--leaf-source") == 0 && next && co.num_leaf_sources < MAX_BINDINGS) {
+            leaf_sources[co.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-') {
             return usage_error("compile", "unknown or incomplete option '%s'", a);
         } else if (!model) {
@@ -590,6 +664,8 @@ static int cmd_verify(int argc, char **argv)
     const char *model = NULL;
     CgVerifyOptions vo = {.cg = {.target = FX_TARGET_HOST, .name = "model"},
                           .rtol = 1e-4, .atol = 1e-5};
+    const char *leaf_sources[MAX_BINDINGS];
+    vo.cg.leaf_sources = leaf_sources;
     const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
     int num_paths = 0;
     Diag d;
@@ -608,6 +684,7 @@ static int cmd_verify(int argc, char **argv)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(verify_help, stdout);
             fputs(opt_help, stdout);
+            fputs(leaf_help, stdout);
             rc = 0;
             goto out;
         } else if (strcmp(a, "--per-node") == 0) {
@@ -627,6 +704,9 @@ static int cmd_verify(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--keep") == 0 && next) {
             vo.keep_dir = argv[++i];
+        } else if (strcmp(a, "--leaf-source") == 0 && next &&
+                   vo.cg.num_leaf_sources < MAX_BINDINGS) {
+            leaf_sources[vo.cg.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-') {
             usage_error("verify", "unknown or incomplete option '%s'", a);
             goto out;
@@ -651,6 +731,8 @@ static int cmd_verify(int argc, char **argv)
     eager.opt_level = 0;
     eager.passes = eager.print_after = eager.dot_after = NULL;
     eager.check_passes = false;
+    eager.num_leaf_libs = 0; /* loaded once, by the first load */
+    eager.quiet_notes = true;
     if (load_model(model, &c, &g, &d) != FX_OK || load_model(model, &eager, &reference, &d) != FX_OK)
         goto fail_out;
     num_inputs = graph_num_placeholders(g);
@@ -724,7 +806,7 @@ static const char main_help[] =
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(main_help, stderr);
@@ -748,4 +830,11 @@ int main(int argc, char **argv)
     fprintf(stderr, "fxcc: error: unknown command '%s'\n", cmd);
     fputs(main_help, stderr);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run_command(argc, argv);
+    leaf_libraries_close();
+    return rc;
 }
