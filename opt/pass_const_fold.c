@@ -17,9 +17,9 @@
  * constant arguments, a multi-output node whose getitems all folded) is
  * erased at the end.
  *
- * Refused: nodes whose result would be larger than FOLD_MAX_BYTES, and ops
- * without a reference kernel.  (The op table has no random-output or opaque
- * ops; any added later must be refused here.)
+ * Refused: nodes whose result would be larger than FOLD_MAX_BYTES, ops
+ * without a reference kernel, and opaque ops (FX_OPF_OPAQUE: leaves).  (The
+ * op table has no random-output ops; any added later must be refused here.)
  */
 #include <stdlib.h>
 
@@ -57,9 +57,10 @@ static bool inputs_constant(const Node *n)
 
 static bool foldable(const Node *n)
 {
-    /* an unread node is dce's to erase, not worth evaluating */
-    if (!is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval || !n->shapes_known ||
-        n->num_users == 0)
+    /* an unread node is dce's to erase, not worth evaluating; an opaque one
+     * (a leaf) has no kernel fxcc may run at compile time */
+    if (!is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval ||
+        (n->op->flags & FX_OPF_OPAQUE) || !n->shapes_known || n->num_users == 0)
         return false;
     if (!already_folded(n) && !inputs_constant(n))
         return false;

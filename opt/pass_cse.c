@@ -13,10 +13,11 @@
  * merge in one pass.  The first occurrence in graph order always wins, so the
  * result does not depend on pointer or hash order.
  *
- * Never merged: call_module nodes (a fused kernel or a leaf owns its
- * parameters and body), nodes without arguments, and values that were not
- * typed by shape propagation.  (The op table has no ops with random outputs
- * or opaque side effects; any added later must be refused in mergeable().)
+ * Never merged: call_module nodes (a fused kernel owns its parameters and
+ * body), opaque ops (FX_OPF_OPAQUE: a leaf may have side effects), nodes
+ * without arguments, and values that were not typed by shape propagation.
+ * (The op table has no ops with random outputs; any added later must be
+ * refused in mergeable().)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +163,9 @@ static Node *first_arg(const Node *n)
 
 static bool mergeable(const Node *n)
 {
+    /* two calls of an opaque user function may differ (state, I/O) */
     return (n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD) && n->op &&
-           n->shapes_known && first_arg(n);
+           !(n->op->flags & FX_OPF_OPAQUE) && n->shapes_known && first_arg(n);
 }
 
 static bool same_computation(const Node *a, const Node *b)
