@@ -476,11 +476,4 @@ static Suite *leaf_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(leaf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tu_main(leaf_suite()); }

@@ -30,12 +30,7 @@ static Node *ramp(Graph *g, const char *name, int rank, const int64_t *dims, flo
     ck_assert_ptr_nonnull(v);
     for (int64_t i = 0; i < tensor_numel(v); i++)
         ((float *)v->data)[i] = base + step * (float)i;
-    Node *n = create_constant(g, name, v, &tu_diag);
-    ck_assert_ptr_nonnull(n);
-    ck_assert(node_set_num_outputs(n, 1));
-    n->out_types[0] = t;
-    n->shapes_known = true;
-    return n;
+    return tu_constant(g, name, v);
 }
 
 static Node *vec(Graph *g, const char *name, int64_t n, float base, float step)
@@ -431,12 +426,7 @@ static Node *int_ramp(Graph *g, const char *name, int rank, const int64_t *dims,
     ck_assert_ptr_nonnull(v);
     for (int64_t i = 0; i < tensor_numel(v); i++)
         ((int32_t *)v->data)[i] = base + step * (int32_t)i;
-    Node *n = create_constant(g, name, v, &tu_diag);
-    ck_assert_ptr_nonnull(n);
-    ck_assert(node_set_num_outputs(n, 1));
-    n->out_types[0] = t;
-    n->shapes_known = true;
-    return n;
+    return tu_constant(g, name, v);
 }
 
 /* int32 MatMul * 3 + b: only float32 folds. */
@@ -722,11 +712,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *r = srunner_create(suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tu_main(suite()); }

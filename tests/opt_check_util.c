@@ -33,13 +33,19 @@ Node *tu_input(Graph *g, const char *name, DType dtype, int rank, const int64_t 
     return typed(graph_create_node(g, NULL, FX_OPCODE_PLACEHOLDER, name, name, NULL, 0), &t);
 }
 
+Node *tu_constant(Graph *g, const char *name, Tensor *value)
+{
+    TensorType t = value->type;
+    return typed(create_constant(g, name, value, &tu_diag), &t);
+}
+
 Node *tu_scalar(Graph *g, const char *name, float value)
 {
     TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 0};
     Tensor *x = tensor_new(&t, &tu_diag);
     ck_assert_ptr_nonnull(x);
     *(float *)x->data = value;
-    return typed(create_constant(g, name, x, &tu_diag), &t);
+    return tu_constant(g, name, x);
 }
 
 Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, float scale)
@@ -51,7 +57,7 @@ Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, floa
     ck_assert_ptr_nonnull(x);
     for (int64_t i = 0; i < tensor_numel(x); i++)
         ((float *)x->data)[i] = scale * (float)((i * 7) % 11 - 5);
-    return typed(create_constant(g, name, x, &tu_diag), &t);
+    return tu_constant(g, name, x);
 }
 
 Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args)
@@ -195,4 +201,13 @@ int tu_run_pass(Graph *g, PassFn pass, double rtol, double atol)
     for (int i = 0; i < ni; i++)
         tensor_free(in[i]);
     return r.changes;
+}
+
+int tu_main(Suite *s)
+{
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

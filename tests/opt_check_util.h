@@ -17,6 +17,8 @@ void tu_teardown(void);
 
 /* A placeholder of the given type. */
 Node *tu_input(Graph *g, const char *name, DType dtype, int rank, const int64_t *dims);
+/* A get_attr node owning value (typed like it). */
+Node *tu_constant(Graph *g, const char *name, Tensor *value);
 /* A float32 scalar constant. */
 Node *tu_scalar(Graph *g, const char *name, float value);
 /* A float32 constant filled with scale * ((i * 7) % 11 - 5): small,
@@ -47,5 +49,8 @@ void tu_assert_golden(const Graph *g, const char *dir, const char *name);
  * and after must be allclose (rtol, atol), shapes must propagate and the
  * graph (and every module body) must lint.  Returns the pass's change count. */
 int tu_run_pass(Graph *g, PassFn pass, double rtol, double atol);
+
+/* Runs the suite (CK_NORMAL) and returns main's exit status. */
+int tu_main(Suite *s);
 
 #endif
