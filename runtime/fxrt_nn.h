@@ -25,6 +25,52 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_epilogue.c: what a GEMM or convolution does to its output tile     */
+/* ------------------------------------------------------------------------- */
+
+/* The activations an epilogue can apply, with the formulas of the runtime's
+ * elementwise kernels (GELU is the exact form, 0.5 x (1 + erf(x / sqrt 2))). */
+typedef enum FxrtActivation {
+    FXRT_ACT_NONE,
+    FXRT_ACT_RELU,
+    FXRT_ACT_CLIP,         /* min(max(x, alpha), beta) */
+    FXRT_ACT_LEAKY_RELU,   /* x < 0 ? alpha x : x */
+    FXRT_ACT_SIGMOID,
+    FXRT_ACT_HARD_SWISH,   /* x * hard_sigmoid(x) with 1/6, 0.5 */
+    FXRT_ACT_HARD_SIGMOID, /* clamp(alpha x + beta, 0, 1) */
+    FXRT_ACT_TANH,
+    FXRT_ACT_GELU
+} FxrtActivation;
+
+/* Applied to every output element while its tile is still in cache:
+ *
+ *     y = act(acc + bias + residual)      (residual_after == 0)
+ *     y = act(acc + bias) + residual      (residual_after == 1)
+ *
+ * For a GEMM, element (i, j) of C reads bias[i * bias_row_stride +
+ * j * bias_col_stride] (strides 0 broadcast: 0/1 is a per-column bias, 1/0
+ * per row) and residual[i * residual_ld + j].  For a convolution bias is
+ * per output channel and residual has Y's shape; the kernel sets the strides
+ * itself.  NULL pointers mean no bias / no residual; a NULL epilogue or a
+ * zeroed one does nothing. */
+typedef struct FxrtEpilogue {
+    const float *bias;
+    int64_t bias_row_stride, bias_col_stride;
+    const float *residual;
+    int64_t residual_ld;
+    int32_t activation; /* FxrtActivation */
+    int32_t residual_after;
+    float alpha, beta; /* clip's min and max, leaky_relu's alpha, hard_sigmoid's */
+} FxrtEpilogue;
+
+/* True when ep changes anything. */
+int fxrt_epilogue_active(const FxrtEpilogue *ep);
+/* Applies ep to the rows x cols block of C at (row0, col0) of ep's matrix,
+ * c pointing at that block's first element (row stride ldc). */
+void fxrt_epilogue_apply_f32(const FxrtEpilogue *ep, int64_t row0, int64_t col0, int64_t rows,
+                             int64_t cols, float *c, int64_t ldc);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_gemm.c: matrix products                                            */
 /* ------------------------------------------------------------------------- */
 
@@ -36,6 +82,13 @@ extern "C" {
 void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                    float *c, int64_t ldc);
+/* The same followed by epilogue ep (NULL: none) on each tile of C as it is
+ * finished: at the store of the portable microkernel, and after each
+ * cblas_sgemm call on a block of rows small enough to stay in L2.
+ * fxrt_gemm_f32 is this with ep == NULL. */
+void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc, const FxrtEpilogue *ep);
 /* The same in double (portable loop, double accumulation). */
 void fxrt_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                    const double *a, int64_t lda, const double *b, int64_t ldb, double beta,
@@ -126,18 +179,23 @@ typedef enum FxrtConvAlgo {
 } FxrtConvAlgo;
 FxrtConvAlgo fxrt_conv_algo(const FxrtConvParams *p);
 
-/* Floats of scratch fxrt_conv_f32 needs (0 for the 1x1 and depthwise paths). */
+/* Floats of scratch fxrt_conv_f32 needs (0 for the 1x1 and depthwise paths).
+ * The im2col path unfolds at most col_tile output positions at a time, and
+ * fewer when that many would not keep the column buffer and the output tile
+ * in L2. */
 int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p);
-/* Y = conv(X, W) + B, dispatching on fxrt_conv_algo. */
-void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w, const float *bias,
-                   float *y, float *scratch);
+/* Y = epilogue(conv(X, W)), dispatching on fxrt_conv_algo; ep (NULL: none)
+ * holds the bias per output channel and a residual of Y's shape, and is
+ * applied to each output tile (GEMM paths) or output row (depthwise). */
+void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w,
+                   const FxrtEpilogue *ep, float *y, float *scratch);
 /* The individual paths, for generated code that knows which one applies. */
 void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
-                       const float *bias, float *y);
+                       const FxrtEpilogue *ep, float *y);
 void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
-                             const float *bias, float *y);
+                             const FxrtEpilogue *ep, float *y);
 void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *w,
-                          const float *bias, float *y, float *scratch);
+                          const FxrtEpilogue *ep, float *y, float *scratch);
 
 /* Transposed convolution: a GEMM per group (W^T x X) into column form, then
  * a scatter-add (col2im) into Y.  Scratch: (out_channels/groups) * kernel

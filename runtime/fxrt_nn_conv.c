@@ -9,8 +9,12 @@
  *    ranges are clipped once per output position instead of testing every
  *    tap against the padding;
  *  - everything else unfolds the input (im2col: one column of C/g * kernel
- *    taps per output position, padding as zeros), col_tile positions at a
- *    time, and multiplies with GEMM straight into Y.
+ *    taps per output position, padding as zeros) a tile of output positions
+ *    at a time, the tile small enough that the column buffer and the output
+ *    tile stay in L2, and multiplies with GEMM straight into Y.
+ * The bias, residual and activation (FxrtEpilogue) are applied by the GEMM
+ * to each output tile as it is finished, and by the depthwise loop to each
+ * output row, so a fused Conv + Add + Relu reads and writes Y once.
  * Transposed convolution is the adjoint: GEMM with W transposed into column
  * form, then a scatter-add (col2im) into Y.  The integer convolution is a
  * direct loop (a reference kernel; the quantized fast paths are future
@@ -58,10 +62,22 @@ FxrtConvAlgo fxrt_conv_algo(const FxrtConvParams *p)
     return FXRT_CONV_ALGO_IM2COL;
 }
 
-/* Output positions unfolded per im2col tile (the whole output if 0). */
+/* Floats of column buffer plus output tile that one im2col tile may use: a
+ * 128 KiB working set, which stays in L2 while the GEMM runs over it. */
+enum { CONV_L2_FLOATS = 1 << 15, CONV_MIN_TILE = 16 };
+
+/* Output positions unfolded per im2col tile: col_tile (0 = all of them),
+ * and no more than keeps the tile in L2. */
 static int64_t conv_tile(const FxrtConvParams *p, int64_t positions)
 {
-    return p->col_tile > 0 && p->col_tile < positions ? p->col_tile : positions;
+    int64_t rows = p->in_channels / p->groups * spatial_numel(p->kernel);
+    int64_t per_position = rows + p->out_channels / p->groups;
+    int64_t t = p->col_tile > 0 && p->col_tile < positions ? p->col_tile : positions;
+    int64_t fit = per_position > 0 ? CONV_L2_FLOATS / per_position : t;
+    fit -= fit % CONV_MIN_TILE;
+    if (fit < CONV_MIN_TILE)
+        fit = CONV_MIN_TILE;
+    return t < fit ? t : fit;
 }
 
 int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p)
@@ -72,6 +88,26 @@ int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p)
     return rows * conv_tile(p, spatial_numel(p->out_size));
 }
 
+/* The epilogue of output channels [m0, ...) of image n from position q0 on,
+ * as a GEMM sees it: rows are channels, columns positions. */
+static FxrtEpilogue conv_epilogue(const FxrtEpilogue *ep, const FxrtConvParams *p, int64_t n,
+                                  int64_t m0, int64_t q0)
+{
+    FxrtEpilogue e;
+    memset(&e, 0, sizeof e);
+    if (!fxrt_epilogue_active(ep))
+        return e;
+    int64_t out_n = spatial_numel(p->out_size);
+    e = *ep;
+    e.bias = ep->bias ? ep->bias + m0 : NULL;
+    e.bias_row_stride = 1;
+    e.bias_col_stride = 0;
+    e.residual = ep->residual ? ep->residual + (n * p->out_channels + m0) * out_n + q0 : NULL;
+    e.residual_ld = out_n;
+    return e;
+}
+
+/* Y += bias per channel: ConvTranspose's bias, added after the scatter. */
 static void add_bias(int64_t batch, int64_t channels, int64_t positions, const float *bias,
                      float *y)
 {
@@ -87,20 +123,21 @@ static void add_bias(int64_t batch, int64_t channels, int64_t positions, const f
 }
 
 void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
-                       const float *bias, float *y)
+                       const FxrtEpilogue *ep, float *y)
 {
     int64_t s = spatial_numel(p->in_size);
     int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
     for (int64_t n = 0; n < p->batch; n++)
-        for (int64_t g = 0; g < p->groups; g++)
-            fxrt_gemm_f32(0, 0, mg, s, cg, 1.0f, w + g * mg * cg, cg,
-                          x + (n * p->in_channels + g * cg) * s, s, 0.0f,
-                          y + (n * p->out_channels + g * mg) * s, s);
-    add_bias(p->batch, p->out_channels, s, bias, y);
+        for (int64_t g = 0; g < p->groups; g++) {
+            FxrtEpilogue e = conv_epilogue(ep, p, n, g * mg, 0);
+            fxrt_gemm_ep_f32(0, 0, mg, s, cg, 1.0f, w + g * mg * cg, cg,
+                             x + (n * p->in_channels + g * cg) * s, s, 0.0f,
+                             y + (n * p->out_channels + g * mg) * s, s, &e);
+        }
 }
 
 void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
-                             const float *bias, float *y)
+                             const FxrtEpilogue *ep, float *y)
 {
     const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
     int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
@@ -110,7 +147,10 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
             const float *xp = x + (n * p->in_channels + m / mult) * in_n;
             const float *wp = w + m * k_n;
             float *yp = y + (n * p->out_channels + m) * out_n;
-            float b = bias ? bias[m] : 0.0f;
+            /* Rows of this plane are the epilogue's rows, all of channel m. */
+            FxrtEpilogue e = conv_epilogue(ep, p, n, m, 0);
+            e.bias_row_stride = 0;
+            e.residual_ld = os[2];
             for (int64_t od = 0; od < os[0]; od++) {
                 int64_t d0, d1;
                 fxrt_window_range(od, p->stride[0], p->pad_begin[0], p->dilation[0], is[0],
@@ -119,6 +159,7 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
                     int64_t h0, h1;
                     fxrt_window_range(oh, p->stride[1], p->pad_begin[1], p->dilation[1], is[1],
                                       ks[1], &h0, &h1);
+                    float *yrow = yp + (od * os[1] + oh) * os[2];
                     for (int64_t ow = 0; ow < os[2]; ow++) {
                         int64_t w0, w1;
                         fxrt_window_range(ow, p->stride[2], p->pad_begin[2], p->dilation[2],
@@ -136,8 +177,9 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
                                     s += xrow[iw0 + kw * p->dilation[2]] * wrow[kw];
                             }
                         }
-                        yp[(od * os[1] + oh) * os[2] + ow] = s + b;
+                        yrow[ow] = s;
                     }
+                    fxrt_epilogue_apply_f32(&e, od * os[1] + oh, 0, 1, os[2], yrow, os[2]);
                 }
             }
         }
@@ -198,7 +240,7 @@ static void im2col_tile(const FxrtConvParams *p, const float *xg, int64_t cg, in
 }
 
 void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *w,
-                          const float *bias, float *y, float *scratch)
+                          const FxrtEpilogue *ep, float *y, float *scratch)
 {
     int64_t in_n = spatial_numel(p->in_size), out_n = spatial_numel(p->out_size);
     int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
@@ -210,30 +252,36 @@ void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *
             float *yg = y + (n * p->out_channels + g * mg) * out_n;
             for (int64_t q0 = 0; q0 < out_n; q0 += tile) {
                 int64_t t = out_n - q0 < tile ? out_n - q0 : tile;
+                FxrtEpilogue e = conv_epilogue(ep, p, n, g * mg, q0);
                 im2col_tile(p, xg, cg, q0, t, scratch);
-                fxrt_gemm_f32(0, 0, mg, t, rows, 1.0f, w + g * mg * rows, rows, scratch, t,
-                              0.0f, yg + q0, out_n);
+                fxrt_gemm_ep_f32(0, 0, mg, t, rows, 1.0f, w + g * mg * rows, rows, scratch, t,
+                                 0.0f, yg + q0, out_n, &e);
             }
         }
-    add_bias(p->batch, p->out_channels, out_n, bias, y);
 }
 
-void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w, const float *bias,
-                   float *y, float *scratch)
+void fxrt_conv_f32(const FxrtConvParams *p, const float *x, const float *w,
+                   const FxrtEpilogue *ep, float *y, float *scratch)
 {
     switch (fxrt_conv_algo(p)) {
-    case FXRT_CONV_ALGO_GEMM_1X1: fxrt_conv_1x1_f32(p, x, w, bias, y); break;
-    case FXRT_CONV_ALGO_DEPTHWISE: fxrt_conv_depthwise_f32(p, x, w, bias, y); break;
-    case FXRT_CONV_ALGO_IM2COL: fxrt_conv_im2col_f32(p, x, w, bias, y, scratch); break;
+    case FXRT_CONV_ALGO_GEMM_1X1: fxrt_conv_1x1_f32(p, x, w, ep, y); break;
+    case FXRT_CONV_ALGO_DEPTHWISE: fxrt_conv_depthwise_f32(p, x, w, ep, y); break;
+    case FXRT_CONV_ALGO_IM2COL: fxrt_conv_im2col_f32(p, x, w, ep, y, scratch); break;
     }
 }
 
 /* --- transposed convolution ----------------------------------------------- */
 
+/* Input positions per transposed-convolution tile (col_tile, 0 = all). */
+static int64_t transpose_tile(const FxrtConvParams *p, int64_t positions)
+{
+    return p->col_tile > 0 && p->col_tile < positions ? p->col_tile : positions;
+}
+
 int64_t fxrt_conv_transpose_scratch_floats(const FxrtConvParams *p)
 {
     int64_t rows = p->out_channels / p->groups * spatial_numel(p->kernel);
-    return rows * conv_tile(p, spatial_numel(p->in_size));
+    return rows * transpose_tile(p, spatial_numel(p->in_size));
 }
 
 /* Adds cols[mg * kernel taps][t] (input positions q0..q0+t) into yg. */
@@ -275,7 +323,7 @@ void fxrt_conv_transpose_f32(const FxrtConvParams *p, const float *x, const floa
     int64_t in_n = spatial_numel(p->in_size), out_n = spatial_numel(p->out_size);
     int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
     int64_t rows = mg * spatial_numel(p->kernel);
-    int64_t tile = conv_tile(p, in_n);
+    int64_t tile = transpose_tile(p, in_n);
     for (int64_t i = 0, total = p->batch * p->out_channels * out_n; i < total; i++)
         y[i] = 0.0f;
     for (int64_t n = 0; n < p->batch; n++)

@@ -1,15 +1,30 @@
 /*
- * fxrt_nn_gemm.c - matrix products: GEMM (OpenBLAS or a portable blocked
- * loop), its double and integer variants, Gemm's bias broadcast, and ONNX
- * MatMul's batched, broadcasting product built on GEMM.
+ * fxrt_nn_gemm.c - matrix products: GEMM (a register-blocked microkernel,
+ * or OpenBLAS), its double and integer variants, Gemm's bias broadcast, and
+ * ONNX MatMul's batched, broadcasting product built on GEMM.
  *
- * The portable sgemm is written for a small core without a data cache as
- * much as for a desktop one: it walks C in row blocks and B in panels small
- * enough to stay in a 32 KiB L1, accumulates in float in C itself, and never
- * skips a zero multiplier (0 * inf must still make NaN).  cblas_sgemm is used
- * only when FXRT_USE_CBLAS is defined and every size fits BLAS's int.
+ * Every float GEMM ends with an epilogue (fxrt_nn_epilogue.c) applied to
+ * each tile of C as soon as the tile is final, so that bias, residual and
+ * activation cost no extra pass over memory.  Plain products run the same
+ * code with no epilogue.
+ *
+ * The portable path (B not transposed) is a register-blocked microkernel:
+ * an MR x NR tile of C accumulates in local arrays the compiler keeps in
+ * vector registers over the whole K loop, reading a strip of B (K x NR,
+ * which stays in L1/L2 while the row tiles of A pass over it) and
+ * broadcasting single elements of A; the tile is stored once, with alpha,
+ * beta and the epilogue.  It never skips a zero multiplier (0 * inf must
+ * still make NaN).  A transposed B uses plain blocked dot products.
+ *
+ * On host (FXRT_USE_CBLAS) small products, where OpenBLAS's packing and call
+ * overhead dominate (the convolutions of the small CNNs), run the same
+ * microkernel compiled for AVX2/FMA when the CPU has them; larger ones call
+ * cblas_sgemm on blocks of rows of C that stay in L2 and apply the epilogue
+ * to each block right after its call.  A single row (batch-1 linear layer)
+ * is cblas_sgemv, which reads B in place instead of packing it.
  */
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -18,8 +33,16 @@
 #include <cblas.h>
 #endif
 
-/* Blocking of the portable loop: a KB x NB panel of B is 32 KiB. */
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_GEMM_AVX2 1
+#endif
+
+/* Blocking of the transposed-B loop: a KB x NB panel of B is 32 KiB. */
 enum { GEMM_MB = 32, GEMM_KB = 64, GEMM_NB = 128 };
+
+/* Floats of C one cblas_sgemm call produces before its epilogue runs: a
+ * block that stays in a 256 KiB L2 next to the panels BLAS packs. */
+enum { GEMM_L2_TILE_FLOATS = 1 << 14 };
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -39,89 +62,196 @@ static void gemm_scale_f32(int64_t m, int64_t n, float beta, float *c, int64_t l
     }
 }
 
-static void gemm_portable_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
-                              float alpha, const float *a, int64_t lda, const float *b,
-                              int64_t ldb, float beta, float *c, int64_t ldc)
+/* The microkernel, instantiated for the portable target (MADD is a * b + c,
+ * tiles small enough for 16 SSE/NEON registers) and for AVX2 (fmaf, which
+ * the compiler turns into vfmadd under the target attribute).  A is read
+ * through strides (a_rs per row, a_cs per column) so op(A) may be either
+ * layout; B is K x N with row stride ldb. */
+#define GEMM_MICROKERNEL(NAME, ATTR, MR, NR, MADD)                                            \
+    ATTR static void NAME(int64_t m, int64_t n, int64_t k, float alpha, const float *a,     \
+                          int64_t a_rs, int64_t a_cs, const float *b, int64_t ldb, float beta, \
+                          float *c, int64_t ldc, const FxrtEpilogue *ep)                     \
+    {                                                                                         \
+        for (int64_t j0 = 0; j0 < n; j0 += NR) {                                              \
+            int64_t nr = n - j0 < NR ? n - j0 : NR;                                           \
+            for (int64_t i0 = 0; i0 < m; i0 += MR) {                                          \
+                int64_t mr = m - i0 < MR ? m - i0 : MR;                                       \
+                const float *ap = a + i0 * a_rs, *bp = b + j0;                                \
+                float acc[MR][NR];                                                            \
+                for (int r = 0; r < MR; r++)                                                  \
+                    for (int j = 0; j < NR; j++)                                              \
+                        acc[r][j] = 0.0f;                                                     \
+                if (mr == MR && nr == NR) {                                                   \
+                    for (int64_t p = 0; p < k; p++) {                                         \
+                        const float *brow = bp + p * ldb;                                     \
+                        for (int r = 0; r < MR; r++) {                                        \
+                            float av = ap[r * a_rs + p * a_cs];                               \
+                            for (int j = 0; j < NR; j++)                                      \
+                                acc[r][j] = MADD(av, brow[j], acc[r][j]);                     \
+                        }                                                                     \
+                    }                                                                         \
+                } else {                                                                      \
+                    for (int64_t p = 0; p < k; p++) {                                         \
+                        const float *brow = bp + p * ldb;                                     \
+                        for (int r = 0; r < mr; r++) {                                        \
+                            float av = ap[r * a_rs + p * a_cs];                               \
+                            for (int j = 0; j < nr; j++)                                      \
+                                acc[r][j] = MADD(av, brow[j], acc[r][j]);                     \
+                        }                                                                     \
+                    }                                                                         \
+                }                                                                             \
+                for (int r = 0; r < mr; r++) {                                                \
+                    float *crow = c + (i0 + r) * ldc + j0;                                    \
+                    if (beta == 0.0f)                                                         \
+                        for (int j = 0; j < nr; j++)                                          \
+                            crow[j] = alpha * acc[r][j];                                      \
+                    else                                                                      \
+                        for (int j = 0; j < nr; j++)                                          \
+                            crow[j] = alpha * acc[r][j] + beta * crow[j];                     \
+                }                                                                             \
+                if (ep)                                                                       \
+                    fxrt_epilogue_apply_f32(ep, i0, j0, mr, nr, c + i0 * ldc + j0, ldc);      \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+#define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
+GEMM_MICROKERNEL(gemm_tiles_portable, , 4, 8, MADD_PLAIN)
+
+#ifdef FXRT_GEMM_AVX2
+GEMM_MICROKERNEL(gemm_tiles_avx2, __attribute__((target("avx2,fma"))), 6, 16, fmaf)
+
+static int cpu_has_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+/* B transposed (N x K): dot products over p, unit stride in B, in row blocks
+ * whose epilogue runs once the block is complete. */
+static void gemm_trans_b_f32(int trans_a, int64_t m, int64_t n, int64_t k, float alpha,
+                             const float *a, int64_t lda, const float *b, int64_t ldb,
+                             float beta, float *c, int64_t ldc, const FxrtEpilogue *ep)
 {
     gemm_scale_f32(m, n, beta, c, ldc);
-    if (k == 0)
-        return;
     for (int64_t i0 = 0; i0 < m; i0 += GEMM_MB) {
         int64_t i1 = min64(m, i0 + GEMM_MB);
         for (int64_t p0 = 0; p0 < k; p0 += GEMM_KB) {
             int64_t p1 = min64(k, p0 + GEMM_KB);
             for (int64_t j0 = 0; j0 < n; j0 += GEMM_NB) {
                 int64_t j1 = min64(n, j0 + GEMM_NB);
-                if (!trans_b) {
-                    /* Row of C += A(i,p) * row p of B: unit stride in j. */
-                    for (int64_t i = i0; i < i1; i++) {
-                        float *crow = c + i * ldc;
-                        for (int64_t p = p0; p < p1; p++) {
-                            float av = alpha * (trans_a ? a[p * lda + i] : a[i * lda + p]);
-                            const float *brow = b + p * ldb;
-                            for (int64_t j = j0; j < j1; j++)
-                                crow[j] += av * brow[j];
+                for (int64_t i = i0; i < i1; i++) {
+                    float *crow = c + i * ldc;
+                    for (int64_t j = j0; j < j1; j++) {
+                        const float *bcol = b + j * ldb;
+                        float s = 0.0f;
+                        if (!trans_a) {
+                            const float *arow = a + i * lda;
+                            for (int64_t p = p0; p < p1; p++)
+                                s += arow[p] * bcol[p];
+                        } else {
+                            for (int64_t p = p0; p < p1; p++)
+                                s += a[p * lda + i] * bcol[p];
                         }
-                    }
-                } else {
-                    /* B is N x K: dot products over p, unit stride in B. */
-                    for (int64_t i = i0; i < i1; i++) {
-                        float *crow = c + i * ldc;
-                        for (int64_t j = j0; j < j1; j++) {
-                            const float *bcol = b + j * ldb;
-                            float s = 0.0f;
-                            if (!trans_a) {
-                                const float *arow = a + i * lda;
-                                for (int64_t p = p0; p < p1; p++)
-                                    s += arow[p] * bcol[p];
-                            } else {
-                                for (int64_t p = p0; p < p1; p++)
-                                    s += a[p * lda + i] * bcol[p];
-                            }
-                            crow[j] += alpha * s;
-                        }
+                        crow[j] += alpha * s;
                     }
                 }
             }
         }
+        fxrt_epilogue_apply_f32(ep, i0, 0, i1 - i0, n, c + i0 * ldc, ldc);
     }
+}
+
+static void gemm_portable_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda, const float *b,
+                              int64_t ldb, float beta, float *c, int64_t ldc,
+                              const FxrtEpilogue *ep)
+{
+    if (trans_b) {
+        gemm_trans_b_f32(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep);
+        return;
+    }
+    int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
+#ifdef FXRT_GEMM_AVX2
+    if (cpu_has_avx2()) {
+        gemm_tiles_avx2(m, n, k, alpha, a, a_rs, a_cs, b, ldb, beta, c, ldc, ep);
+        return;
+    }
+#endif
+    gemm_tiles_portable(m, n, k, alpha, a, a_rs, a_cs, b, ldb, beta, c, ldc, ep);
+}
+
+#ifdef FXRT_USE_CBLAS
+/* Multiply-accumulates below which the microkernel beats cblas_sgemm's
+ * packing and dispatch on one core (measured on the bench's CNN layers). */
+enum { GEMM_SMALL_MACS = 1 << 22 };
+
+/* cblas_sgemm / sgemv, or 0 when a size does not fit BLAS's int. */
+static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                          float beta, float *c, int64_t ldc, const FxrtEpilogue *ep)
+{
+    /* BLAS wants int sizes and leading dimensions >= 1; k == 0 is only a
+     * scaling, which some BLAS builds reject with a printed message. */
+    if (!(k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
+          ldb <= INT_MAX && ldc <= INT_MAX))
+        return 0;
+    int ilda = (int)(lda > 0 ? lda : 1), ildb = (int)(ldb > 0 ? ldb : 1);
+    int ildc = (int)(ldc > 0 ? ldc : 1);
+    if (m == 1) {
+        /* A row vector (batch 1): sgemv reads B in place, where sgemm
+         * would first pack all of it, which dominated MLP time. */
+        if (beta == 0.0f) /* C is not read when beta is 0, even if NaN */
+            for (int64_t j = 0; j < n; j++)
+                c[j] = 0.0f;
+        int incx = trans_a ? ilda : 1;
+        if (trans_b)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, alpha, b, ildb, a, incx,
+                        beta, c, 1);
+        else
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, alpha, b, ildb, a, incx,
+                        beta, c, 1);
+        fxrt_epilogue_apply_f32(ep, 0, 0, 1, n, c, ldc);
+        return 1;
+    }
+    /* Without an epilogue one call does it all; with one, blocks of rows
+     * that stay in L2 until their epilogue has run. */
+    int64_t rows = fxrt_epilogue_active(ep) ? GEMM_L2_TILE_FLOATS / n : m;
+    rows = rows < 8 ? 8 : rows;
+    for (int64_t i0 = 0; i0 < m; i0 += rows) {
+        int64_t mr = min64(rows, m - i0);
+        const float *ap = a + (trans_a ? i0 : i0 * lda);
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, (int)mr, (int)n, (int)k, alpha, ap, ilda,
+                    b, ildb, beta, c + i0 * ldc, ildc);
+        fxrt_epilogue_apply_f32(ep, i0, 0, mr, n, c + i0 * ldc, ldc);
+    }
+    return 1;
+}
+#endif
+
+void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                      float *c, int64_t ldc, const FxrtEpilogue *ep)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    if (!fxrt_epilogue_active(ep))
+        ep = NULL;
+#ifdef FXRT_USE_CBLAS
+    int small = !trans_b && m > 1 && (double)m * (double)n * (double)k <= GEMM_SMALL_MACS;
+    if (!small && gemm_cblas_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                 ep))
+        return;
+#endif
+    gemm_portable_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 }
 
 void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                    float *c, int64_t ldc)
 {
-    if (m <= 0 || n <= 0)
-        return;
-#ifdef FXRT_USE_CBLAS
-    /* BLAS wants int sizes and leading dimensions >= 1; k == 0 is only a
-     * scaling, which some BLAS builds reject with a printed message. */
-    if (k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
-        ldb <= INT_MAX && ldc <= INT_MAX) {
-        int ilda = (int)(lda > 0 ? lda : 1), ildb = (int)(ldb > 0 ? ldb : 1);
-        int ildc = (int)(ldc > 0 ? ldc : 1);
-        if (m == 1) {
-            /* A row vector (batch 1): sgemv reads B in place, where sgemm
-             * would first pack all of it, which dominated MLP time. */
-            if (beta == 0.0f) /* C is not read when beta is 0, even if NaN */
-                for (int64_t j = 0; j < n; j++)
-                    c[j] = 0.0f;
-            int incx = trans_a ? ilda : 1;
-            if (trans_b)
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, alpha, b, ildb, a, incx,
-                            beta, c, 1);
-            else
-                cblas_sgemv(CblasRowMajor, CblasTrans, (int)k, (int)n, alpha, b, ildb, a, incx,
-                            beta, c, 1);
-            return;
-        }
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, ilda,
-                    b, ildb, beta, c, ildc);
-        return;
-    }
-#endif
-    gemm_portable_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    fxrt_gemm_ep_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 void fxrt_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,

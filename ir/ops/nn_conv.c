@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "../ir.h"
+#include "fused_nn.h"
 #include "nn_emit.h"
 
 #define SPMAX FXRT_CONV_MAX_SPATIAL
@@ -537,8 +538,9 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
     float *fy = f32_output(y);
     float *scratch = malloc((size_t)(scratch_n > 0 ? scratch_n : 1) * sizeof *scratch);
     if (fx && fw && (fb || !b) && fy && scratch) {
+        const FxrtEpilogue ep = {.bias = fb};
         if (kind == CONV_PLAIN)
-            fxrt_conv_f32(&p, fx, fw, fb, fy, scratch);
+            fxrt_conv_f32(&p, fx, fw, &ep, fy, scratch);
         else
             fxrt_conv_transpose_f32(&p, fx, fw, fb, fy, scratch);
     } else {
@@ -584,8 +586,36 @@ static size_t conv_transpose_scratch(const Node *n)
     return conv_scratch_kind(n, CONV_TRANSPOSE);
 }
 
-/* float32 only; the algorithm fxrt_conv_f32 would pick is chosen here, at
- * compile time. */
+FxStatus nn_conv_node_params(const Node *n, Diag *d, FxrtConvParams *p, int64_t *scratch_floats)
+{
+    return conv_node_params(n, d, CONV_PLAIN, 0, 1, p, scratch_floats);
+}
+
+size_t nn_conv_scratch(const Node *n) { return conv_scratch_kind(n, CONV_PLAIN); }
+
+FxStatus nn_conv_infer(InferCtx *c) { return conv_infer_kind(c, CONV_PLAIN); }
+
+/* The algorithm fxrt_conv_f32 would pick is chosen here, at compile time. */
+void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep)
+{
+    emit_conv_params(c, p);
+    switch (fxrt_conv_algo(p)) {
+    case FXRT_CONV_ALGO_GEMM_1X1:
+        c->line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep, c->out[0]);
+        break;
+    case FXRT_CONV_ALGO_DEPTHWISE:
+        c->line(c, "fxrt_conv_depthwise_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep,
+                c->out[0]);
+        break;
+    case FXRT_CONV_ALGO_IM2COL:
+        c->line(c, "fxrt_conv_im2col_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0], c->in[1],
+                ep, c->out[0], c->scratch);
+        break;
+    }
+}
+
+/* float32 only; a plain Conv is a FusedConv with the bias as its only
+ * epilogue. */
 static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
 {
     FxStatus st = emit_check_f32(c, node_input_type(c->node, 0)->dtype);
@@ -597,27 +627,15 @@ static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
         return st;
     if (type_numel(&c->node->out_types[0]) == 0)
         return FX_OK;
-    const char *bias = nn_emit_input(c, 2) ? c->in[2] : "NULL";
-    emit_conv_params(c, &p);
+    const char *bias = nn_emit_input(c, 2);
     if (kind == CONV_TRANSPOSE) {
+        emit_conv_params(c, &p);
         c->line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
-                c->in[1], bias, c->out[0], c->scratch);
+                c->in[1], bias ? bias : "NULL", c->out[0], c->scratch);
         return FX_OK;
     }
-    switch (fxrt_conv_algo(&p)) {
-    case FXRT_CONV_ALGO_GEMM_1X1:
-        c->line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], bias,
-                c->out[0]);
-        break;
-    case FXRT_CONV_ALGO_DEPTHWISE:
-        c->line(c, "fxrt_conv_depthwise_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], bias,
-                c->out[0]);
-        break;
-    case FXRT_CONV_ALGO_IM2COL:
-        c->line(c, "fxrt_conv_im2col_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0], c->in[1],
-                bias, c->out[0], c->scratch);
-        break;
-    }
+    const FxrtEpilogue shape = {.activation = FXRT_ACT_NONE};
+    nn_conv_emit_call(c, &p, nn_emit_epilogue(c, &shape, bias, NULL));
     return FX_OK;
 }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../ir.h"
+#include "fused_nn.h"
 #include "nn_emit.h"
 
 /* --- helpers ---------------------------------------------------------------- */
@@ -219,6 +220,16 @@ static FxStatus gemm_emit(EmitCtx *c)
     char la[48], lb[48];
     c_float_literal(alpha, la, sizeof la);
     c_float_literal(beta, lb, sizeof lb);
+    if (t == FXRT_DTYPE_FLOAT32 && beta == 1.0f) {
+        /* C is the epilogue's bias, added to each tile as it is stored. */
+        const FxrtEpilogue shape = {.bias_row_stride = s.c_rows == 1 ? 0 : s.c_cols,
+                                    .bias_col_stride = s.c_cols == 1 ? 0 : 1};
+        c->line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
+                   "%lld, %s);",
+                s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, c->out[0], n,
+                nn_emit_epilogue(c, &shape, bias, NULL));
+        return FX_OK;
+    }
     if (beta != 0.0f) {
         if (t == FXRT_DTYPE_FLOAT32) {
             c->line(c, "fxrt_bias_fill_f32(%lld, %lld, %s, %lld, %lld, %s, %lld);", m, n, bias,

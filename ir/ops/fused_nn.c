@@ -1,0 +1,331 @@
+/*
+ * fused_nn.c - the FusedConv and FusedGemm module kinds: a convolution or
+ * a matrix product whose bias, activation and residual Add run as the
+ * kernel's epilogue (runtime/fxrt_nn_epilogue.c), on each output tile while
+ * it is still in cache.  The epilogue fusion pass
+ * (opt/pass_epilogue_fusion.c) builds them.
+ *
+ *   FusedConv(X, W, B?, R?)  = act(conv(X, W) + B + R)   (residual_after 0)
+ *                            = act(conv(X, W) + B) + R   (residual_after 1)
+ *   FusedGemm(A, B, C?, R?)  likewise with alpha * op(A) op(B) + C
+ *
+ * FusedConv has Conv's attributes and shape rules (nn_conv.c); B is per
+ * output channel.  FusedGemm covers Gemm (A and B matrices, transA, transB,
+ * alpha; C broadcast to [M, N] unscaled: the pass fuses only beta == 1) and
+ * MatMul with A of rank >= 2 and a matrix B: the leading dims of A flatten
+ * into M, a GEMM over all rows at once (the transformer's linear layers);
+ * then C is a scalar, one value per column, or A's leading dims times N.
+ * R has the output's shape.  float32 only: the pass fuses nothing else.
+ *
+ * eval runs the same runtime kernel the generated code calls, so the
+ * interpreter's reference for the fused graph is the unfused graph it came
+ * from, which the tests compare against.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fused_nn.h"
+#include "nn_emit.h"
+
+static const char *const activation_names[] = {
+    "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish", "hardsigmoid", "tanh", "gelu",
+};
+
+enum { NUM_ACTIVATIONS = (int)(sizeof activation_names / sizeof activation_names[0]) };
+
+const char *fused_nn_activation_name(FxrtActivation a)
+{
+    return (int)a >= 0 && (int)a < NUM_ACTIVATIONS ? activation_names[a] : NULL;
+}
+
+static const char *const activation_enums[] = {
+    "FXRT_ACT_NONE",       "FXRT_ACT_RELU",         "FXRT_ACT_CLIP",
+    "FXRT_ACT_LEAKY_RELU", "FXRT_ACT_SIGMOID",      "FXRT_ACT_HARD_SWISH",
+    "FXRT_ACT_HARD_SIGMOID", "FXRT_ACT_TANH",       "FXRT_ACT_GELU",
+};
+
+/* The epilogue attributes of n into e (pointers and strides left zero). */
+static FxStatus node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e)
+{
+    memset(e, 0, sizeof *e);
+    const char *name = node_attr_string(n, "activation", "none");
+    int k = 0;
+    while (k < NUM_ACTIVATIONS && strcmp(activation_names[k], name) != 0)
+        k++;
+    if (k == NUM_ACTIVATIONS)
+        return diag_node_error(d, FX_ERR_INVALID, n, "unknown activation '%s'", name);
+    e->activation = k;
+    e->alpha = node_attr_float(n, "act_alpha", 0.0f);
+    e->beta = node_attr_float(n, "act_beta", 0.0f);
+    e->residual_after = node_attr_int(n, "residual_after", 0) != 0;
+    return FX_OK;
+}
+
+const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *bias,
+                             const char *residual)
+{
+    if (!bias && !residual && shape->activation == FXRT_ACT_NONE)
+        return "NULL";
+    char a[48], b[48];
+    c->line(c, "const FxrtEpilogue ep = {");
+    if (bias)
+        c->line(c, "    .bias = %s, .bias_row_stride = %lld, .bias_col_stride = %lld,", bias,
+                (long long)shape->bias_row_stride, (long long)shape->bias_col_stride);
+    if (residual)
+        c->line(c, "    .residual = %s, .residual_ld = %lld, .residual_after = %d,", residual,
+                (long long)shape->residual_ld, (int)shape->residual_after);
+    c->line(c, "    .activation = %s, .alpha = %s, .beta = %s};",
+            activation_enums[shape->activation], c_float_literal(shape->alpha, a, sizeof a),
+            c_float_literal(shape->beta, b, sizeof b));
+    return "&ep";
+}
+
+static FxStatus check_f32(const Node *n, Diag *d, const TensorType *t, const char *what)
+{
+    if (!t || t->dtype == FXRT_DTYPE_FLOAT32)
+        return FX_OK;
+    return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "%s is %s; %s takes float32 only", what,
+                           dtype_name(t->dtype), n->op->name);
+}
+
+static FxStatus check_residual(const Node *n, Diag *d, const TensorType *r, const TensorType *y)
+{
+    if (!r || type_equal(r, y))
+        return FX_OK;
+    char a[128], b[128];
+    return diag_node_error(d, FX_ERR_SHAPE, n, "the residual is %s but the output is %s",
+                           type_format(r, a, sizeof a), type_format(y, b, sizeof b));
+}
+
+static const TensorType *infer_input(const InferCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+static const Tensor *eval_input(const EvalCtx *c, int i)
+{
+    return i < c->num_inputs ? c->in[i] : NULL;
+}
+
+static const float *f32_data(const Tensor *t) { return t ? t->data : NULL; }
+
+/* --- FusedConv -------------------------------------------------------------- */
+
+static FxStatus fused_conv_infer(InferCtx *c)
+{
+    FxStatus st;
+    FxrtEpilogue e;
+    if ((st = check_f32(c->node, c->diag, c->in[0], "X")) != FX_OK ||
+        (st = nn_conv_infer(c)) != FX_OK ||
+        (st = node_epilogue(c->node, c->diag, &e)) != FX_OK)
+        return st;
+    return check_residual(c->node, c->diag, infer_input(c, 3), &c->out[0]);
+}
+
+static FxStatus fused_conv_eval(EvalCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue ep;
+    int64_t floats = 0;
+    FxStatus st;
+    if ((st = nn_conv_node_params(c->node, c->diag, &p, &floats)) != FX_OK ||
+        (st = node_epilogue(c->node, c->diag, &ep)) != FX_OK || tensor_numel(c->out[0]) == 0)
+        return st;
+    float *scratch = malloc((size_t)(floats > 0 ? floats : 1) * sizeof *scratch);
+    if (!scratch)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    ep.bias = f32_data(eval_input(c, 2));
+    ep.residual = f32_data(eval_input(c, 3));
+    fxrt_conv_f32(&p, c->in[0]->data, c->in[1]->data, &ep, c->out[0]->data, scratch);
+    free(scratch);
+    return FX_OK;
+}
+
+static FxStatus fused_conv_emit(EmitCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue shape;
+    int64_t floats = 0;
+    FxStatus st;
+    if ((st = nn_conv_node_params(c->node, c->diag, &p, &floats)) != FX_OK ||
+        (st = node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        return st;
+    if (type_numel(&c->node->out_types[0]) == 0)
+        return FX_OK;
+    nn_conv_emit_call(c, &p, nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3)));
+    return FX_OK;
+}
+
+static const AttrSpec fused_conv_attrs[] = {
+    {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
+    {"dilations", FX_ATTR_INTS, NULL, false},
+    {"group", FX_ATTR_INT, "1", false},
+    {"kernel_shape", FX_ATTR_INTS, NULL, false},
+    {"pads", FX_ATTR_INTS, NULL, false},
+    {"strides", FX_ATTR_INTS, NULL, false},
+    {"activation", FX_ATTR_STRING, "none", false},
+    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},
+    {"act_beta", FX_ATTR_FLOAT, "0.0", false},
+    {"residual_after", FX_ATTR_INT, "0", false},
+    {NULL},
+};
+
+const OpDef fx_op_FusedConv = {
+    .name = "FusedConv",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_MODULE,
+    .attrs = fused_conv_attrs,
+    .infer = fused_conv_infer,
+    .eval = fused_conv_eval,
+    .scratch_bytes = nn_conv_scratch,
+    .emit = fused_conv_emit,
+};
+
+/* --- FusedGemm -------------------------------------------------------------- */
+
+typedef struct FusedGemmShape {
+    int trans_a, trans_b;
+    int64_t m, n, k, lda, ldb;
+    int64_t bias_row_stride, bias_col_stride;
+    TensorType out;
+} FusedGemmShape;
+
+/* A [.., M, K] (or a K x M matrix with transA), B [K, N] ([N, K] with
+ * transB), C and R as the header comment says. */
+static FxStatus fused_gemm_shape(const Node *n, Diag *d, const TensorType *a,
+                                 const TensorType *b, const TensorType *bias,
+                                 const TensorType *res, FusedGemmShape *s)
+{
+    FxStatus st;
+    if ((st = check_f32(n, d, a, "A")) != FX_OK || (st = check_f32(n, d, b, "B")) != FX_OK ||
+        (st = check_f32(n, d, bias, "C")) != FX_OK || (st = check_f32(n, d, res, "R")) != FX_OK)
+        return st;
+    memset(s, 0, sizeof *s);
+    s->trans_a = node_attr_int(n, "transA", 0) != 0;
+    s->trans_b = node_attr_int(n, "transB", 0) != 0;
+    if (a->rank < 2 || b->rank != 2 || (s->trans_a && a->rank != 2))
+        return diag_node_error(d, FX_ERR_SHAPE, n,
+                               "A must have rank >= 2 (2 with transA) and B be a matrix, got "
+                               "ranks %d and %d", a->rank, b->rank);
+    int64_t rows = 1;
+    for (int i = 0; i < a->rank - 1; i++)
+        rows *= a->dims[i];
+    s->m = s->trans_a ? a->dims[1] : rows;
+    s->k = s->trans_a ? a->dims[0] : a->dims[a->rank - 1];
+    int64_t kb = b->dims[s->trans_b ? 1 : 0];
+    s->n = b->dims[s->trans_b ? 0 : 1];
+    if (kb != s->k)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "inner dimensions differ: %lld and %lld",
+                               (long long)s->k, (long long)kb);
+    s->lda = s->trans_a ? s->m : s->k;
+    s->ldb = s->trans_b ? s->k : s->n;
+    s->out = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = a->rank};
+    if (s->trans_a) {
+        s->out.dims[0] = s->m;
+    } else {
+        for (int i = 0; i < a->rank - 1; i++)
+            s->out.dims[i] = a->dims[i];
+    }
+    s->out.dims[a->rank - 1] = s->n;
+    if (bias) {
+        /* One value, one per column, or one per element of the output. */
+        int64_t cols = bias->rank > 0 ? bias->dims[bias->rank - 1] : 1, lead = 1;
+        for (int i = 0; i < bias->rank - 1; i++)
+            lead *= bias->dims[i];
+        bool full = bias->rank == s->out.rank && lead == s->m;
+        for (int i = 0; full && i < bias->rank - 1; i++)
+            full = bias->dims[i] == s->out.dims[i];
+        if ((lead != 1 && !full) || (cols != 1 && cols != s->n) || bias->rank > s->out.rank) {
+            char bt[128], ot[128];
+            return diag_node_error(d, FX_ERR_SHAPE, n, "C %s does not broadcast to %s",
+                                   type_format(bias, bt, sizeof bt),
+                                   type_format(&s->out, ot, sizeof ot));
+        }
+        s->bias_col_stride = cols == 1 ? 0 : 1;
+        s->bias_row_stride = lead == 1 ? 0 : cols;
+    }
+    return check_residual(n, d, res, &s->out);
+}
+
+static FxStatus fused_gemm_node_shape(const Node *n, Diag *d, FusedGemmShape *s)
+{
+    return fused_gemm_shape(n, d, node_input_type(n, 0), node_input_type(n, 1),
+                            n->num_args > 2 ? node_input_type(n, 2) : NULL,
+                            n->num_args > 3 ? node_input_type(n, 3) : NULL, s);
+}
+
+static FxStatus fused_gemm_infer(InferCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue e;
+    FxStatus st = fused_gemm_shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
+                                   infer_input(c, 3), &s);
+    if (st != FX_OK || (st = node_epilogue(c->node, c->diag, &e)) != FX_OK)
+        return st;
+    c->out[0] = s.out;
+    return FX_OK;
+}
+
+static FxStatus fused_gemm_eval(EvalCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue ep;
+    FxStatus st;
+    if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
+        (st = node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+        return st;
+    ep.bias = f32_data(eval_input(c, 2));
+    ep.bias_row_stride = s.bias_row_stride;
+    ep.bias_col_stride = s.bias_col_stride;
+    ep.residual = f32_data(eval_input(c, 3));
+    ep.residual_ld = s.n;
+    float alpha = node_attr_float(c->node, "alpha", 1.0f);
+    fxrt_gemm_ep_f32(s.trans_a, s.trans_b, s.m, s.n, s.k, alpha, c->in[0]->data, s.lda,
+                     c->in[1]->data, s.ldb, 0.0f, c->out[0]->data, s.n, &ep);
+    return FX_OK;
+}
+
+static FxStatus fused_gemm_emit(EmitCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue shape;
+    FxStatus st;
+    if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
+        (st = node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        return st;
+    if (s.m == 0 || s.n == 0)
+        return FX_OK;
+    shape.bias_row_stride = s.bias_row_stride;
+    shape.bias_col_stride = s.bias_col_stride;
+    shape.residual_ld = s.n;
+    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
+    char alpha[48];
+    c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
+    c->line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
+               "%lld, %s);",
+            s.trans_a, s.trans_b, (long long)s.m, (long long)s.n, (long long)s.k, alpha,
+            c->in[0], (long long)s.lda, c->in[1], (long long)s.ldb, c->out[0], (long long)s.n,
+            ep);
+    return FX_OK;
+}
+
+static const AttrSpec fused_gemm_attrs[] = {
+    {"alpha", FX_ATTR_FLOAT, "1.0", false},
+    {"transA", FX_ATTR_INT, "0", false},
+    {"transB", FX_ATTR_INT, "0", false},
+    {"activation", FX_ATTR_STRING, "none", false},
+    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},
+    {"act_beta", FX_ATTR_FLOAT, "0.0", false},
+    {"residual_after", FX_ATTR_INT, "0", false},
+    {NULL},
+};
+
+const OpDef fx_op_FusedGemm = {
+    .name = "FusedGemm",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_MODULE,
+    .attrs = fused_gemm_attrs,
+    .infer = fused_gemm_infer,
+    .eval = fused_gemm_eval,
+    .emit = fused_gemm_emit,
+};

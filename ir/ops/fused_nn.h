@@ -1,0 +1,36 @@
+/*
+ * fused_nn.h - what the FusedConv / FusedGemm module kinds (fused_nn.c)
+ * share with the Conv and Gemm definitions (nn_conv.c, nn_gemm.c) and with
+ * the epilogue fusion pass (opt/pass_epilogue_fusion.c).
+ *
+ * A fused node carries its product's attributes (Conv's, or Gemm's alpha /
+ * transA / transB) plus the epilogue's: `activation` (one of the names of
+ * fused_nn_activation_name), `act_alpha`, `act_beta` (Clip's min and max,
+ * LeakyRelu's alpha, HardSigmoid's alpha and beta) and `residual_after`
+ * (0: act(y + bias + R), as ResNet's add-then-relu; 1: act(y + bias) + R).
+ */
+#ifndef FXCC_FUSED_NN_H
+#define FXCC_FUSED_NN_H
+
+#include "../ir.h"
+
+/* nn_conv.c: Conv's rules, which FusedConv (same attributes, same first
+ * three inputs) reuses. */
+FxStatus nn_conv_infer(InferCtx *c);
+FxStatus nn_conv_node_params(const Node *n, Diag *d, FxrtConvParams *p, int64_t *scratch_floats);
+size_t nn_conv_scratch(const Node *n);
+/* Writes the static FxrtConvParams and the call of the algorithm p needs,
+ * with epilogue expression ep ("&ep" or "NULL"). */
+void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep);
+
+/* fused_nn.c */
+/* "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish",
+ * "hardsigmoid", "tanh", "gelu" by FxrtActivation; NULL past the end. */
+const char *fused_nn_activation_name(FxrtActivation a);
+/* Writes `const FxrtEpilogue ep = {...};` with the numeric fields of shape
+ * and the C expressions bias and residual (NULL: none), and returns "&ep";
+ * returns "NULL" (and writes nothing) when the epilogue would be empty. */
+const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *bias,
+                             const char *residual);
+
+#endif
