@@ -1,0 +1,415 @@
+/*
+ * check_opt_epilogue.c - the epilogue fusion pass and the FusedConv /
+ * FusedGemm module kinds: which chains fuse (printed graphs against golden
+ * files under tests/golden/opt/epilogue/), that the interpreter's outputs
+ * stay allclose to the unfused graph's, and that the generated C of the
+ * fused graph, for the host and the portable target, agrees with the
+ * interpreter running the unfused graph.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "opt_check_util.h"
+
+typedef Graph *(*Builder)(void);
+
+static Node *input4(Graph *g, const char *name, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    int64_t dims[4] = {n, c, h, w};
+    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
+}
+
+static Node *weights(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
+                     int64_t d3, float scale)
+{
+    int64_t dims[4] = {d0, d1, d2, d3};
+    return tu_weights(g, name, rank, dims, scale);
+}
+
+static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
+{
+    Node *args[3] = {a, b, c};
+    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
+}
+
+/* A node whose types the caller infers (tu_reinfer) once it has set the
+ * attributes the shapes depend on. */
+static Node *op_uninferred(Graph *g, const char *name, Node *a, Node *b, Node *c)
+{
+    Node *args[3] = {a, b, c};
+    Node *n = graph_create_op(g, NULL, op_lookup(name), name, args, c ? 3 : 2);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_int_eq(op_apply_attr_specs(n->op, n, &tu_diag), FX_OK);
+    ck_assert(node_set_num_outputs(n, 1));
+    return n;
+}
+
+/* A Conv with `pads` on every side, stride and group; b may be NULL. */
+static Node *conv(Graph *g, Node *x, Node *w, Node *b, int64_t pad, int64_t stride, int64_t group)
+{
+    Node *n = op_uninferred(g, "Conv", x, w, b);
+    int64_t pads[4] = {pad, pad, pad, pad}, strides[2] = {stride, stride};
+    node_set_attr_ints(n, "pads", pads, 4);
+    node_set_attr_ints(n, "strides", strides, 2);
+    node_set_attr_int(n, "group", group);
+    tu_reinfer(n);
+    return n;
+}
+
+/* Fuses build()'s graph, checks it against the interpreter's unfused
+ * outputs and the golden file, then compiles it for both targets and
+ * compares the compiled outputs with the interpreter running a fresh,
+ * unfused copy.  Returns the fused graph. */
+static Graph *run_case(Builder build, const char *name, int expect_changes)
+{
+    Graph *g = build(), *ref = build();
+    ck_assert_int_eq(tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6), expect_changes);
+    tu_assert_golden(g, "epilogue", name);
+
+    int ni = graph_num_placeholders(g);
+    Tensor *in[8] = {0};
+    uint64_t seed = 0xe91u;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &tu_diag));
+    const FxTarget targets[2] = {FX_TARGET_HOST, FX_TARGET_PORTABLE};
+    for (int t = 0; t < 2; t++) {
+        CgVerifyOptions vo = {.cg = {.name = "model", .target = targets[t]},
+                              .build = {.target = targets[t]},
+                              .rtol = 1e-4, .atol = 1e-5};
+        FILE *report = fopen("/dev/null", "w");
+        FxStatus st = cg_verify(g, ref, in, ni, &vo, report, &tu_diag);
+        fclose(report);
+        if (st != FX_OK)
+            diag_print(&tu_diag, stderr);
+        ck_assert_msg(st == FX_OK, "%s: compiled code (%s) differs from the unfused graph", name,
+                      t == 0 ? "host" : "portable");
+    }
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
+    graph_free(ref);
+    return g;
+}
+
+static void assert_attr(const Graph *g, const char *op_name, const char *activation,
+                        int residual_after)
+{
+    graph_for_each(g, n) if (n->op && strcmp(n->op->name, op_name) == 0)
+    {
+        ck_assert_str_eq(node_attr_string(n, "activation", "?"), activation);
+        ck_assert_int_eq(node_attr_int(n, "residual_after", -1), residual_after);
+        return;
+    }
+    ck_abort_msg("no %s node", op_name);
+}
+
+/* relu(conv(x, w) + b[4, 1, 1]): the bias Add becomes the fused node's B. */
+static Graph *build_conv_bias_relu(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 3, 9, 9);
+    Node *c = conv(g, x, weights(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
+    Node *a = op(g, "Add", c, weights(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
+    Node *y = op(g, "Relu", a, NULL, NULL);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_conv_bias_relu)
+{
+    Graph *g = run_case(build_conv_bias_relu, "conv_bias_relu", 1);
+    ck_assert_int_eq(tu_count_op(g, "FusedConv"), 1);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    assert_attr(g, "FusedConv", "relu", 0);
+    graph_free(g);
+}
+END_TEST
+
+/* ResNet's block end: relu(conv(x, w, b) + x), the residual before the
+ * activation; the Conv keeps its own bias. */
+static Graph *build_conv_residual_relu(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 4, 7, 7);
+    Node *c = conv(g, x, weights(g, "w", 4, 4, 4, 3, 3, 0.04f),
+                   weights(g, "b", 1, 4, 0, 0, 0, 0.1f), 1, 1, 1);
+    Node *a = op(g, "Add", c, x, NULL);
+    Node *y = op(g, "Relu", a, NULL, NULL);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_conv_residual_relu)
+{
+    Graph *g = run_case(build_conv_residual_relu, "conv_residual_relu", 1);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    assert_attr(g, "FusedConv", "relu", 0);
+    graph_free(g);
+}
+END_TEST
+
+/* relu(conv(x)) + r, the residual after the activation, operands of the
+ * Add swapped; a strided im2col conv. */
+static Graph *build_conv_relu_residual(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 2, 10, 10);
+    Node *r = input4(g, "r", 1, 3, 5, 5);
+    Node *c = conv(g, x, weights(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
+    Node *a = op(g, "Relu", c, NULL, NULL);
+    Node *y = op(g, "Add", r, a, NULL);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_conv_relu_residual)
+{
+    Graph *g = run_case(build_conv_relu_residual, "conv_relu_residual", 1);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    assert_attr(g, "FusedConv", "relu", 1);
+    graph_free(g);
+}
+END_TEST
+
+/* Gemm(a, w^T, c) -> Clip(0, 6) with several rows (the microkernel and,
+ * on host, the row blocks), and transA. */
+static Graph *build_gemm_clip(void)
+{
+    Graph *g = graph_new();
+    int64_t ad[2] = {7, 5};
+    Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
+    Node *gm = op_uninferred(g, "Gemm", a, weights(g, "w", 2, 9, 7, 0, 0, 0.3f),
+                             weights(g, "c", 1, 9, 0, 0, 0, 0.5f));
+    node_set_attr_int(gm, "transA", 1);
+    node_set_attr_int(gm, "transB", 1);
+    node_set_attr_float(gm, "alpha", 0.5f);
+    tu_reinfer(gm);
+    Node *y = op(g, "Clip", gm, tu_scalar(g, "lo", 0.0f), tu_scalar(g, "hi", 6.0f));
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_gemm_clip)
+{
+    Graph *g = run_case(build_gemm_clip, "gemm_clip", 1);
+    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 1);
+    ck_assert_int_eq(tu_count_calls(g), 1);
+    assert_attr(g, "FusedGemm", "clip", 0);
+    graph_free(g);
+}
+END_TEST
+
+/* The transformer's FFN: x [1, 6, 8] -> MatMul(W1) + b1 -> exact GELU (the
+ * Erf form) -> MatMul(W2) + b2 -> + x.  Two FusedGemm nodes: bias + gelu,
+ * then bias + residual. */
+static Graph *build_ffn(void)
+{
+    Graph *g = graph_new();
+    int64_t xd[3] = {1, 6, 8};
+    Node *x = tu_input(g, "x", FXRT_DTYPE_FLOAT32, 3, xd);
+    Node *h = op(g, "MatMul", x, weights(g, "w1", 2, 8, 16, 0, 0, 0.1f), NULL);
+    h = op(g, "Add", h, weights(g, "b1", 1, 16, 0, 0, 0, 0.05f), NULL);
+    Node *e = op(g, "Div", h, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL);
+    e = op(g, "Erf", e, NULL, NULL);
+    e = op(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
+    Node *gl = op(g, "Mul", op(g, "Mul", h, e, NULL), tu_scalar(g, "half", 0.5f), NULL);
+    Node *f = op(g, "MatMul", gl, weights(g, "w2", 2, 16, 8, 0, 0, 0.1f), NULL);
+    f = op(g, "Add", f, weights(g, "b2", 1, 8, 0, 0, 0, 0.05f), NULL);
+    Node *y = op(g, "Add", x, f, NULL);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_transformer_ffn)
+{
+    Graph *g = run_case(build_ffn, "ffn", 2);
+    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 2);
+    ck_assert_int_eq(tu_count_calls(g), 2);
+    graph_free(g);
+}
+END_TEST
+
+/* Every activation after a bias, one branch each, over the three conv
+ * algorithms (im2col, depthwise, 1x1) and a Gemm. */
+static Graph *build_activations(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 4, 6, 6);
+    int64_t ad[2] = {3, 6};
+    Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
+    const char *acts[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "HardSigmoid",
+                          "Tanh"};
+    Node *outs[9];
+    int k = 0;
+    for (int i = 0; i < 7; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d", i);
+        Node *c;
+        if (i % 3 == 0)
+            c = conv(g, x, weights(g, name, 4, 4, 4, 3, 3, 0.05f), NULL, 1, 1, 1);
+        else if (i % 3 == 1)
+            c = conv(g, x, weights(g, name, 4, 4, 1, 3, 3, 0.1f), NULL, 1, 1, 4);
+        else
+            c = conv(g, x, weights(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
+        snprintf(name, sizeof name, "b%d", i);
+        Node *biased = op(g, "Add", weights(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
+        Node *y;
+        if (i == 1) {
+            y = op(g, "Clip", biased, tu_scalar(g, "lo", -0.2f), NULL);
+        } else {
+            y = op(g, acts[i], biased, NULL, NULL);
+            if (i == 2)
+                node_set_attr_float(y, "alpha", 0.3f);
+            if (i == 5) {
+                node_set_attr_float(y, "alpha", 0.4f);
+                node_set_attr_float(y, "beta", 0.6f);
+            }
+        }
+        outs[k++] = y;
+    }
+    Node *gm = op(g, "Gemm", a, weights(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
+    outs[k++] = op(g, "Sigmoid", op(g, "Add", gm, weights(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
+                   NULL, NULL);
+    tu_finish(g, outs, k);
+    return g;
+}
+
+START_TEST(test_activations)
+{
+    Graph *g = run_case(build_activations, "activations", 8);
+    ck_assert_int_eq(tu_count_op(g, "FusedConv"), 7);
+    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 1);
+    ck_assert_int_eq(tu_count_calls(g), 8);
+    graph_free(g);
+}
+END_TEST
+
+/* The Conv's value is also returned: nothing fuses.  In a second chain the
+ * Relu's value is read twice: conv + bias + relu fuses, the Adds after it
+ * stay. */
+static Graph *build_used_twice(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 2, 5, 5);
+    Node *c1 = conv(g, x, weights(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *a1 = op(g, "Add", c1, weights(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *c2 = conv(g, x, weights(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *a2 = op(g, "Add", c2, weights(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *r2 = op(g, "Relu", a2, NULL, NULL);
+    Node *y2 = op(g, "Add", r2, x, NULL);
+    Node *z2 = op(g, "Add", r2, y2, NULL);
+    Node *outs[3] = {a1, c1, z2};
+    tu_finish(g, outs, 3);
+    return g;
+}
+
+START_TEST(test_used_twice)
+{
+    Graph *g = run_case(build_used_twice, "used_twice", 1);
+    ck_assert_int_eq(tu_count_op(g, "Conv"), 1);
+    ck_assert_int_eq(tu_count_op(g, "FusedConv"), 1);
+    ck_assert_int_eq(tu_count_op(g, "Add"), 3);
+    graph_free(g);
+}
+END_TEST
+
+/* Adds that are neither a bias nor a residual: a non-constant [4, 1, 1]
+ * (it broadcasts, so it is not of the output's type) and a constant that
+ * varies along the width. */
+START_TEST(test_not_a_bias)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 3, 4, 4);
+    int64_t sd[3] = {4, 1, 1};
+    Node *s = tu_input(g, "s", FXRT_DTYPE_FLOAT32, 3, sd);
+    Node *c1 = conv(g, x, weights(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *y1 = op(g, "Add", c1, s, NULL);
+    Node *c2 = conv(g, x, weights(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *y2 = op(g, "Add", c2, weights(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
+    Node *outs[2] = {y1, y2};
+    tu_finish(g, outs, 2);
+    ck_assert_int_eq(tu_run_pass(g, pass_epilogue_fusion, 1e-6, 1e-7), 0);
+    ck_assert_int_eq(tu_count_op(g, "Conv"), 2);
+    ck_assert_int_eq(tu_count_op(g, "Add"), 2);
+    tu_assert_golden(g, "epilogue", "not_a_bias");
+    graph_free(g);
+}
+END_TEST
+
+/* A MatMul by a non-constant B and an int64 MatMul are not anchors. */
+START_TEST(test_matmul_not_anchor)
+{
+    Graph *g = graph_new();
+    int64_t ad[2] = {3, 4}, bd[2] = {4, 5};
+    Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
+    Node *b = tu_input(g, "b", FXRT_DTYPE_FLOAT32, 2, bd);
+    Node *y = op(g, "Relu", op(g, "MatMul", a, b, NULL), NULL, NULL);
+    Node *ia = tu_input(g, "ia", FXRT_DTYPE_INT64, 2, ad);
+    Node *ib = tu_input(g, "ib", FXRT_DTYPE_INT64, 2, bd);
+    Node *z = op(g, "Relu", op(g, "MatMul", ia, ib, NULL), NULL, NULL);
+    Node *outs[2] = {y, z};
+    tu_finish(g, outs, 2);
+    PassResult r;
+    ck_assert_int_eq(pass_epilogue_fusion(g, &r, &tu_diag), FX_OK);
+    ck_assert_int_eq(r.changes, 0);
+    ck_assert_int_eq(tu_count_op(g, "MatMul"), 2);
+    graph_free(g);
+}
+END_TEST
+
+/* FusedConv refuses a residual of another shape and an unknown
+ * activation, naming the node. */
+START_TEST(test_fused_conv_refuses)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 2, 4, 4);
+    Node *r = input4(g, "r", 1, 2, 3, 3);
+    Node *w = weights(g, "w", 4, 2, 2, 3, 3, 0.1f);
+    Node *args[4] = {x, w, NULL, r};
+    Node *f = graph_create_module(g, NULL, &fx_op_FusedConv, "f", args, 4);
+    ck_assert_int_eq(op_apply_attr_specs(f->op, f, &tu_diag), FX_OK);
+    int64_t pads[4] = {1, 1, 1, 1};
+    node_set_attr_ints(f, "pads", pads, 4);
+    ck_assert(node_set_num_outputs(f, 1));
+    ck_assert_int_eq(node_infer_shapes(f, &tu_diag), FX_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(tu_diag.entries[tu_diag.count - 1].message, "residual"));
+    node_set_arg(f, 3, NULL);
+    node_set_attr_string(f, "activation", "swish");
+    ck_assert_int_eq(node_infer_shapes(f, &tu_diag), FX_ERR_INVALID);
+    node_set_attr_string(f, "activation", "relu");
+    ck_assert_int_eq(node_infer_shapes(f, &tu_diag), FX_OK);
+    graph_free(g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("opt_epilogue");
+    TCase *t = tcase_create("epilogue");
+    tcase_add_checked_fixture(t, tu_setup, tu_teardown);
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_conv_bias_relu);
+    tcase_add_test(t, test_conv_residual_relu);
+    tcase_add_test(t, test_conv_relu_residual);
+    tcase_add_test(t, test_gemm_clip);
+    tcase_add_test(t, test_transformer_ffn);
+    tcase_add_test(t, test_activations);
+    tcase_add_test(t, test_used_twice);
+    tcase_add_test(t, test_not_a_bias);
+    tcase_add_test(t, test_matmul_not_anchor);
+    tcase_add_test(t, test_fused_conv_refuses);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
