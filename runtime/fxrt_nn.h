@@ -89,6 +89,13 @@ void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, fl
 void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc, const FxrtEpilogue *ep);
+/* C (m x n, row stride ldc) = A (m x k, row-major) x B where row p of B is
+ * the n floats at b + b_rows[p]: rows may overlap, so a stride-1
+ * convolution multiplies straight out of its (padded) input, each kernel tap
+ * one row offset (fxrt_nn_conv.c).  The portable microkernel (AVX2 on host),
+ * no epilogue. */
+void fxrt_gemm_rows_f32(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                        const int64_t *b_rows, float *c, int64_t ldc);
 /* The same in double (portable loop, double accumulation). */
 void fxrt_gemm_f64(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                    const double *a, int64_t lda, const double *b, int64_t ldb, double beta,

@@ -80,10 +80,76 @@ static int64_t conv_tile(const FxrtConvParams *p, int64_t positions)
     return t < fit ? t : fit;
 }
 
+/* Padded inputs of at most this many floats (1 MiB) take the implicit
+ * path below; larger ones are unfolded tile by tile. */
+enum { CONV_IMPLICIT_MAX_FLOATS = 1 << 18 };
+
+/* The implicit path of a 2-D (or 1-D) convolution: no unfolding.  The input
+ * is split, zero-padded, into sh x sw phase planes (plane (a, b) holds the
+ * padded rows a, a + sh, ... and columns b, b + sw, ...; one plane for
+ * stride 1), each hq x wq with wq = Wo + (KW - 1) * dw / sw.  Output
+ * position (oh, ow) is column oh * wq + ow of a wider output; kernel tap
+ * (c, kh, kw) then reads, for every column j, element j of its plane from
+ * row (kh * dh) / sh and column (kw * dw) / sw on: the GEMM's B is the phase
+ * planes themselves, one row offset per tap (fxrt_gemm_rows_f32).  The wq -
+ * Wo extra columns per output row are computed and dropped.  A dilation
+ * that is not a multiple of the stride would need more phases than that
+ * and is left to im2col. */
+typedef struct ImplicitConv {
+    int64_t sh, sw;  /* strides = phases per axis */
+    int64_t hq, wq;  /* one phase plane */
+    int64_t rows;    /* output rows per GEMM, so the output tile stays in L2 */
+    int64_t cols;    /* wide columns per GEMM: rows * wq rounded up to whole tiles */
+    int64_t taps;    /* K = C/g * KH * KW */
+} ImplicitConv;
+
+enum { IMPLICIT_COL_ALIGN = 16 }; /* the microkernel's tile width */
+
+static int implicit_conv(const FxrtConvParams *p, ImplicitConv *ic)
+{
+    if (p->kernel[0] != 1 || p->in_size[0] != 1 || p->out_size[0] != 1)
+        return 0;
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    ic->sh = p->stride[1];
+    ic->sw = p->stride[2];
+    if ((p->dilation[1] != 1 && ic->sh != 1) || (p->dilation[2] != 1 && ic->sw != 1))
+        return 0;
+    ic->hq = p->out_size[1] + (p->kernel[1] - 1) * p->dilation[1] / ic->sh;
+    ic->wq = p->out_size[2] + (p->kernel[2] - 1) * p->dilation[2] / ic->sw;
+    ic->taps = cg * p->kernel[1] * p->kernel[2];
+    if (mg < 1 || ic->wq < 1 ||
+        ic->sh * ic->sw * cg * ic->hq * ic->wq > CONV_IMPLICIT_MAX_FLOATS)
+        return 0;
+    ic->rows = CONV_L2_FLOATS / (mg * ic->wq);
+    ic->rows = ic->rows < 1 ? 1 : ic->rows > p->out_size[1] ? p->out_size[1] : ic->rows;
+    ic->cols = (ic->rows * ic->wq + IMPLICIT_COL_ALIGN - 1) / IMPLICIT_COL_ALIGN *
+               IMPLICIT_COL_ALIGN;
+    return 1;
+}
+
+/* Floats of the phase planes, with slack for the wide columns of the last
+ * row of the last plane, which read past it. */
+static int64_t implicit_planes_floats(const FxrtConvParams *p, const ImplicitConv *ic)
+{
+    return ic->sh * ic->sw * (p->in_channels / p->groups) * ic->hq * ic->wq + ic->cols +
+           ic->wq;
+}
+
+/* Scratch of the implicit path, in floats: the tap offsets (int64, two
+ * floats each, first so that they are aligned), the phase planes, and the
+ * wide output tile. */
+static int64_t implicit_scratch_floats(const FxrtConvParams *p, const ImplicitConv *ic)
+{
+    return 2 * ic->taps + implicit_planes_floats(p, ic) + p->out_channels / p->groups * ic->cols;
+}
+
 int64_t fxrt_conv_scratch_floats(const FxrtConvParams *p)
 {
     if (fxrt_conv_algo(p) != FXRT_CONV_ALGO_IM2COL)
         return 0;
+    ImplicitConv ic;
+    if (implicit_conv(p, &ic))
+        return implicit_scratch_floats(p, &ic);
     int64_t rows = p->in_channels / p->groups * spatial_numel(p->kernel);
     return rows * conv_tile(p, spatial_numel(p->out_size));
 }
@@ -192,12 +258,16 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b :
  * cols[cg * kernel taps][t].  Works a row of output positions at a time: the
  * taps of a row that fall inside the input form one contiguous range of
  * output columns, so the row is zeros, then a (strided) copy, then zeros,
- * with no bounds test per element (this loop dominated conv time). */
+ * with no bounds test per element.  The range's ends depend only on the tap
+ * column, and the output rows are stepped through without division: this
+ * loop dominated conv time while it divided per row. */
 static void im2col_tile(const FxrtConvParams *p, const float *xg, int64_t cg, int64_t q0,
                         int64_t t, float *cols)
 {
     const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
     int64_t in_n = spatial_numel(is), sw = p->stride[2];
+    int64_t ow_start = q0 % os[2], row_start = q0 / os[2];
+    int64_t oh_start = row_start % os[1], od_start = row_start / os[1];
     float *col = cols;
     for (int64_t c = 0; c < cg; c++) {
         const float *xc = xg + c * in_n;
@@ -205,43 +275,128 @@ static void im2col_tile(const FxrtConvParams *p, const float *xg, int64_t cg, in
             for (int64_t kh = 0; kh < ks[1]; kh++)
                 for (int64_t kw = 0; kw < ks[2]; kw++) {
                     int64_t off = kw * p->dilation[2] - p->pad_begin[2]; /* iw = ow * sw + off */
+                    /* Output columns whose tap lies inside the input row. */
+                    int64_t first = sw == 1 ? -off : ceil_div(-off, sw);
+                    int64_t last = sw == 1 ? is[2] - off : ceil_div(is[2] - off, sw);
                     float *dst = col;
+                    int64_t ow0 = ow_start, oh = oh_start, od = od_start;
                     for (int64_t q = q0, end = q0 + t; q < end;) {
-                        int64_t ow0 = q % os[2], row = q / os[2];
-                        int64_t oh = row % os[1], od = row / os[1];
                         int64_t run = os[2] - ow0 < end - q ? os[2] - ow0 : end - q;
                         int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
                         int64_t ih = oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
                         int64_t lo = 0, hi = 0;
                         if (id >= 0 && id < is[0] && ih >= 0 && ih < is[1]) {
-                            lo = ceil_div(-off, sw) - ow0;
-                            hi = ceil_div(is[2] - off, sw) - ow0;
+                            lo = first - ow0;
+                            hi = last - ow0;
                             lo = lo < 0 ? 0 : lo > run ? run : lo;
                             hi = hi > run ? run : hi < lo ? lo : hi;
                         }
-                        if (lo > 0)
-                            memset(dst, 0, (size_t)lo * sizeof *dst);
+                        for (int64_t i = 0; i < lo; i++)
+                            dst[i] = 0.0f;
                         if (hi > lo) {
-                            const float *src = xc + (id * is[1] + ih) * is[2] + (ow0 + lo) * sw + off;
+                            const float *src = xc + (id * is[1] + ih) * is[2] + ow0 * sw + off;
                             if (sw == 1)
-                                memcpy(dst + lo, src, (size_t)(hi - lo) * sizeof *dst);
+                                for (int64_t i = lo; i < hi; i++)
+                                    dst[i] = src[i];
                             else
-                                for (int64_t i = 0; i < hi - lo; i++)
-                                    dst[lo + i] = src[i * sw];
+                                for (int64_t i = lo; i < hi; i++)
+                                    dst[i] = src[i * sw];
                         }
-                        if (run > hi)
-                            memset(dst + hi, 0, (size_t)(run - hi) * sizeof *dst);
+                        for (int64_t i = hi; i < run; i++)
+                            dst[i] = 0.0f;
                         dst += run;
                         q += run;
+                        ow0 = 0;
+                        if (++oh == os[1]) {
+                            oh = 0;
+                            od++;
+                        }
                     }
                     col += t;
                 }
     }
 }
 
+/* Fills the phase planes of image xg (cg channels). */
+static void implicit_fill(const FxrtConvParams *p, const ImplicitConv *ic, const float *xg,
+                          int64_t cg, float *planes)
+{
+    int64_t h = p->in_size[1], wd = p->in_size[2];
+    int64_t pt = p->pad_begin[1], pl = p->pad_begin[2];
+    float *dst = planes;
+    for (int64_t a = 0; a < ic->sh; a++)
+        for (int64_t b = 0; b < ic->sw; b++) {
+            /* Columns j of this phase read input column j * sw + b - pl. */
+            int64_t j0 = ceil_div(pl - b, ic->sw), j1 = ceil_div(wd + pl - b, ic->sw);
+            j0 = j0 < 0 ? 0 : j0 > ic->wq ? ic->wq : j0;
+            j1 = j1 > ic->wq ? ic->wq : j1 < j0 ? j0 : j1;
+            for (int64_t c = 0; c < cg; c++)
+                for (int64_t i = 0; i < ic->hq; i++, dst += ic->wq) {
+                    int64_t iy = i * ic->sh + a - pt;
+                    if (iy < 0 || iy >= h || j1 == j0) {
+                        for (int64_t j = 0; j < ic->wq; j++)
+                            dst[j] = 0.0f;
+                        continue;
+                    }
+                    const float *src = xg + (c * h + iy) * wd + b - pl;
+                    for (int64_t j = 0; j < j0; j++)
+                        dst[j] = 0.0f;
+                    if (ic->sw == 1)
+                        for (int64_t j = j0; j < j1; j++)
+                            dst[j] = src[j];
+                    else
+                        for (int64_t j = j0; j < j1; j++)
+                            dst[j] = src[j * ic->sw];
+                    for (int64_t j = j1; j < ic->wq; j++)
+                        dst[j] = 0.0f;
+                }
+        }
+    for (int64_t i = 0, slack = ic->cols + ic->wq; i < slack; i++)
+        dst[i] = 0.0f;
+}
+
+static void conv_implicit_f32(const FxrtConvParams *p, const ImplicitConv *ic, const float *x,
+                              const float *w, const FxrtEpilogue *ep, float *y, float *scratch)
+{
+    int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
+    int64_t ho = p->out_size[1], wo = p->out_size[2], wq = ic->wq;
+    int64_t plane = ic->hq * wq, in_n = spatial_numel(p->in_size), out_n = ho * wo;
+    int64_t *offsets = (int64_t *)(void *)scratch;
+    float *planes = scratch + 2 * ic->taps, *wide = planes + implicit_planes_floats(p, ic);
+    int64_t t = 0;
+    for (int64_t c = 0; c < cg; c++)
+        for (int64_t kh = 0; kh < p->kernel[1]; kh++)
+            for (int64_t kw = 0; kw < p->kernel[2]; kw++) {
+                int64_t ry = kh * p->dilation[1], rx = kw * p->dilation[2];
+                int64_t phase = (ry % ic->sh) * ic->sw + rx % ic->sw;
+                offsets[t++] = (phase * cg + c) * plane + ry / ic->sh * wq + rx / ic->sw;
+            }
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t g = 0; g < p->groups; g++) {
+            float *yg = y + (n * p->out_channels + g * mg) * out_n;
+            implicit_fill(p, ic, x + (n * p->in_channels + g * cg) * in_n, cg, planes);
+            FxrtEpilogue e = conv_epilogue(ep, p, n, g * mg, 0);
+            for (int64_t oh0 = 0; oh0 < ho; oh0 += ic->rows) {
+                int64_t r = ho - oh0 < ic->rows ? ho - oh0 : ic->rows;
+                fxrt_gemm_rows_f32(mg, ic->cols, ic->taps, w + g * mg * ic->taps,
+                                   planes + oh0 * wq, offsets, wide, ic->cols);
+                for (int64_t m = 0; m < mg; m++)
+                    for (int64_t oh = 0; oh < r; oh++)
+                        memcpy(yg + m * out_n + (oh0 + oh) * wo, wide + m * ic->cols + oh * wq,
+                               (size_t)wo * sizeof *yg);
+                fxrt_epilogue_apply_f32(&e, 0, oh0 * wo, mg, r * wo, yg + oh0 * wo, out_n);
+            }
+        }
+}
+
 void fxrt_conv_im2col_f32(const FxrtConvParams *p, const float *x, const float *w,
                           const FxrtEpilogue *ep, float *y, float *scratch)
 {
+    ImplicitConv ic;
+    if (implicit_conv(p, &ic)) {
+        conv_implicit_f32(p, &ic, x, w, ep, y, scratch);
+        return;
+    }
     int64_t in_n = spatial_numel(p->in_size), out_n = spatial_numel(p->out_size);
     int64_t cg = p->in_channels / p->groups, mg = p->out_channels / p->groups;
     int64_t rows = cg * spatial_numel(p->kernel);

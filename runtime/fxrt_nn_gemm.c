@@ -24,7 +24,6 @@
  * is cblas_sgemv, which reads B in place instead of packing it.
  */
 #include <limits.h>
-#include <math.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -62,70 +61,144 @@ static void gemm_scale_f32(int64_t m, int64_t n, float beta, float *c, int64_t l
     }
 }
 
-/* The microkernel, instantiated for the portable target (MADD is a * b + c,
- * tiles small enough for 16 SSE/NEON registers) and for AVX2 (fmaf, which
- * the compiler turns into vfmadd under the target attribute).  A is read
- * through strides (a_rs per row, a_cs per column) so op(A) may be either
- * layout; B is K x N with row stride ldb. */
-#define GEMM_MICROKERNEL(NAME, ATTR, MR, NR, MADD)                                            \
-    ATTR static void NAME(int64_t m, int64_t n, int64_t k, float alpha, const float *a,     \
-                          int64_t a_rs, int64_t a_cs, const float *b, int64_t ldb, float beta, \
-                          float *c, int64_t ldc, const FxrtEpilogue *ep)                     \
-    {                                                                                         \
-        for (int64_t j0 = 0; j0 < n; j0 += NR) {                                              \
-            int64_t nr = n - j0 < NR ? n - j0 : NR;                                           \
-            for (int64_t i0 = 0; i0 < m; i0 += MR) {                                          \
-                int64_t mr = m - i0 < MR ? m - i0 : MR;                                       \
-                const float *ap = a + i0 * a_rs, *bp = b + j0;                                \
-                float acc[MR][NR];                                                            \
-                for (int r = 0; r < MR; r++)                                                  \
-                    for (int j = 0; j < NR; j++)                                              \
-                        acc[r][j] = 0.0f;                                                     \
-                if (mr == MR && nr == NR) {                                                   \
-                    for (int64_t p = 0; p < k; p++) {                                         \
-                        const float *brow = bp + p * ldb;                                     \
-                        for (int r = 0; r < MR; r++) {                                        \
-                            float av = ap[r * a_rs + p * a_cs];                               \
-                            for (int j = 0; j < NR; j++)                                      \
-                                acc[r][j] = MADD(av, brow[j], acc[r][j]);                     \
-                        }                                                                     \
-                    }                                                                         \
-                } else {                                                                      \
-                    for (int64_t p = 0; p < k; p++) {                                         \
-                        const float *brow = bp + p * ldb;                                     \
-                        for (int r = 0; r < mr; r++) {                                        \
-                            float av = ap[r * a_rs + p * a_cs];                               \
-                            for (int j = 0; j < nr; j++)                                      \
-                                acc[r][j] = MADD(av, brow[j], acc[r][j]);                     \
-                        }                                                                     \
-                    }                                                                         \
-                }                                                                             \
-                for (int r = 0; r < mr; r++) {                                                \
-                    float *crow = c + (i0 + r) * ldc + j0;                                    \
-                    if (beta == 0.0f)                                                         \
-                        for (int j = 0; j < nr; j++)                                          \
-                            crow[j] = alpha * acc[r][j];                                      \
-                    else                                                                      \
-                        for (int j = 0; j < nr; j++)                                          \
-                            crow[j] = alpha * acc[r][j] + beta * crow[j];                     \
-                }                                                                             \
-                if (ep)                                                                       \
-                    fxrt_epilogue_apply_f32(ep, i0, j0, mr, nr, c + i0 * ldc + j0, ldc);      \
-            }                                                                                 \
-        }                                                                                     \
-    }
+/* One MR x NR tile of op(A) B into acc, in plain C: A is read through
+ * strides (a_rs per row, a_cs per column) so op(A) may be either layout; row
+ * p of B starts at b + p * ldb, or at b + boff[p] when there is a row table
+ * (fxrt_gemm_rows_f32).  Only mr x nr of the tile is computed. */
+enum { MR = 4, NR = 16 };
 
-#define MADD_PLAIN(a, b, c) ((a) * (b) + (c))
-GEMM_MICROKERNEL(gemm_tiles_portable, , 4, 8, MADD_PLAIN)
+static void tile_plain(int64_t mr, int64_t nr, int64_t k, const float *a, int64_t a_rs,
+                       int64_t a_cs, const float *b, int64_t ldb, const int64_t *boff,
+                       float acc[MR][NR])
+{
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++)
+            acc[r][j] = 0.0f;
+    if (mr == MR && nr == NR) {
+        /* Constant bounds, so the compiler unrolls and vectorizes over j. */
+        for (int64_t p = 0; p < k; p++) {
+            const float *brow = b + (boff ? boff[p] : p * ldb);
+            for (int r = 0; r < MR; r++) {
+                float av = a[r * a_rs + p * a_cs];
+                for (int j = 0; j < NR; j++)
+                    acc[r][j] += av * brow[j];
+            }
+        }
+        return;
+    }
+    for (int64_t p = 0; p < k; p++) {
+        const float *brow = b + (boff ? boff[p] : p * ldb);
+        for (int64_t r = 0; r < mr; r++) {
+            float av = a[r * a_rs + p * a_cs];
+            for (int64_t j = 0; j < nr; j++)
+                acc[r][j] += av * brow[j];
+        }
+    }
+}
 
 #ifdef FXRT_GEMM_AVX2
-GEMM_MICROKERNEL(gemm_tiles_avx2, __attribute__((target("avx2,fma"))), 6, 16, fmaf)
+#include <immintrin.h>
+
+/* A tile NR wide with AVX2/FMA: eight accumulators (4 rows x 2 vectors)
+ * stay in registers over the whole K loop; each step loads one 16-float row
+ * of B and broadcasts one element of A per row.  With mr < MR rows the last
+ * row is read again in place of the missing ones.  Stores the mr rows
+ * straight from the registers, c = alpha * acc + beta * c. */
+__attribute__((target("avx2,fma"))) static void tile_avx2(int64_t mr, int64_t k, const float *a,
+                                                          int64_t a_rs, int64_t a_cs,
+                                                          const float *b, int64_t ldb,
+                                                          const int64_t *boff, float alpha,
+                                                          float beta, float *c, int64_t ldc)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00;
+    __m256 c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    const float *a0 = a, *a1 = a + (mr > 1 ? 1 : 0) * a_rs;
+    const float *a2 = a + (mr > 2 ? 2 : mr - 1) * a_rs, *a3 = a + (mr > 3 ? 3 : mr - 1) * a_rs;
+    for (int64_t p = 0; p < k; p++) {
+        const float *brow = b + (boff ? boff[p] : p * ldb);
+        __m256 b0 = _mm256_loadu_ps(brow), b1 = _mm256_loadu_ps(brow + 8);
+        int64_t o = p * a_cs;
+        __m256 x = _mm256_broadcast_ss(a0 + o);
+        c00 = _mm256_fmadd_ps(x, b0, c00);
+        c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a1 + o);
+        c10 = _mm256_fmadd_ps(x, b0, c10);
+        c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a2 + o);
+        c20 = _mm256_fmadd_ps(x, b0, c20);
+        c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a3 + o);
+        c30 = _mm256_fmadd_ps(x, b0, c30);
+        c31 = _mm256_fmadd_ps(x, b1, c31);
+    }
+    /* Row by row from the registers; the accumulators shift up so that the
+     * loop names no register by index (which would force them to memory). */
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    for (int64_t r = 0; r < mr; r++) {
+        float *crow = c + r * ldc;
+        __m256 y0 = _mm256_mul_ps(va, c00), y1 = _mm256_mul_ps(va, c01);
+        if (beta != 0.0f) {
+            y0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(crow), y0);
+            y1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(crow + 8), y1);
+        }
+        _mm256_storeu_ps(crow, y0);
+        _mm256_storeu_ps(crow + 8, y1);
+        c00 = c10;
+        c01 = c11;
+        c10 = c20;
+        c11 = c21;
+        c20 = c30;
+        c21 = c31;
+    }
+}
 
 static int cpu_has_avx2(void)
 {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #endif
+
+/* C = alpha * op(A) B + beta * C tile by tile: a strip of NR columns of B
+ * (K x NR floats, which stays in cache) is swept by every row tile of A, and
+ * each finished tile is stored once, with alpha, beta and the epilogue. */
+static void gemm_tiles(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t a_rs, int64_t a_cs, const float *b, int64_t ldb,
+                       const int64_t *boff, float beta, float *c, int64_t ldc,
+                       const FxrtEpilogue *ep)
+{
+#ifdef FXRT_GEMM_AVX2
+    int avx2 = cpu_has_avx2();
+#endif
+    float acc[MR][NR];
+    for (int64_t j0 = 0; j0 < n; j0 += NR) {
+        int64_t nr = min64(NR, n - j0);
+        for (int64_t i0 = 0; i0 < m; i0 += MR) {
+            int64_t mr = min64(MR, m - i0);
+            const float *ap = a + i0 * a_rs, *bp = b + j0;
+#ifdef FXRT_GEMM_AVX2
+            if (avx2 && nr == NR) {
+                tile_avx2(mr, k, ap, a_rs, a_cs, bp, ldb, boff, alpha, beta,
+                          c + i0 * ldc + j0, ldc);
+                if (ep)
+                    fxrt_epilogue_apply_f32(ep, i0, j0, mr, nr, c + i0 * ldc + j0, ldc);
+                continue;
+            }
+#endif
+            tile_plain(mr, nr, k, ap, a_rs, a_cs, bp, ldb, boff, acc);
+            for (int64_t r = 0; r < mr; r++) {
+                float *crow = c + (i0 + r) * ldc + j0;
+                if (beta == 0.0f)
+                    for (int64_t j = 0; j < nr; j++)
+                        crow[j] = alpha * acc[r][j];
+                else
+                    for (int64_t j = 0; j < nr; j++)
+                        crow[j] = alpha * acc[r][j] + beta * crow[j];
+            }
+            if (ep)
+                fxrt_epilogue_apply_f32(ep, i0, j0, mr, nr, c + i0 * ldc + j0, ldc);
+        }
+    }
+}
 
 /* B transposed (N x K): dot products over p, unit stride in B, in row blocks
  * whose epilogue runs once the block is complete. */
@@ -171,14 +244,8 @@ static void gemm_portable_f32(int trans_a, int trans_b, int64_t m, int64_t n, in
         gemm_trans_b_f32(trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep);
         return;
     }
-    int64_t a_rs = trans_a ? 1 : lda, a_cs = trans_a ? lda : 1;
-#ifdef FXRT_GEMM_AVX2
-    if (cpu_has_avx2()) {
-        gemm_tiles_avx2(m, n, k, alpha, a, a_rs, a_cs, b, ldb, beta, c, ldc, ep);
-        return;
-    }
-#endif
-    gemm_tiles_portable(m, n, k, alpha, a, a_rs, a_cs, b, ldb, beta, c, ldc, ep);
+    gemm_tiles(m, n, k, alpha, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, NULL, beta, c,
+               ldc, ep);
 }
 
 #ifdef FXRT_USE_CBLAS
@@ -245,6 +312,13 @@ void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
         return;
 #endif
     gemm_portable_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep);
+}
+
+void fxrt_gemm_rows_f32(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                        const int64_t *b_rows, float *c, int64_t ldc)
+{
+    if (m > 0 && n > 0)
+        gemm_tiles(m, n, k, 1.0f, a, k, 1, b, 0, b_rows, 0.0f, c, ldc, NULL);
 }
 
 void fxrt_gemm_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
