@@ -202,12 +202,23 @@ void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
         }
 }
 
+/* Output columns ow whose tap reads inside an input row of length in:
+ * ow * stride + off in [0, in). */
+static void tap_columns(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
+                        int64_t *hi);
+
+/* One output plane at a time, one output row at a time: the row starts at
+ * zero and every kernel tap adds weight * (a shifted input row) over the
+ * output columns whose tap lies inside the input, a loop the compiler
+ * vectorizes (contiguous for stride 1); then the epilogue runs on the row
+ * while it is in L1. */
 void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
                              const FxrtEpilogue *ep, float *y)
 {
     const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
     int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
     int64_t mult = p->out_channels / p->groups; /* output channels per input channel */
+    int64_t sw = p->stride[2];
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t m = 0; m < p->out_channels; m++) {
             const float *xp = x + (n * p->in_channels + m / mult) * in_n;
@@ -226,24 +237,30 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
                     fxrt_window_range(oh, p->stride[1], p->pad_begin[1], p->dilation[1], is[1],
                                       ks[1], &h0, &h1);
                     float *yrow = yp + (od * os[1] + oh) * os[2];
-                    for (int64_t ow = 0; ow < os[2]; ow++) {
-                        int64_t w0, w1;
-                        fxrt_window_range(ow, p->stride[2], p->pad_begin[2], p->dilation[2],
-                                          is[2], ks[2], &w0, &w1);
-                        float s = 0.0f;
-                        for (int64_t kd = d0; kd < d1; kd++) {
-                            int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
-                            for (int64_t kh = h0; kh < h1; kh++) {
-                                int64_t ih =
-                                    oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
-                                const float *xrow = xp + (id * is[1] + ih) * is[2];
-                                const float *wrow = wp + (kd * ks[1] + kh) * ks[2];
-                                int64_t iw0 = ow * p->stride[2] - p->pad_begin[2];
-                                for (int64_t kw = w0; kw < w1; kw++)
-                                    s += xrow[iw0 + kw * p->dilation[2]] * wrow[kw];
+                    for (int64_t ow = 0; ow < os[2]; ow++)
+                        yrow[ow] = 0.0f;
+                    for (int64_t kd = d0; kd < d1; kd++) {
+                        int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
+                        for (int64_t kh = h0; kh < h1; kh++) {
+                            int64_t ih = oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
+                            const float *xrow = xp + (id * is[1] + ih) * is[2];
+                            const float *wrow = wp + (kd * ks[1] + kh) * ks[2];
+                            for (int64_t kw = 0; kw < ks[2]; kw++) {
+                                int64_t off = kw * p->dilation[2] - p->pad_begin[2], lo, hi;
+                                tap_columns(off, sw, is[2], os[2], &lo, &hi);
+                                if (hi <= lo)
+                                    continue;
+                                float wv = wrow[kw];
+                                const float *src = xrow + lo * sw + off;
+                                float *dst = yrow + lo;
+                                if (sw == 1)
+                                    for (int64_t i = 0; i < hi - lo; i++)
+                                        dst[i] += wv * src[i];
+                                else
+                                    for (int64_t i = 0; i < hi - lo; i++)
+                                        dst[i] += wv * src[i * sw];
                             }
                         }
-                        yrow[ow] = s;
                     }
                     fxrt_epilogue_apply_f32(&e, od * os[1] + oh, 0, 1, os[2], yrow, os[2]);
                 }
@@ -253,6 +270,17 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
 
 /* ceil(a / b) for b > 0 and any a. */
 static int64_t ceil_div(int64_t a, int64_t b) { return a > 0 ? (a + b - 1) / b : -(-a / b); }
+
+static void tap_columns(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
+                        int64_t *hi)
+{
+    int64_t l = stride == 1 ? -off : ceil_div(-off, stride);
+    int64_t h = stride == 1 ? in - off : ceil_div(in - off, stride);
+    l = l < 0 ? 0 : l > out ? out : l;
+    h = h > out ? out : h < l ? l : h;
+    *lo = l;
+    *hi = h;
+}
 
 /* Unfolds output positions [q0, q0 + t) of image xg (cg channels) into
  * cols[cg * kernel taps][t].  Works a row of output positions at a time: the
