@@ -319,7 +319,7 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     char hint[200];
     snprintf(hint, sizeof hint, "%s%s%s%s", a->name, c->act != FXRT_ACT_NONE ? "_" : "",
              c->act != FXRT_ACT_NONE ? fused_nn_activation_name(c->act) : "",
-             c->residual ? "_add" : (c->act == FXRT_ACT_NONE ? "_bias" : ""));
+             c->residual ? "_add" : (c->act == FXRT_ACT_NONE ? "_fused" : ""));
     Node *f = graph_create_module(g, c->last, op, hint, args, num_args);
     if (!f)
         return diag_error(d, FX_ERR_NOMEM, "out of memory fusing %s", a->name);

@@ -17,8 +17,10 @@
  * still make NaN).  A transposed B uses plain blocked dot products.
  *
  * On host (FXRT_USE_CBLAS) small products, where OpenBLAS's packing and call
- * overhead dominate (the convolutions of the small CNNs), run the same
- * microkernel compiled for AVX2/FMA when the CPU has them; larger ones call
+ * overhead dominate (the convolutions of the small CNNs), run the
+ * microkernel's full-width tiles as AVX2/FMA intrinsics (a target attribute,
+ * chosen at run time when the CPU has them; the generated build passes no
+ * -march); larger ones call
  * cblas_sgemm on blocks of rows of C that stay in L2 and apply the epilogue
  * to each block right after its call.  A single row (batch-1 linear layer)
  * is cblas_sgemv, which reads B in place instead of packing it.
