@@ -248,8 +248,9 @@ static bool take_activation(Chain *c)
 /* Whether n can anchor a chain, and as what. */
 static bool anchor_kind(const Node *n, AnchorKind *kind)
 {
-    if (n->opcode != FX_OPCODE_CALL_FUNCTION || !is_f32(n) || !is_f32(n->args[0]) ||
-        !is_f32(n->args[1]))
+    if (n->opcode != FX_OPCODE_CALL_FUNCTION ||
+        (n->op != &fx_op_Conv && n->op != &fx_op_Gemm && n->op != &fx_op_MatMul) ||
+        n->num_args < 2 || !is_f32(n) || !is_f32(n->args[0]) || !is_f32(n->args[1]))
         return false;
     if (n->op == &fx_op_Conv) {
         *kind = ANCHOR_CONV;
