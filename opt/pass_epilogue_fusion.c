@@ -17,7 +17,8 @@
  *   3. activation: Relu, Clip (constant bounds), LeakyRelu, Sigmoid,
  *                HardSwish, HardSigmoid, Tanh, or exact GELU written as
  *                x * (1 + erf(x / sqrt 2)) * 0.5 (the form exporters write
- *                before opset 20);
+ *                before opset 20; the final scale is any scalar, or absent
+ *                when linear-fold moved it into the next layer);
  *   4. residual after the activation, when step 2 took none.
  *
  * A step is taken only when the value it extends has that one user (the
@@ -159,12 +160,15 @@ static bool take_residual(Chain *c, Node *u, int after)
     return true;
 }
 
-/* GELU from value v: Div(v, sqrt 2) -> Erf -> Add 1 -> Mul by v -> Mul 0.5,
- * operands of the Adds and Muls in either order.  Returns the last Mul. */
-static Node *match_gelu(const Node *v, Node **parts)
+/* GELU from value v: Div(v, sqrt 2) -> Erf -> Add 1 -> Mul by v, then a
+ * Mul by a scalar constant (0.5 for the exact GELU) if there is one:
+ * linear-fold moves that 0.5 into the next layer's weights.  Operands of
+ * the Adds and Muls in either order.  Returns the number of nodes (4 or 5)
+ * and the scale in *scale. */
+static int match_gelu(const Node *v, Node **parts, float *scale)
 {
     if (v->num_users != 2)
-        return NULL;
+        return 0;
     Node *dv = NULL, *m1 = NULL;
     for (int i = 0; i < 2; i++) {
         Node *u = v->users[i];
@@ -175,36 +179,41 @@ static Node *match_gelu(const Node *v, Node **parts)
             m1 = u;
     }
     if (!dv || !m1)
-        return NULL;
+        return 0;
     Node *e = sole_user(dv);
     if (!e || !is_call(e, &fx_op_Erf))
-        return NULL;
+        return 0;
     Node *a = sole_user(e);
     if (!a || !is_call(a, &fx_op_Add) || !scalar_is(other_operand(a, e), 1.0f))
-        return NULL;
+        return 0;
     if (sole_user(a) != m1 || other_operand(m1, a) != v)
-        return NULL;
-    Node *m2 = sole_user(m1);
-    if (!m2 || !is_call(m2, &fx_op_Mul) || !scalar_is(other_operand(m2, m1), 0.5f))
-        return NULL;
+        return 0;
     parts[0] = dv;
     parts[1] = e;
     parts[2] = a;
     parts[3] = m1;
-    parts[4] = m2;
-    return m2;
+    *scale = 1.0f;
+    Node *m2 = sole_user(m1);
+    if (m2 && is_call(m2, &fx_op_Mul) && scalar_const(other_operand(m2, m1), scale)) {
+        parts[4] = m2;
+        return 5;
+    }
+    return 4;
 }
 
 /* Step 3. */
 static bool take_activation(Chain *c)
 {
     Node *gelu[5];
-    if (match_gelu(c->last, gelu)) {
-        if (c->num_nodes + 5 > (int)(sizeof c->nodes / sizeof c->nodes[0]))
+    float scale;
+    int parts = match_gelu(c->last, gelu, &scale);
+    if (parts > 0) {
+        if (c->num_nodes + parts > (int)(sizeof c->nodes / sizeof c->nodes[0]))
             return false;
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < parts; i++)
             absorb(c, gelu[i]);
         c->act = FXRT_ACT_GELU;
+        c->alpha = scale;
         return true;
     }
     Node *u = sole_user(c->last);

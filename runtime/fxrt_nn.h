@@ -29,7 +29,9 @@ extern "C" {
 /* ------------------------------------------------------------------------- */
 
 /* The activations an epilogue can apply, with the formulas of the runtime's
- * elementwise kernels (GELU is the exact form, 0.5 x (1 + erf(x / sqrt 2))). */
+ * elementwise kernels.  GELU is the exact form scaled by alpha,
+ * alpha x (1 + erf(x / sqrt 2)): 0.5 is GELU itself; other scales come from
+ * a constant factor that a fold moved into or out of the chain. */
 typedef enum FxrtActivation {
     FXRT_ACT_NONE,
     FXRT_ACT_RELU,
@@ -60,7 +62,8 @@ typedef struct FxrtEpilogue {
     int64_t residual_ld;
     int32_t activation; /* FxrtActivation */
     int32_t residual_after;
-    float alpha, beta; /* clip's min and max, leaky_relu's alpha, hard_sigmoid's */
+    /* clip's min and max, leaky_relu's alpha, hard_sigmoid's, gelu's scale */
+    float alpha, beta;
 } FxrtEpilogue;
 
 /* True when ep changes anything. */

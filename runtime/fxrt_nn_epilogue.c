@@ -72,7 +72,7 @@ static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
     case FXRT_ACT_GELU:
         /* In the order of the Div, Erf, Add, Mul, Mul chain exporters write. */
         for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] * (erff(v[t] / 1.41421354f) + 1.0f) * 0.5f;
+            v[t] = v[t] * (erff(v[t] / 1.41421354f) + 1.0f) * a;
         break;
     }
 }

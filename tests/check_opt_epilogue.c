@@ -233,7 +233,8 @@ START_TEST(test_transformer_ffn)
 END_TEST
 
 /* Every activation after a bias, one branch each, over the three conv
- * algorithms (im2col, depthwise, 1x1) and a Gemm. */
+ * algorithms (implicit GEMM, depthwise, 1x1), a Gemm, and a MatMul with an
+ * unscaled GELU and no bias. */
 static Graph *build_activations(void)
 {
     Graph *g = graph_new();
@@ -242,7 +243,7 @@ static Graph *build_activations(void)
     Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
     const char *acts[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "HardSigmoid",
                           "Tanh"};
-    Node *outs[9];
+    Node *outs[10];
     int k = 0;
     for (int i = 0; i < 7; i++) {
         char name[32];
@@ -273,16 +274,20 @@ static Graph *build_activations(void)
     Node *gm = op(g, "Gemm", a, weights(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
     outs[k++] = op(g, "Sigmoid", op(g, "Add", gm, weights(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
                    NULL, NULL);
+    /* GELU whose final 0.5 a fold has moved into the next layer. */
+    Node *mm = op(g, "MatMul", a, weights(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
+    Node *e = op(g, "Erf", op(g, "Div", mm, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL), NULL, NULL);
+    outs[k++] = op(g, "Mul", op(g, "Add", tu_scalar(g, "one", 1.0f), e, NULL), mm, NULL);
     tu_finish(g, outs, k);
     return g;
 }
 
 START_TEST(test_activations)
 {
-    Graph *g = run_case(build_activations, "activations", 8);
+    Graph *g = run_case(build_activations, "activations", 9);
     ck_assert_int_eq(tu_count_op(g, "FusedConv"), 7);
-    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 1);
-    ck_assert_int_eq(tu_count_calls(g), 8);
+    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 2);
+    ck_assert_int_eq(tu_count_calls(g), 9);
     graph_free(g);
 }
 END_TEST

@@ -6,7 +6,8 @@
  * A fused node carries its product's attributes (Conv's, or Gemm's alpha /
  * transA / transB) plus the epilogue's: `activation` (one of the names of
  * fused_nn_activation_name), `act_alpha`, `act_beta` (Clip's min and max,
- * LeakyRelu's alpha, HardSigmoid's alpha and beta) and `residual_after`
+ * LeakyRelu's alpha, HardSigmoid's alpha and beta, GELU's scale: 0.5 for
+ * GELU itself) and `residual_after`
  * (0: act(y + bias + R), as ResNet's add-then-relu; 1: act(y + bias) + R).
  */
 #ifndef FXCC_FUSED_NN_H
