@@ -153,12 +153,16 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
     body->opset = g->opset;
     body->ir_version = g->ir_version;
     body->source = g->source;
+    /* Placeholders go before the first constant: lint wants them first. */
+    Node *first_constant = NULL;
     for (int k = 0; k < gr->num_inputs; k++) {
         Node *a = gr->inputs[k];
         Node *b;
         if (copied_into_body(a)) {
             Tensor *v = tensor_clone(node_const_value(a), d);
             b = v ? graph_create_constant(body, NULL, a->name, v) : NULL;
+            if (b && !first_constant)
+                first_constant = b;
             if (b) {
                 b->target = b->name;
                 if (node_set_num_outputs(b, 1)) {
@@ -167,7 +171,8 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
                 }
             }
         } else {
-            b = graph_create_node(body, NULL, FX_OPCODE_PLACEHOLDER, a->name, a->name, NULL, 0);
+            b = graph_create_node(body, first_constant, FX_OPCODE_PLACEHOLDER, a->name, a->name,
+                                  NULL, 0);
             if (b && node_set_num_outputs(b, 1)) {
                 b->out_types[0] = a->out_types[0];
                 b->shapes_known = true;
@@ -180,7 +185,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         }
         value_map_set(&map, a, b);
     }
-    /* placeholders were created in order; constants go after them */
     InsertPoint ip = {.graph = body, .before = &body->root};
     for (int m = 0; m < gr->count; m++)
         if (!node_copy(&ip, gr->members[m], &map, d)) {

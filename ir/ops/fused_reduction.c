@@ -531,7 +531,10 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
         const Operand *o = &p.ops[k];
         char off[256];
         fused_offset_expr(rank, dims, strides[k], "r", off, sizeof off);
-        if (o->row_elems == 1)
+        if (strcmp(off, "0") == 0)
+            c->line(c, "%*sconst float *const %s%s = %s;", ind, "", phase_prefix(o->phase),
+                    o->ph->name, c->in[o->arg]);
+        else if (o->row_elems == 1)
             c->line(c, "%*sconst float *const %s%s = (%s) + (%s);", ind, "",
                     phase_prefix(o->phase), o->ph->name, c->in[o->arg], off);
         else
