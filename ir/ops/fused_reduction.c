@@ -263,7 +263,7 @@ static FxStatus plan_build(const Node *n, const Graph *body, Plan *p, Diag *d)
                 if (b->args[i] && b->args[i]->opcode != (p->kind == KIND_LAYER_NORM
                                                              ? FX_OPCODE_PLACEHOLDER
                                                              : FX_OPCODE_GET_ATTR))
-                    return plan_refuse(d, n, "a parameter of the reduction is computed");
+                    return plan_refuse(d, n, "a parameter of the reduction is not an argument");
             continue;
         }
         if (b->opcode != FX_OPCODE_CALL_FUNCTION)
@@ -447,7 +447,10 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
         int64_t whole = p->cols / 4 * 4;
         c->line(c, "%*sfloat acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};", ind, "");
         char then[200];
-        snprintf(then, sizeof then, "acc[j < %lld ? (j & 3) : 0] += v_%%s;", (long long)whole);
+        if (whole == p->cols)
+            snprintf(then, sizeof then, "acc[j & 3] += v_%%s;");
+        else
+            snprintf(then, sizeof then, "acc[j < %lld ? (j & 3) : 0] += v_%%s;", (long long)whole);
         if ((st = emit_prologue_pass(c, p, body, ind, then)) != FX_OK)
             return st;
         if (p->kind == KIND_MEAN)
@@ -542,8 +545,10 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
                     phase_prefix(o->phase), o->ph->name, c->in[o->arg], off,
                     (long long)o->row_elems);
     }
-    c->line(c, "%*sfloat *const y = (%s) + r * %lld;", ind, "", c->out[0],
-            row_shaped(p.kind) ? (long long)p.cols : 1LL);
+    if (row_shaped(p.kind))
+        c->line(c, "%*sfloat *const y = (%s) + r * %lld;", ind, "", c->out[0], (long long)p.cols);
+    else
+        c->line(c, "%*sfloat *const y = (%s) + r;", ind, "", c->out[0]);
     if ((st = emit_row(c, &p, body, ind)) != FX_OK)
         goto done;
     c->line(c, "%*sr++;", ind, "");
