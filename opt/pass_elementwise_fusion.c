@@ -266,13 +266,14 @@ static bool grow_tagged(Group *gr, int ids, int tag, const Node *also)
 }
 
 /* Fuses each reduction FusedReduction supports with its elementwise
- * neighbours: the epilogue is the chain of single users of the reduction's
- * shape from it (the last is the group's result), plus elementwise values
- * read only by that chain; the prologue is the data input and what it is
- * computed from, read only by the reduction and the prologue itself (a
- * value also read elsewhere stays outside).  Groups are rewritten as they
- * are found; they never share a node, and the nodes they leave dead are
- * erased by the caller. */
+ * neighbours: the epilogue is the chain of single users from it, of the
+ * reduction's shape or, when it kept its dims, of its input's (the result
+ * broadcast back over the row; the last is the group's result), plus
+ * elementwise values read only by that chain; the prologue is the data
+ * input and what it is computed from, read only by the reduction and the
+ * prologue itself (a value also read elsewhere stays outside).  Groups are
+ * rewritten as they are found; they never share a node, and the nodes they
+ * leave dead are erased by the caller. */
 static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
 {
     Group gr = {0};
@@ -293,10 +294,13 @@ static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
         gr.count = 0;
         Node *root = red;
         bool ok = push_member(&gr, red, t_red);
+        /* A result with kept dims may be broadcast back over the row. */
+        const TensorType *x = node_input_type(red, 0), *y = &red->out_types[0];
         while (ok && root->num_users == 1) {
             Node *u = root->users[0];
             if (u->id >= ids || gr.group_of[u->id] != 0 || !fused_elementwise_supports(u) ||
-                !type_equal(&u->out_types[0], &red->out_types[0]))
+                !(type_equal(&u->out_types[0], y) ||
+                  (y->rank == x->rank && type_equal(&u->out_types[0], x))))
                 break;
             ok = push_member(&gr, u, t_epi);
             root = u;

@@ -148,7 +148,12 @@ bool fused_reduction_supports(const Node *n, int *first_axis)
 
 /* --- the plan: what each body node and placeholder is to the row loop ------ */
 
-enum { PHASE_PROLOGUE, PHASE_EPILOGUE };
+/* Where a body value is computed: the prologue in the first pass over the
+ * row; the epilogue per element in the last pass (row-shaped kinds) or once
+ * per row (Reduce); for a Reduce whose result is broadcast back over the
+ * row (x / sqrt(mean(x * x))), the broadcast tail per element in a last
+ * pass. */
+enum { PHASE_PROLOGUE, PHASE_EPILOGUE, PHASE_BROADCAST, PHASE_COUNT_ };
 
 /* A placeholder read in one phase, at base + j * along_row. */
 typedef struct Operand {
@@ -165,17 +170,18 @@ typedef struct Plan {
     Kind kind;
     int first_axis;
     int64_t cols;
+    bool broadcast;  /* a Reduce whose result is of the input's shape */
     TensorType rows; /* the outer axes of the input */
-    bool *prologue;  /* by body node id: the node is (or feeds) the data input */
-    bool *in_epilogue; /* by body node id: a placeholder read in the epilogue */
+    int *phase;      /* by body node id, call_function nodes */
+    unsigned *reads; /* by body node id, placeholders: bit k = read in phase k */
     Operand *ops;
     int nops;
 } Plan;
 
 static void plan_free(Plan *p)
 {
-    free(p->prologue);
-    free(p->in_epilogue);
+    free(p->phase);
+    free(p->reads);
     free(p->ops);
 }
 
@@ -235,7 +241,11 @@ static FxStatus plan_build(const Node *n, const Graph *body, Plan *p, Diag *d)
         return plan_refuse(d, n, "no reduction over the innermost axes");
     p->kind = kind_of(red);
     const TensorType *x = node_input_type(red, 0), *y = &red->out_types[0];
-    if (!result->shapes_known || !type_equal(&result->out_types[0], y))
+    /* Broadcasting a Reduce's result over the row needs it per row: kept
+     * dims (without them, [rows] would align with the row's last axis). */
+    p->broadcast = !row_shaped(p->kind) && result->shapes_known &&
+                   type_equal(&result->out_types[0], x) && y->rank == x->rank;
+    if (!result->shapes_known || (!type_equal(&result->out_types[0], y) && !p->broadcast))
         return plan_refuse(d, n, "the result is not of the reduction's shape");
     p->cols = 1;
     for (int a = p->first_axis; a < x->rank; a++)
@@ -245,56 +255,96 @@ static FxStatus plan_build(const Node *n, const Graph *body, Plan *p, Diag *d)
     memcpy(p->rows.dims, x->dims, (size_t)p->first_axis * sizeof *x->dims);
 
     int ids = body->next_id, nph = graph_num_placeholders(body);
-    p->prologue = calloc((size_t)ids + 1, sizeof *p->prologue);
-    p->in_epilogue = calloc((size_t)ids + 1, sizeof *p->in_epilogue);
-    p->ops = calloc(2 * (size_t)nph + 1, sizeof *p->ops);
-    if (!p->prologue || !p->in_epilogue || !p->ops)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    /* Prologue: the data input and what it depends on, walking backwards. */
-    p->prologue[red->args[0]->id] = true;
+    p->phase = calloc((size_t)ids + 1, sizeof *p->phase);
+    p->reads = calloc((size_t)ids + 1, sizeof *p->reads);
+    p->ops = calloc(PHASE_COUNT_ * (size_t)nph + 1, sizeof *p->ops);
+    bool *pro = calloc((size_t)ids + 1, sizeof *pro), *after = calloc((size_t)ids + 1, 1);
+    FxStatus st = FX_OK;
+    if (!p->phase || !p->reads || !p->ops || !pro || !after) {
+        st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        goto done;
+    }
+    /* The prologue: the data input and what it depends on, walking back. */
+    pro[red->args[0]->id] = true;
     for (const Node *b = red->prev; b != &body->root; b = b->prev)
-        if (p->prologue[b->id] && b->opcode == FX_OPCODE_CALL_FUNCTION)
+        if (pro[b->id] && b->opcode == FX_OPCODE_CALL_FUNCTION)
             for (int i = 0; i < b->num_args; i++)
                 if (b->args[i])
-                    p->prologue[b->args[i]->id] = true;
-    for (const Node *b = body->root.next; b != &body->root; b = b->next) {
+                    pro[b->args[i]->id] = true;
+    /* What depends on the reduction. */
+    after[red->id] = true;
+    for (const Node *b = red->next; b != &body->root; b = b->next)
+        for (int i = 0; i < b->num_args && !after[b->id]; i++)
+            after[b->id] = b->args[i] && after[b->args[i]->id];
+    /* Phases, walking back so that users are decided first: with a
+     * broadcast tail, the per-row values are those of the reduction's shape
+     * that depend on it and the values only they read. */
+    for (const Node *b = body->root.prev; b != &body->root; b = b->prev) {
         if (b == red) {
             for (int i = 1; i < b->num_args; i++)
                 if (b->args[i] && b->args[i]->opcode != (p->kind == KIND_LAYER_NORM
                                                              ? FX_OPCODE_PLACEHOLDER
-                                                             : FX_OPCODE_GET_ATTR))
-                    return plan_refuse(d, n, "a parameter of the reduction is not an argument");
+                                                             : FX_OPCODE_GET_ATTR)) {
+                    st = plan_refuse(d, n, "a parameter of the reduction is not an argument");
+                    goto done;
+                }
             continue;
         }
         if (b->opcode != FX_OPCODE_CALL_FUNCTION)
             continue;
-        if (!fused_elementwise_supports(b))
-            return plan_refuse(d, n, "an op without a scalar form");
-        bool pro = p->prologue[b->id];
-        for (int u = 0; u < b->num_users && pro; u++)
-            if (b->users[u] != red && !p->prologue[b->users[u]->id])
-                return plan_refuse(d, n, "a prologue value is read after the reduction");
-        for (int i = 0; i < b->num_args && !pro; i++)
+        if (!fused_elementwise_supports(b)) {
+            st = plan_refuse(d, n, "an op without a scalar form");
+            goto done;
+        }
+        int ph = PHASE_EPILOGUE;
+        if (pro[b->id]) {
+            ph = PHASE_PROLOGUE;
+            for (int u = 0; u < b->num_users; u++)
+                if (b->users[u] != red && !pro[b->users[u]->id]) {
+                    st = plan_refuse(d, n, "a prologue value is read after the reduction");
+                    goto done;
+                }
+        } else if (p->broadcast) {
+            bool per_row = after[b->id] && type_equal(&b->out_types[0], y);
+            for (int u = 0; u < b->num_users && !after[b->id]; u++)
+                per_row = per_row || (b->users[u]->opcode == FX_OPCODE_CALL_FUNCTION &&
+                                      p->phase[b->users[u]->id] == PHASE_EPILOGUE);
+            ph = per_row ? PHASE_EPILOGUE : PHASE_BROADCAST;
+        }
+        p->phase[b->id] = ph;
+        for (int i = 0; i < b->num_args; i++)
             if (b->args[i] && b->args[i]->opcode == FX_OPCODE_PLACEHOLDER)
-                p->in_epilogue[b->args[i]->id] = true;
+                p->reads[b->args[i]->id] |= 1u << ph;
     }
+    if (red->args[0]->opcode == FX_OPCODE_PLACEHOLDER)
+        p->reads[red->args[0]->id] |= 1u << PHASE_PROLOGUE;
     for (int k = 0; k < nph; k++) {
         const Node *ph = graph_placeholder(body, k);
-        for (int phase = PHASE_PROLOGUE; phase <= PHASE_EPILOGUE; phase++) {
-            bool used = phase == PHASE_PROLOGUE ? p->prologue[ph->id] : p->in_epilogue[ph->id];
-            if (!used)
+        /* per row and per element in one scope: two loads of one name */
+        if ((p->reads[ph->id] >> PHASE_EPILOGUE & 1u) &&
+            (p->reads[ph->id] >> PHASE_BROADCAST & 1u)) {
+            st = plan_refuse(d, n, "an argument is read per row and per element");
+            goto done;
+        }
+        for (int phase = 0; phase < PHASE_COUNT_; phase++) {
+            if (!(p->reads[ph->id] >> phase & 1u))
                 continue;
             Operand *o = &p->ops[p->nops++];
             o->arg = k;
             o->ph = ph;
             o->phase = phase;
             if (!is_f32(&ph->out_types[0]) ||
-                !operand_layout(&ph->out_types[0], phase == PHASE_PROLOGUE ? x : y,
-                                p->first_axis, p->cols, o))
-                return plan_refuse(d, n, "an operand broadcasts along the row");
+                !operand_layout(&ph->out_types[0], phase == PHASE_EPILOGUE ? y : x,
+                                p->first_axis, p->cols, o)) {
+                st = plan_refuse(d, n, "an operand broadcasts along the row");
+                goto done;
+            }
         }
     }
-    return FX_OK;
+done:
+    free(pro);
+    free(after);
+    return st;
 }
 
 bool fused_reduction_body_ok(const Graph *body)
@@ -311,7 +361,10 @@ bool fused_reduction_body_ok(const Graph *body)
 
 /* --- emit ---------------------------------------------------------------------- */
 
-static const char *phase_prefix(int phase) { return phase == PHASE_PROLOGUE ? "p_" : "e_"; }
+static const char *phase_prefix(int phase)
+{
+    return phase == PHASE_PROLOGUE ? "p_" : phase == PHASE_EPILOGUE ? "e_" : "f_";
+}
 
 /* Loads of the phase's operands and its body nodes, one `const float v_NAME`
  * each, at indentation ind inside the row (j: the column, when along it). */
@@ -324,8 +377,7 @@ static FxStatus emit_phase(EmitCtx *c, const Plan *p, const Graph *body, int pha
                     phase_prefix(phase), o->ph->name, o->along_row ? "j" : "0");
     }
     for (const Node *b = body->root.next; b != &body->root; b = b->next) {
-        if (b->opcode != FX_OPCODE_CALL_FUNCTION || b == p->red ||
-            p->prologue[b->id] != (phase == PHASE_PROLOGUE))
+        if (b->opcode != FX_OPCODE_CALL_FUNCTION || b == p->red || p->phase[b->id] != phase)
             continue;
         char names[3][200];
         const char *x[3] = {NULL, NULL, NULL};
@@ -474,11 +526,21 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
     }
     case KIND_NONE: return plan_refuse(c->diag, c->node, "no reduction");
     }
-    /* A Reduce: one value per row, then the epilogue on it. */
+    /* A Reduce: one value per row, then the epilogue on it, then the tail
+     * that broadcasts it back over the row. */
     c->line(c, "%*sconst float v_%s = %s;", ind, "", red, value);
     if ((st = emit_phase(c, p, body, PHASE_EPILOGUE, ind)) != FX_OK)
         return st;
-    c->line(c, "%*sy[0] = v_%s;", ind, "", fused_body_result(body)->name);
+    const char *res = fused_body_result(body)->name;
+    if (!p->broadcast) {
+        c->line(c, "%*sy[0] = v_%s;", ind, "", res);
+        return FX_OK;
+    }
+    c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
+    if ((st = emit_phase(c, p, body, PHASE_BROADCAST, ind + 4)) != FX_OK)
+        return st;
+    c->line(c, "%*sy[j] = v_%s;", ind + 4, "", res);
+    c->line(c, "%*s}", ind, "");
     return FX_OK;
 }
 
@@ -545,7 +607,7 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
                     phase_prefix(o->phase), o->ph->name, c->in[o->arg], off,
                     (long long)o->row_elems);
     }
-    if (row_shaped(p.kind))
+    if (row_shaped(p.kind) || p.broadcast)
         c->line(c, "%*sfloat *const y = (%s) + r * %lld;", ind, "", c->out[0], (long long)p.cols);
     else
         c->line(c, "%*sfloat *const y = (%s) + r;", ind, "", c->out[0]);
