@@ -279,6 +279,36 @@ START_TEST(test_sum_max)
 }
 END_TEST
 
+/* Values independent of the reduction join its epilogue when only it reads
+ * them: softmax(x) * sigmoid(w) (a per-element side value), and
+ * v - mean(v) * |s| (a per-row side value, then the per-row result
+ * broadcast back over the row). */
+static void build_side_values(Graph *g)
+{
+    Node *x = input(g, "x", 2, 4, 8, 0, 0);
+    Node *w = input(g, "w", 1, 8, 0, 0, 0);
+    Node *v = input(g, "v", 2, 3, 10, 0, 0);
+    Node *s = input(g, "s", 2, 3, 1, 0, 0);
+    int64_t last[1] = {-1};
+    Node *sm = op(g, "Mul", op(g, "Softmax", x, NULL, NULL), op(g, "Sigmoid", w, NULL, NULL),
+                  NULL);
+    Node *mean = reduce(g, "ReduceMean", v, last, 1, 1);
+    Node *centered = op(g, "Sub", v, op(g, "Mul", mean, op(g, "Abs", s, NULL, NULL), NULL),
+                        NULL);
+    Node *outs[2] = {sm, centered};
+    tu_finish(g, outs, 2);
+}
+
+START_TEST(test_side_values)
+{
+    Outcome o = run_case(build_side_values, "side_values");
+    ck_assert_int_eq(o.reductions, 2);
+    ck_assert_int_eq(o.calls, 2);
+    ck_assert_uint_eq(o.arena_bytes[0], 0);
+    ck_assert_uint_eq(o.arena_bytes[1], 0);
+}
+END_TEST
+
 /* Left alone: a mean over axis 0 (not innermost), a softmax along a middle
  * axis, a layernorm whose prologue input broadcasts along the row (its
  * [8] operand repeats over the reduced axis 1), and a softmax whose
@@ -321,6 +351,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_layernorm_two_axes);
     tcase_add_test(t, test_rms);
     tcase_add_test(t, test_sum_max);
+    tcase_add_test(t, test_side_values);
     tcase_add_test(t, test_not_fused);
     suite_add_tcase(s, t);
     return s;
