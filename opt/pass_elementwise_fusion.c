@@ -4,6 +4,16 @@
  * which the code generator emits as one loop nest without intermediate
  * buffers.
  *
+ * Reductions first: each Softmax, LogSoftmax, LayerNormalization and
+ * ReduceSum/Mean/Max/Min over the innermost axes takes the elementwise ops
+ * that only it reads (its prologue) and the chain of elementwise ops that
+ * consume its result (its epilogue) into a FusedReduction call_module
+ * (ir/ops/fused_reduction.c), one loop over the rows with a few passes per
+ * row; see fuse_reductions.  A group its emitter cannot write (an operand
+ * that repeats along the row, say) is left alone, and so is a lone
+ * reduction, which keeps its runtime kernel.  The elementwise grouping
+ * below then runs on what is left.
+ *
  * Groups are grown from their result, walking the graph backwards: a node
  * that is fusable and not yet in a group starts one; an argument joins when
  * it is fusable and every one of its users is already in the group, until

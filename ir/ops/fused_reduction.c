@@ -11,29 +11,33 @@
  * every node the data input depends on, used by nothing else), the
  * reduction, and elementwise ops that read the reduction's result or values
  * independent of it (the epilogue), ending in an output of the reduction's
- * shape.  The elementwise fusion pass (opt/pass_elementwise_fusion.c)
- * builds them; fused_reduction_body_ok is the one test of what the emitter
- * can write, and the pass leaves a group alone when it says no.
+ * shape or, for a Reduce with kept dims, of its input's (the per-row result
+ * broadcast back over the row, as in RMSNorm's x / sqrt(mean(x * x) + eps):
+ * the broadcast tail).  The elementwise fusion pass
+ * (opt/pass_elementwise_fusion.c) builds them; fused_reduction_body_ok is
+ * the one test of what the emitter can write, and the pass leaves a group
+ * alone when it says no.
  *
  * Rows: the reduced axes are first_axis..rank-1 and contiguous, so a row is
  * `cols` consecutive elements and the outer axes are walked like a
  * FusedElementwise loop nest (merged where every operand's strides chain).
- * An operand of the prologue (seen against the reduction's input) or of the
- * epilogue (against its output) must be, along the row, either full (read
- * at j) or constant (all its row axes 1, read at 0); along the outer axes
- * it may broadcast freely.  LayerNormalization's Scale and B hold one value
- * or one per row element.
+ * An operand (seen against the reduction's output in the epilogue, against
+ * its input elsewhere) must be, along the row, either full (read at j) or
+ * constant (all its row axes 1, read at 0); along the outer axes it may
+ * broadcast freely.  LayerNormalization's Scale and B hold one value or one
+ * per row element.
  *
  * Per row, for the row-shaped kinds (Softmax, LogSoftmax, LayerNorm), the
  * first pass computes the prologue and stores it in the output row, which
  * the later passes read back (the row is in cache, and an output never
  * shares memory with an input of a module); the last pass applies the
- * epilogue and overwrites the row.  The reductions proper follow the
- * runtime kernels' arithmetic step by step (runtime/fxrt_nn_softmax.c,
- * fxrt_nn_norm.c's row_stats, fxrt_reduce.c's four-chain sum), so that the
- * compiled loop and the interpreter (which runs the body with those
- * kernels) agree to the last bit or nearly so.  Nothing is allocated: no
- * arena, no scratch.
+ * epilogue and overwrites the row.  A Reduce takes one pass, then its
+ * epilogue once per row, then with a broadcast tail one pass writing the
+ * row.  The reductions proper follow the runtime kernels' arithmetic step
+ * by step (runtime/fxrt_nn_softmax.c, fxrt_nn_norm.c's row_stats,
+ * fxrt_reduce.c's four-chain sum), so that the compiled loop and the
+ * interpreter (which runs the body with those kernels) agree to the last
+ * bit or nearly so.  Nothing is allocated: no arena, no scratch.
  */
 #include <math.h>
 #include <stdlib.h>
