@@ -122,30 +122,24 @@ bool fused_reduction_supports(const Node *n, int *first_axis)
     const TensorType *x = node_input_type(n, 0);
     if (!is_f32(x) || x->rank == 0 || type_numel(x) == 0)
         return false;
-    int first;
+    int first = row_shaped(k) ? (int)node_attr_int(n, "axis", -1) : reduce_first_axis(n, x);
+    if (row_shaped(k) && first < 0)
+        first += x->rank;
+    if (first < 0 || first >= x->rank)
+        return false;
     if (k == KIND_SOFTMAX || k == KIND_LOG_SOFTMAX) {
-        first = (int)node_attr_int(n, "axis", -1);
-        if (first < 0)
-            first += x->rank;
         /* without coerce_2d only `axis` is reduced: the axes after it must be 1 */
         for (int d = first + 1; d < x->rank && !node_attr_int(n, "coerce_2d", 0); d++)
             if (x->dims[d] != 1)
                 return false;
     } else if (k == KIND_LAYER_NORM) {
-        first = (int)node_attr_int(n, "axis", -1);
-        if (first < 0)
-            first += x->rank;
         int64_t cols = 1;
         for (int d = first; d < x->rank; d++)
             cols *= x->dims[d];
         if (!param_ok(node_input_type(n, 1), cols) ||
             !param_ok(n->num_args > 2 ? node_input_type(n, 2) : NULL, cols))
             return false;
-    } else {
-        first = reduce_first_axis(n, x);
     }
-    if (first < 0 || first >= x->rank)
-        return false;
     *first_axis = first;
     return true;
 }
