@@ -4,6 +4,16 @@
  * which the code generator emits as one loop nest without intermediate
  * buffers.
  *
+ * Reductions first: each Softmax, LogSoftmax, LayerNormalization and
+ * ReduceSum/Mean/Max/Min over the innermost axes takes the elementwise ops
+ * that only it reads (its prologue) and the chain of elementwise ops that
+ * consume its result (its epilogue) into a FusedReduction call_module
+ * (ir/ops/fused_reduction.c), one loop over the rows with a few passes per
+ * row; see fuse_reductions.  A group its emitter cannot write (an operand
+ * that repeats along the row, say) is left alone, and so is a lone
+ * reduction, which keeps its runtime kernel.  The elementwise grouping
+ * below then runs on what is left.
+ *
  * Groups are grown from their result, walking the graph backwards: a node
  * that is fusable and not yet in a group starts one; an argument joins when
  * it is fusable and every one of its users is already in the group, until
@@ -33,11 +43,15 @@ typedef struct Group {
     int num_inputs;
 } Group;
 
-static bool is_scalar_constant(const Node *a)
+/* A constant the body holds itself instead of taking it as an argument: a
+ * float32 scalar (the loop reads it as a literal) or the int64 axes of a
+ * Reduce. */
+static bool copied_into_body(const Node *a)
 {
     const Tensor *v = node_const_value(a);
-    return a->opcode == FX_OPCODE_GET_ATTR && v && v->type.dtype == FXRT_DTYPE_FLOAT32 &&
-           tensor_numel(v) == 1;
+    return a->opcode == FX_OPCODE_GET_ATTR && v &&
+           ((v->type.dtype == FXRT_DTYPE_FLOAT32 && tensor_numel(v) == 1) ||
+            (v->type.dtype == FXRT_DTYPE_INT64 && tensor_numel(v) <= FX_MAX_RANK));
 }
 
 static bool broadcasts_to(const TensorType *t, const TensorType *out)
@@ -130,9 +144,13 @@ static bool collect_inputs(Group *gr, int tag)
     return true;
 }
 
-/* Builds the body and the call_module in place of the group's result. */
-static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
+/* Builds the body and the call_module of module kind `kind` in place of the
+ * group's result.  A FusedReduction body its emitter cannot write leaves
+ * the graph as it was (*fused false). */
+static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, bool *fused,
+                           Diag *d)
 {
+    *fused = false;
     Graph *body = graph_new();
     ValueMap map = {0};
     Node **args = calloc((size_t)gr->num_inputs + 1, sizeof *args);
@@ -145,12 +163,16 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
     body->opset = g->opset;
     body->ir_version = g->ir_version;
     body->source = g->source;
+    /* Placeholders go before the first constant: lint wants them first. */
+    Node *first_constant = NULL;
     for (int k = 0; k < gr->num_inputs; k++) {
         Node *a = gr->inputs[k];
         Node *b;
-        if (is_scalar_constant(a)) {
+        if (copied_into_body(a)) {
             Tensor *v = tensor_clone(node_const_value(a), d);
             b = v ? graph_create_constant(body, NULL, a->name, v) : NULL;
+            if (b && !first_constant)
+                first_constant = b;
             if (b) {
                 b->target = b->name;
                 if (node_set_num_outputs(b, 1)) {
@@ -159,7 +181,8 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
                 }
             }
         } else {
-            b = graph_create_node(body, NULL, FX_OPCODE_PLACEHOLDER, a->name, a->name, NULL, 0);
+            b = graph_create_node(body, first_constant, FX_OPCODE_PLACEHOLDER, a->name, a->name,
+                                  NULL, 0);
             if (b && node_set_num_outputs(b, 1)) {
                 b->out_types[0] = a->out_types[0];
                 b->shapes_known = true;
@@ -172,7 +195,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
         }
         value_map_set(&map, a, b);
     }
-    /* placeholders were created in order; constants go after them */
     InsertPoint ip = {.graph = body, .before = &body->root};
     for (int m = 0; m < gr->count; m++)
         if (!node_copy(&ip, gr->members[m], &map, d)) {
@@ -186,10 +208,12 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
     }
     if ((st = graph_propagate_shapes(body, NULL, 0, d)) != FX_OK)
         goto fail;
+    if (kind == &fx_op_FusedReduction && !fused_reduction_body_ok(body))
+        goto fail;
 
     char hint[200];
     snprintf(hint, sizeof hint, "fused_%s", root->name);
-    Node *f = graph_create_module(g, root, &fx_op_FusedElementwise, hint, args, num_args);
+    Node *f = graph_create_module(g, root, kind, hint, args, num_args);
     if (!f) {
         st = diag_error(d, FX_ERR_NOMEM, "out of memory fusing %s", root->name);
         goto fail;
@@ -206,6 +230,7 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, Diag *d)
         goto fail;
     }
     node_replace_all_uses_with(root, f);
+    *fused = true;
 fail:
     graph_free(body);
     value_map_free(&map);
@@ -213,9 +238,120 @@ fail:
     return st;
 }
 
+/* --- reductions ---------------------------------------------------------------- */
+
+/* True if a may join the group under `tag`: fusable, in no group yet, and
+ * every user of it carries `tag` or is `also`. */
+static bool joins(const Group *gr, int ids, const Node *a, int tag, const Node *also)
+{
+    if (!a || a->id >= ids || gr->group_of[a->id] != 0 || !fused_elementwise_supports(a))
+        return false;
+    for (int u = 0; u < a->num_users; u++) {
+        const Node *user = a->users[u];
+        if (user != also && !(user->id < ids && gr->group_of[user->id] == tag))
+            return false;
+    }
+    return true;
+}
+
+/* Adds the arguments of the members tagged `tag` that may join under it,
+ * until nothing more joins. */
+static bool grow_tagged(Group *gr, int ids, int tag, const Node *also)
+{
+    for (bool added = true; added;) {
+        added = false;
+        for (int m = 0; m < gr->count; m++) {
+            Node *n = gr->members[m];
+            if (gr->group_of[n->id] != tag)
+                continue;
+            for (int i = 0; i < n->num_args; i++)
+                if (joins(gr, ids, n->args[i], tag, also)) {
+                    if (!push_member(gr, n->args[i], tag))
+                        return false;
+                    added = true;
+                }
+        }
+    }
+    return true;
+}
+
+/* Fuses each reduction FusedReduction supports with its elementwise
+ * neighbours: the epilogue is the chain of single users from it, of the
+ * reduction's shape or, when it kept its dims, of its input's (the result
+ * broadcast back over the row; the last is the group's result), plus
+ * elementwise values read only by that chain; the prologue is the data
+ * input and what it is computed from, read only by the reduction and the
+ * prologue itself (a value also read elsewhere stays outside).  Groups are
+ * rewritten as they are found; they never share a node, and the nodes they
+ * leave dead are erased by the caller. */
+static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
+{
+    Group gr = {0};
+    int ids = g->next_id, tag = 0;
+    gr.group_of = calloc((size_t)ids + 1, sizeof *gr.group_of);
+    if (!gr.group_of)
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
+    intptr_t pos = 0;
+    graph_for_each(g, n) n->pass_data = (void *)++pos;
+
+    FxStatus st = FX_OK;
+    graph_for_each(g, red) {
+        int first_axis;
+        if (red->id >= ids || gr.group_of[red->id] != 0 ||
+            !fused_reduction_supports(red, &first_axis))
+            continue;
+        int t_red = ++tag, t_epi = ++tag, t_pro = ++tag;
+        gr.count = 0;
+        Node *root = red;
+        bool ok = push_member(&gr, red, t_red);
+        /* A result with kept dims may be broadcast back over the row. */
+        const TensorType *x = node_input_type(red, 0), *y = &red->out_types[0];
+        while (ok && root->num_users == 1) {
+            Node *u = root->users[0];
+            if (u->id >= ids || gr.group_of[u->id] != 0 || !fused_elementwise_supports(u) ||
+                !(type_equal(&u->out_types[0], y) ||
+                  (y->rank == x->rank && type_equal(&u->out_types[0], x))))
+                break;
+            ok = push_member(&gr, u, t_epi);
+            root = u;
+        }
+        ok = ok && grow_tagged(&gr, ids, t_epi, NULL);
+        if (ok && joins(&gr, ids, red->args[0], t_pro, red))
+            ok = push_member(&gr, red->args[0], t_pro) && grow_tagged(&gr, ids, t_pro, red);
+        if (!ok) {
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (gr.count < 2)
+            continue; /* a lone reduction keeps its runtime kernel */
+        qsort(gr.members, (size_t)gr.count, sizeof *gr.members, by_position);
+        for (int m = 0; m < gr.count; m++)
+            gr.group_of[gr.members[m]->id] = t_red;
+        if (!collect_inputs(&gr, t_red)) {
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory");
+            break;
+        }
+        bool fused;
+        st = fuse_group(g, &gr, root, &fx_op_FusedReduction, &fused, d);
+        *changes += fused;
+        if (st != FX_OK)
+            break;
+    }
+    free(gr.members);
+    free(gr.inputs);
+    free(gr.group_of);
+    graph_for_each(g, n) n->pass_data = NULL;
+    return st;
+}
+
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
+    FxStatus st = fuse_reductions(g, &r->changes, d);
+    if (st != FX_OK)
+        return st;
+    if (r->changes > 0)
+        graph_eliminate_dead_code(g);
     Group gr = {0};
     int ids = g->next_id;
     gr.group_of = calloc((size_t)ids + 1, sizeof *gr.group_of);
@@ -225,7 +361,6 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
     intptr_t pos = 0;
     graph_for_each(g, n) n->pass_data = (void *)++pos;
 
-    FxStatus st = FX_OK;
     int tag = 0;
     Node **roots = NULL;
     int num_roots = 0;
@@ -288,9 +423,9 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
                  broadcasts_to(&gr.inputs[i]->out_types[0], &root->out_types[0]);
         if (!ok)
             continue;
-        st = fuse_group(g, &gr, root, d);
-        if (st == FX_OK)
-            r->changes++;
+        bool fused;
+        st = fuse_group(g, &gr, root, &fx_op_FusedElementwise, &fused, d);
+        r->changes += fused;
     }
     for (int k = 0; k < num_roots; k++)
         free(groups[k]);

@@ -29,10 +29,7 @@
 
 /* --- scalar forms ----------------------------------------------------------- */
 
-/* Writes n's value as a C expression of its operand expressions x[] (simple
- * identifiers or literals, so they may appear more than once; NULL for an
- * omitted input).  Returns false when the op has no scalar form. */
-static bool scalar_expr(const Node *n, const char *const *x, char *buf, size_t cap)
+bool fused_scalar_expr(const Node *n, const char *const *x, char *buf, size_t cap)
 {
     char p0[48], p1[48];
     const char *a = n->num_args > 0 ? x[0] : NULL;
@@ -155,23 +152,23 @@ bool fused_elementwise_supports(const Node *n)
     }
     const char *x[3] = {"a", "b", "c"};
     char buf[512];
-    return n->num_args <= 3 && scalar_expr(n, x, buf, sizeof buf);
+    return n->num_args <= 3 && fused_scalar_expr(n, x, buf, sizeof buf);
 }
 
 /* --- infer / eval ------------------------------------------------------------ */
 
-static const Node *body_result(const Graph *body)
+const Node *fused_body_result(const Graph *body)
 {
     const Node *out = body ? graph_output_node(body) : NULL;
     return out && out->num_args == 1 && out->args[0] ? out->args[0] : NULL;
 }
 
-static FxStatus fused_infer(InferCtx *c)
+FxStatus fused_body_infer(InferCtx *c)
 {
     Graph *body = c->node->body;
-    if (!body_result(body))
+    if (!fused_body_result(body))
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
-                               "a FusedElementwise node needs a body returning one value");
+                               "a %s node needs a body returning one value", c->node->op->name);
     if (graph_num_placeholders(body) != c->num_inputs)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                "the body has %d placeholders for %d arguments",
@@ -194,7 +191,7 @@ static FxStatus fused_infer(InferCtx *c)
             ph->shapes_known = true;
         }
     }
-    const Node *r = body_result(body);
+    const Node *r = fused_body_result(body);
     if (!r->shapes_known) {
         FxStatus st = graph_propagate_shapes(body, NULL, 0, c->diag);
         if (st != FX_OK)
@@ -204,7 +201,7 @@ static FxStatus fused_infer(InferCtx *c)
     return FX_OK;
 }
 
-static FxStatus fused_eval(EvalCtx *c)
+FxStatus fused_body_eval(EvalCtx *c)
 {
     Tensor *result = NULL;
     FxStatus st = interp_run(c->node->body, c->in, c->num_inputs, &result, 1, NULL, NULL, c->diag);
@@ -220,10 +217,7 @@ static FxStatus fused_eval(EvalCtx *c)
 
 /* --- emit ---------------------------------------------------------------------- */
 
-/* The loop nest: output dims with size-1 axes dropped and neighbouring axes
- * merged where every operand's strides chain, one stride row per operand
- * (0 on broadcast axes).  Rank >= 1. */
-static int loop_walk(const TensorType *out, int nops, const TensorType *const *ins,
+int fused_loop_walk(const TensorType *out, int nops, const TensorType *const *ins,
                      int64_t *dims, int64_t (*st)[FX_MAX_RANK])
 {
     int r = 0;
@@ -254,8 +248,8 @@ static int loop_walk(const TensorType *out, int nops, const TensorType *const *i
     return r;
 }
 
-/* The offset expression of an operand with strides st over loop dims. */
-static void offset_expr(int rank, const int64_t *dims, const int64_t *st, char *buf, size_t cap)
+void fused_offset_expr(int rank, const int64_t *dims, const int64_t *st, const char *counter,
+                       char *buf, size_t cap)
 {
     bool dense = true;
     int64_t expect = 1;
@@ -265,7 +259,7 @@ static void offset_expr(int rank, const int64_t *dims, const int64_t *st, char *
         expect *= dims[d];
     }
     if (dense) {
-        snprintf(buf, cap, "o");
+        snprintf(buf, cap, "%s", counter);
         return;
     }
     size_t len = 0;
@@ -281,6 +275,20 @@ static void offset_expr(int rank, const int64_t *dims, const int64_t *st, char *
     }
     if (len == 0)
         snprintf(buf, cap, "0");
+}
+
+/* The body, as FX lines, so that the loop reads as what it computes. */
+void fused_emit_body_comment(EmitCtx *c, const Graph *body)
+{
+    char line[1024];
+    c->line(c, "/* fused body:");
+    for (const Node *b = body->root.next; b != &body->root; b = b->next) {
+        node_format(b, line, sizeof line);
+        for (char *p = strstr(line, "*/"); p; p = strstr(p, "*/"))
+            p[0] = ' ';
+        c->line(c, " *   %s", line);
+    }
+    c->line(c, " */");
 }
 
 static FxStatus fused_emit(EmitCtx *c)
@@ -305,18 +313,9 @@ static FxStatus fused_emit(EmitCtx *c)
         }
     }
     int64_t dims[FX_MAX_RANK];
-    int rank = loop_walk(out, nops, ins, dims, st);
+    int rank = fused_loop_walk(out, nops, ins, dims, st);
 
-    /* The body, as FX lines, so that the loop reads as what it computes. */
-    char line[1024];
-    c->line(c, "/* fused body:");
-    for (const Node *b = body->root.next; b != &body->root; b = b->next) {
-        node_format(b, line, sizeof line);
-        for (char *p = strstr(line, "*/"); p; p = strstr(p, "*/"))
-            p[0] = ' ';
-        c->line(c, " *   %s", line);
-    }
-    c->line(c, " */");
+    fused_emit_body_comment(c, body);
     c->line(c, "int64_t o = 0;");
     for (int d = 0; d < rank; d++)
         c->line(c, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++) {", 4 * d, "", d, d,
@@ -324,11 +323,11 @@ static FxStatus fused_emit(EmitCtx *c)
     int ind = 4 * rank;
     /* Loads of the placeholders, then one local per computed node. */
     int k = 0;
-    const Node *last = body_result(body);
+    const Node *last = fused_body_result(body);
     for (const Node *b = body->root.next; b != &body->root; b = b->next) {
         if (b->opcode == FX_OPCODE_PLACEHOLDER) {
             char off[256];
-            offset_expr(rank, dims, st[k], off, sizeof off);
+            fused_offset_expr(rank, dims, st[k], "o", off, sizeof off);
             c->line(c, "%*sconst float v_%s = %s[%s];", ind, "", b->name, c->in[k], off);
             k++;
         } else if (b->opcode == FX_OPCODE_GET_ATTR) {
@@ -350,7 +349,7 @@ static FxStatus fused_emit(EmitCtx *c)
                     x[i] = names[i];
                 }
             char expr[1024];
-            if (b->num_args > 3 || !scalar_expr(b, x, expr, sizeof expr)) {
+            if (b->num_args > 3 || !fused_scalar_expr(b, x, expr, sizeof expr)) {
                 status = diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n,
                                          "%s has no scalar form for a fused loop", b->op->name);
                 goto done;
@@ -375,7 +374,7 @@ const OpDef fx_op_FusedElementwise = {
     .min_outputs = 1, .max_outputs = 1,
     .flags = FX_OPF_MODULE,
     .attrs = fused_attrs,
-    .infer = fused_infer,
-    .eval = fused_eval,
+    .infer = fused_body_infer,
+    .eval = fused_body_eval,
     .emit = fused_emit,
 };
