@@ -29,7 +29,8 @@ static const PassDef pass_defs[] = {
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel"},
     {"elementwise-fusion", 2, pass_elementwise_fusion,
-     "chains and trees of elementwise ops into one loop nest"},
+     "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
+     "Reduce*), into one loop nest"},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
