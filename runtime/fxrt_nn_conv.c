@@ -207,6 +207,64 @@ void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
 static void tap_columns(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
                         int64_t *hi);
 
+/* yrow[ow] += the taps of one kernel row over input row xrow.  Three taps
+ * (the 3x3 kernels of MobileNet and DS-CNN) run as one pass over the output
+ * columns where all three lie inside the input, the few border columns tap
+ * by tap; other widths tap by tap. */
+static void depthwise_row(const FxrtConvParams *p, const float *xrow, const float *wrow,
+                          float *yrow)
+{
+    int64_t sw = p->stride[2], dw = p->dilation[2], kn = p->kernel[2];
+    int64_t in = p->in_size[2], out = p->out_size[2], pad = p->pad_begin[2];
+    int64_t all_lo = 0, all_hi = 0; /* the columns all three taps share */
+    if (kn == 3) {
+        int64_t lo0, hi0, lo2, hi2;
+        tap_columns(-pad, sw, in, out, &lo0, &hi0);
+        tap_columns(2 * dw - pad, sw, in, out, &lo2, &hi2);
+        all_lo = lo2 > lo0 ? lo2 : lo0; /* the taps' ranges shift monotonically */
+        all_hi = hi0 < hi2 ? hi0 : hi2;
+        if (all_hi > all_lo) {
+            float w0 = wrow[0], w1 = wrow[1], w2 = wrow[2];
+            const float *x0 = xrow + all_lo * sw - pad;
+            float *dst = yrow + all_lo;
+            if (sw == 1)
+                for (int64_t i = 0; i < all_hi - all_lo; i++)
+                    dst[i] += w0 * x0[i] + w1 * x0[i + dw] + w2 * x0[i + 2 * dw];
+            else
+                for (int64_t i = 0; i < all_hi - all_lo; i++)
+                    dst[i] += w0 * x0[i * sw] + w1 * x0[i * sw + dw] + w2 * x0[i * sw + 2 * dw];
+        } else {
+            all_lo = all_hi = 0;
+        }
+    }
+    for (int64_t kw = 0; kw < kn; kw++) {
+        int64_t off = kw * dw - pad, lo, hi;
+        tap_columns(off, sw, in, out, &lo, &hi);
+        float wv = wrow[kw];
+        /* The part of [lo, hi) outside the fused range, on either side. */
+        for (int side = 0; side < 2; side++) {
+            int64_t a = side == 0 ? lo : (all_hi > lo ? all_hi : lo);
+            int64_t b = side == 0 ? (all_lo < hi ? all_lo : hi) : hi;
+            if (all_hi <= all_lo) {
+                if (side == 1)
+                    break;
+                a = lo;
+                b = hi;
+            }
+            if (b <= a)
+                continue;
+            const float *src = xrow + a * sw + off;
+            float *dst = yrow + a;
+            if (sw == 1)
+                for (int64_t i = 0; i < b - a; i++)
+                    dst[i] += wv * src[i];
+            else
+                for (int64_t i = 0; i < b - a; i++)
+                    dst[i] += wv * src[i * sw];
+        }
+    }
+}
+
 /* One output plane at a time, one output row at a time: the row starts at
  * zero and every kernel tap adds weight * (a shifted input row) over the
  * output columns whose tap lies inside the input, a loop the compiler
@@ -218,7 +276,6 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
     const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
     int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
     int64_t mult = p->out_channels / p->groups; /* output channels per input channel */
-    int64_t sw = p->stride[2];
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t m = 0; m < p->out_channels; m++) {
             const float *xp = x + (n * p->in_channels + m / mult) * in_n;
@@ -245,21 +302,7 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
                             int64_t ih = oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
                             const float *xrow = xp + (id * is[1] + ih) * is[2];
                             const float *wrow = wp + (kd * ks[1] + kh) * ks[2];
-                            for (int64_t kw = 0; kw < ks[2]; kw++) {
-                                int64_t off = kw * p->dilation[2] - p->pad_begin[2], lo, hi;
-                                tap_columns(off, sw, is[2], os[2], &lo, &hi);
-                                if (hi <= lo)
-                                    continue;
-                                float wv = wrow[kw];
-                                const float *src = xrow + lo * sw + off;
-                                float *dst = yrow + lo;
-                                if (sw == 1)
-                                    for (int64_t i = 0; i < hi - lo; i++)
-                                        dst[i] += wv * src[i];
-                                else
-                                    for (int64_t i = 0; i < hi - lo; i++)
-                                        dst[i] += wv * src[i * sw];
-                            }
+                            depthwise_row(p, xrow, wrow, yrow);
                         }
                     }
                     fxrt_epilogue_apply_f32(&e, od * os[1] + oh, 0, 1, os[2], yrow, os[2]);
