@@ -207,27 +207,106 @@ void fxrt_conv_1x1_f32(const FxrtConvParams *p, const float *x, const float *w,
 static void tap_columns(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t *lo,
                         int64_t *hi);
 
+/* The output columns each tap of a kernel row covers, the same for every
+ * row, so computed once per call (for kernels up to DW_MAX_TAPS wide; wider
+ * ones compute them per row): tap kw covers [lo[kw], hi[kw]), and with
+ * three taps all of them cover [all_lo, all_hi). */
+enum { DW_MAX_TAPS = 16, DW_EPILOGUE_FLOATS = 512 };
+
+typedef struct DepthwiseCols {
+    int64_t lo[DW_MAX_TAPS], hi[DW_MAX_TAPS];
+    int64_t all_lo, all_hi;
+} DepthwiseCols;
+
+static void depthwise_cols(const FxrtConvParams *p, DepthwiseCols *dc)
+{
+    int64_t kn = p->kernel[2] < DW_MAX_TAPS ? p->kernel[2] : DW_MAX_TAPS;
+    for (int64_t kw = 0; kw < kn; kw++)
+        tap_columns(kw * p->dilation[2] - p->pad_begin[2], p->stride[2], p->in_size[2],
+                    p->out_size[2], &dc->lo[kw], &dc->hi[kw]);
+    dc->all_lo = dc->all_hi = 0;
+    if (p->kernel[2] == 3 && dc->hi[2] > dc->lo[0]) {
+        /* The taps' ranges shift left as kw grows. */
+        dc->all_lo = dc->lo[0];
+        dc->all_hi = dc->hi[2];
+    }
+}
+
+/* yrow[ow] += the taps of one kernel row over input row xrow.  Three taps
+ * (the 3x3 kernels of MobileNet and DS-CNN) run as one pass over the output
+ * columns where all three lie inside the input, the few border columns tap
+ * by tap; other widths tap by tap. */
+static void depthwise_row(const FxrtConvParams *p, const DepthwiseCols *dc, const float *xrow,
+                          const float *wrow, float *yrow)
+{
+    int64_t sw = p->stride[2], dw = p->dilation[2], kn = p->kernel[2];
+    int64_t pad = p->pad_begin[2], all_lo = dc->all_lo, all_hi = dc->all_hi;
+    if (all_hi > all_lo) {
+        float w0 = wrow[0], w1 = wrow[1], w2 = wrow[2];
+        const float *x0 = xrow + all_lo * sw - pad;
+        float *dst = yrow + all_lo;
+        if (sw == 1)
+            for (int64_t i = 0; i < all_hi - all_lo; i++)
+                dst[i] += w0 * x0[i] + w1 * x0[i + dw] + w2 * x0[i + 2 * dw];
+        else
+            for (int64_t i = 0; i < all_hi - all_lo; i++)
+                dst[i] += w0 * x0[i * sw] + w1 * x0[i * sw + dw] + w2 * x0[i * sw + 2 * dw];
+    }
+    for (int64_t kw = 0; kw < kn; kw++) {
+        int64_t off = kw * dw - pad, lo, hi;
+        if (kw < DW_MAX_TAPS) {
+            lo = dc->lo[kw];
+            hi = dc->hi[kw];
+        } else {
+            tap_columns(off, sw, p->in_size[2], p->out_size[2], &lo, &hi);
+        }
+        float wv = wrow[kw];
+        /* [lo, hi) minus the fused range: the part on its left, then right. */
+        for (int side = 0; side < 2; side++) {
+            int64_t a = lo, b = hi;
+            if (all_hi > all_lo) {
+                a = side == 0 ? lo : (all_hi > lo ? all_hi : lo);
+                b = side == 0 ? (all_lo < hi ? all_lo : hi) : hi;
+            } else if (side == 1) {
+                break;
+            }
+            if (b <= a)
+                continue;
+            const float *src = xrow + a * sw + off;
+            float *dst = yrow + a;
+            if (sw == 1)
+                for (int64_t i = 0; i < b - a; i++)
+                    dst[i] += wv * src[i];
+            else
+                for (int64_t i = 0; i < b - a; i++)
+                    dst[i] += wv * src[i * sw];
+        }
+    }
+}
+
 /* One output plane at a time, one output row at a time: the row starts at
  * zero and every kernel tap adds weight * (a shifted input row) over the
  * output columns whose tap lies inside the input, a loop the compiler
- * vectorizes (contiguous for stride 1); then the epilogue runs on the row
- * while it is in L1. */
+ * vectorizes (contiguous for stride 1).  The epilogue runs on each finished
+ * block of rows of at least DW_EPILOGUE_FLOATS (one row when rows are that
+ * long), while the block is in L1. */
 void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const float *w,
                              const FxrtEpilogue *ep, float *y)
 {
     const int64_t *is = p->in_size, *os = p->out_size, *ks = p->kernel;
     int64_t in_n = spatial_numel(is), out_n = spatial_numel(os), k_n = spatial_numel(ks);
     int64_t mult = p->out_channels / p->groups; /* output channels per input channel */
-    int64_t sw = p->stride[2];
+    DepthwiseCols dc;
+    depthwise_cols(p, &dc);
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t m = 0; m < p->out_channels; m++) {
             const float *xp = x + (n * p->in_channels + m / mult) * in_n;
             const float *wp = w + m * k_n;
             float *yp = y + (n * p->out_channels + m) * out_n;
-            /* Rows of this plane are the epilogue's rows, all of channel m. */
+            /* The plane is one row of the epilogue, all of channel m. */
             FxrtEpilogue e = conv_epilogue(ep, p, n, m, 0);
             e.bias_row_stride = 0;
-            e.residual_ld = os[2];
+            int64_t done = 0; /* positions of the plane the epilogue has seen */
             for (int64_t od = 0; od < os[0]; od++) {
                 int64_t d0, d1;
                 fxrt_window_range(od, p->stride[0], p->pad_begin[0], p->dilation[0], is[0],
@@ -243,26 +322,15 @@ void fxrt_conv_depthwise_f32(const FxrtConvParams *p, const float *x, const floa
                         int64_t id = od * p->stride[0] - p->pad_begin[0] + kd * p->dilation[0];
                         for (int64_t kh = h0; kh < h1; kh++) {
                             int64_t ih = oh * p->stride[1] - p->pad_begin[1] + kh * p->dilation[1];
-                            const float *xrow = xp + (id * is[1] + ih) * is[2];
-                            const float *wrow = wp + (kd * ks[1] + kh) * ks[2];
-                            for (int64_t kw = 0; kw < ks[2]; kw++) {
-                                int64_t off = kw * p->dilation[2] - p->pad_begin[2], lo, hi;
-                                tap_columns(off, sw, is[2], os[2], &lo, &hi);
-                                if (hi <= lo)
-                                    continue;
-                                float wv = wrow[kw];
-                                const float *src = xrow + lo * sw + off;
-                                float *dst = yrow + lo;
-                                if (sw == 1)
-                                    for (int64_t i = 0; i < hi - lo; i++)
-                                        dst[i] += wv * src[i];
-                                else
-                                    for (int64_t i = 0; i < hi - lo; i++)
-                                        dst[i] += wv * src[i * sw];
-                            }
+                            depthwise_row(p, &dc, xp + (id * is[1] + ih) * is[2],
+                                          wp + (kd * ks[1] + kh) * ks[2], yrow);
                         }
                     }
-                    fxrt_epilogue_apply_f32(&e, od * os[1] + oh, 0, 1, os[2], yrow, os[2]);
+                    int64_t end = (od * os[1] + oh + 1) * os[2];
+                    if (end - done >= DW_EPILOGUE_FLOATS || end == out_n) {
+                        fxrt_epilogue_apply_f32(&e, 0, done, 1, end - done, yp + done, out_n);
+                        done = end;
+                    }
                 }
             }
         }

@@ -42,8 +42,8 @@
 enum { GEMM_MB = 32, GEMM_KB = 64, GEMM_NB = 128 };
 
 /* Floats of C one cblas_sgemm call produces before its epilogue runs: a
- * block that stays in a 256 KiB L2 next to the panels BLAS packs. */
-enum { GEMM_L2_TILE_FLOATS = 1 << 14 };
+ * 256 KiB block, which stays in L2 next to the panels BLAS packs. */
+enum { GEMM_L2_TILE_FLOATS = 1 << 16 };
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -283,18 +283,30 @@ static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_
         fxrt_epilogue_apply_f32(ep, 0, 0, 1, n, c, ldc);
         return 1;
     }
-    /* Without an epilogue one call does it all; with one, blocks of rows
-     * that stay in L2 until their epilogue has run. */
-    int64_t rows = fxrt_epilogue_active(ep) ? GEMM_L2_TILE_FLOATS / n : m;
-    rows = rows < 8 ? 8 : rows;
-    for (int64_t i0 = 0; i0 < m; i0 += rows) {
-        int64_t mr = min64(rows, m - i0);
-        const float *ap = a + (trans_a ? i0 : i0 * lda);
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, (int)mr, (int)n, (int)k, alpha, ap, ilda,
-                    b, ildb, beta, c + i0 * ldc, ildc);
-        fxrt_epilogue_apply_f32(ep, i0, 0, mr, n, c + i0 * ldc, ldc);
+    /* Without an epilogue one call does it all; with one, blocks of C that
+     * stay in L2 until their epilogue has run.  Each call packs its slice
+     * of A and B again, so the blocks split the dimension whose operand is
+     * the smaller one to re-pack: rows (B re-packed) when B is smaller than
+     * A, else columns (A re-packed). */
+    int tile_rows = (double)k * (double)n <= (double)m * (double)k;
+    int64_t rows = m, cols = n;
+    if (fxrt_epilogue_active(ep)) {
+        if (tile_rows)
+            rows = GEMM_L2_TILE_FLOATS / n < 8 ? 8 : GEMM_L2_TILE_FLOATS / n;
+        else
+            cols = GEMM_L2_TILE_FLOATS / m < 16 ? 16 : GEMM_L2_TILE_FLOATS / m;
     }
+    for (int64_t i0 = 0; i0 < m; i0 += rows)
+        for (int64_t j0 = 0; j0 < n; j0 += cols) {
+            int64_t mr = min64(rows, m - i0), nc = min64(cols, n - j0);
+            const float *ap = a + (trans_a ? i0 : i0 * lda);
+            const float *bp = b + (trans_b ? j0 * ldb : j0);
+            float *cp = c + i0 * ldc + j0;
+            cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                        trans_b ? CblasTrans : CblasNoTrans, (int)mr, (int)nc, (int)k, alpha, ap,
+                        ilda, bp, ildb, beta, cp, ildc);
+            fxrt_epilogue_apply_f32(ep, i0, j0, mr, nc, cp, ldc);
+        }
     return 1;
 }
 #endif
