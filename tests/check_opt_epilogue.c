@@ -29,12 +29,6 @@ static Node *weights(Graph *g, const char *name, int rank, int64_t d0, int64_t d
     return tu_weights(g, name, rank, dims, scale);
 }
 
-static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
-{
-    Node *args[3] = {a, b, c};
-    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
-}
-
 /* A node whose types the caller infers (tu_reinfer) once it has set the
  * attributes the shapes depend on. */
 static Node *op_uninferred(Graph *g, const char *name, Node *a, Node *b, Node *c)
@@ -112,8 +106,8 @@ static Graph *build_conv_bias_relu(void)
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 3, 9, 9);
     Node *c = conv(g, x, weights(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
-    Node *a = op(g, "Add", c, weights(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
-    Node *y = op(g, "Relu", a, NULL, NULL);
+    Node *a = tu_op3(g, "Add", c, weights(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
+    Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -136,8 +130,8 @@ static Graph *build_conv_residual_relu(void)
     Node *x = input4(g, "x", 1, 4, 7, 7);
     Node *c = conv(g, x, weights(g, "w", 4, 4, 4, 3, 3, 0.04f),
                    weights(g, "b", 1, 4, 0, 0, 0, 0.1f), 1, 1, 1);
-    Node *a = op(g, "Add", c, x, NULL);
-    Node *y = op(g, "Relu", a, NULL, NULL);
+    Node *a = tu_op3(g, "Add", c, x, NULL);
+    Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -159,8 +153,8 @@ static Graph *build_conv_relu_residual(void)
     Node *x = input4(g, "x", 1, 2, 10, 10);
     Node *r = input4(g, "r", 1, 3, 5, 5);
     Node *c = conv(g, x, weights(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
-    Node *a = op(g, "Relu", c, NULL, NULL);
-    Node *y = op(g, "Add", r, a, NULL);
+    Node *a = tu_op3(g, "Relu", c, NULL, NULL);
+    Node *y = tu_op3(g, "Add", r, a, NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -187,7 +181,7 @@ static Graph *build_gemm_clip(void)
     node_set_attr_int(gm, "transB", 1);
     node_set_attr_float(gm, "alpha", 0.5f);
     tu_reinfer(gm);
-    Node *y = op(g, "Clip", gm, tu_scalar(g, "lo", 0.0f), tu_scalar(g, "hi", 6.0f));
+    Node *y = tu_op3(g, "Clip", gm, tu_scalar(g, "lo", 0.0f), tu_scalar(g, "hi", 6.0f));
     tu_finish(g, &y, 1);
     return g;
 }
@@ -210,15 +204,15 @@ static Graph *build_ffn(void)
     Graph *g = graph_new();
     int64_t xd[3] = {1, 6, 8};
     Node *x = tu_input(g, "x", FXRT_DTYPE_FLOAT32, 3, xd);
-    Node *h = op(g, "MatMul", x, weights(g, "w1", 2, 8, 16, 0, 0, 0.1f), NULL);
-    h = op(g, "Add", h, weights(g, "b1", 1, 16, 0, 0, 0, 0.05f), NULL);
-    Node *e = op(g, "Div", h, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL);
-    e = op(g, "Erf", e, NULL, NULL);
-    e = op(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
-    Node *gl = op(g, "Mul", op(g, "Mul", h, e, NULL), tu_scalar(g, "half", 0.5f), NULL);
-    Node *f = op(g, "MatMul", gl, weights(g, "w2", 2, 16, 8, 0, 0, 0.1f), NULL);
-    f = op(g, "Add", f, weights(g, "b2", 1, 8, 0, 0, 0, 0.05f), NULL);
-    Node *y = op(g, "Add", x, f, NULL);
+    Node *h = tu_op3(g, "MatMul", x, weights(g, "w1", 2, 8, 16, 0, 0, 0.1f), NULL);
+    h = tu_op3(g, "Add", h, weights(g, "b1", 1, 16, 0, 0, 0, 0.05f), NULL);
+    Node *e = tu_op3(g, "Div", h, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL);
+    e = tu_op3(g, "Erf", e, NULL, NULL);
+    e = tu_op3(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
+    Node *gl = tu_op3(g, "Mul", tu_op3(g, "Mul", h, e, NULL), tu_scalar(g, "half", 0.5f), NULL);
+    Node *f = tu_op3(g, "MatMul", gl, weights(g, "w2", 2, 16, 8, 0, 0, 0.1f), NULL);
+    f = tu_op3(g, "Add", f, weights(g, "b2", 1, 8, 0, 0, 0, 0.05f), NULL);
+    Node *y = tu_op3(g, "Add", x, f, NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -256,12 +250,12 @@ static Graph *build_activations(void)
         else
             c = conv(g, x, weights(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
         snprintf(name, sizeof name, "b%d", i);
-        Node *biased = op(g, "Add", weights(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
+        Node *biased = tu_op3(g, "Add", weights(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
         Node *y;
         if (i == 1) {
-            y = op(g, "Clip", biased, tu_scalar(g, "lo", -0.2f), NULL);
+            y = tu_op3(g, "Clip", biased, tu_scalar(g, "lo", -0.2f), NULL);
         } else {
-            y = op(g, acts[i], biased, NULL, NULL);
+            y = tu_op3(g, acts[i], biased, NULL, NULL);
             if (i == 2)
                 node_set_attr_float(y, "alpha", 0.3f);
             if (i == 5) {
@@ -271,13 +265,15 @@ static Graph *build_activations(void)
         }
         outs[k++] = y;
     }
-    Node *gm = op(g, "Gemm", a, weights(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
-    outs[k++] = op(g, "Sigmoid", op(g, "Add", gm, weights(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
-                   NULL, NULL);
+    Node *gm = tu_op3(g, "Gemm", a, weights(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
+    outs[k++] =
+        tu_op3(g, "Sigmoid", tu_op3(g, "Add", gm, weights(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
+               NULL, NULL);
     /* GELU whose final 0.5 a fold has moved into the next layer. */
-    Node *mm = op(g, "MatMul", a, weights(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
-    Node *e = op(g, "Erf", op(g, "Div", mm, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL), NULL, NULL);
-    outs[k++] = op(g, "Mul", op(g, "Add", tu_scalar(g, "one", 1.0f), e, NULL), mm, NULL);
+    Node *mm = tu_op3(g, "MatMul", a, weights(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
+    Node *e = tu_op3(g, "Erf", tu_op3(g, "Div", mm, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL),
+                     NULL, NULL);
+    outs[k++] = tu_op3(g, "Mul", tu_op3(g, "Add", tu_scalar(g, "one", 1.0f), e, NULL), mm, NULL);
     tu_finish(g, outs, k);
     return g;
 }
@@ -300,12 +296,12 @@ static Graph *build_used_twice(void)
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 2, 5, 5);
     Node *c1 = conv(g, x, weights(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *a1 = op(g, "Add", c1, weights(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *a1 = tu_op3(g, "Add", c1, weights(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
     Node *c2 = conv(g, x, weights(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *a2 = op(g, "Add", c2, weights(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
-    Node *r2 = op(g, "Relu", a2, NULL, NULL);
-    Node *y2 = op(g, "Add", r2, x, NULL);
-    Node *z2 = op(g, "Add", r2, y2, NULL);
+    Node *a2 = tu_op3(g, "Add", c2, weights(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *r2 = tu_op3(g, "Relu", a2, NULL, NULL);
+    Node *y2 = tu_op3(g, "Add", r2, x, NULL);
+    Node *z2 = tu_op3(g, "Add", r2, y2, NULL);
     Node *outs[3] = {a1, c1, z2};
     tu_finish(g, outs, 3);
     return g;
@@ -331,9 +327,9 @@ START_TEST(test_not_a_bias)
     int64_t sd[3] = {4, 1, 1};
     Node *s = tu_input(g, "s", FXRT_DTYPE_FLOAT32, 3, sd);
     Node *c1 = conv(g, x, weights(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *y1 = op(g, "Add", c1, s, NULL);
+    Node *y1 = tu_op3(g, "Add", c1, s, NULL);
     Node *c2 = conv(g, x, weights(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *y2 = op(g, "Add", c2, weights(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
+    Node *y2 = tu_op3(g, "Add", c2, weights(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
     Node *outs[2] = {y1, y2};
     tu_finish(g, outs, 2);
     ck_assert_int_eq(tu_run_pass(g, pass_epilogue_fusion, 1e-6, 1e-7), 0);
@@ -351,10 +347,10 @@ START_TEST(test_matmul_not_anchor)
     int64_t ad[2] = {3, 4}, bd[2] = {4, 5};
     Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
     Node *b = tu_input(g, "b", FXRT_DTYPE_FLOAT32, 2, bd);
-    Node *y = op(g, "Relu", op(g, "MatMul", a, b, NULL), NULL, NULL);
+    Node *y = tu_op3(g, "Relu", tu_op3(g, "MatMul", a, b, NULL), NULL, NULL);
     Node *ia = tu_input(g, "ia", FXRT_DTYPE_INT64, 2, ad);
     Node *ib = tu_input(g, "ib", FXRT_DTYPE_INT64, 2, bd);
-    Node *z = op(g, "Relu", op(g, "MatMul", ia, ib, NULL), NULL, NULL);
+    Node *z = tu_op3(g, "Relu", tu_op3(g, "MatMul", ia, ib, NULL), NULL, NULL);
     Node *outs[2] = {y, z};
     tu_finish(g, outs, 2);
     PassResult r;

@@ -19,12 +19,6 @@ static Node *input(Graph *g, const char *name, DType dt, int rank, int64_t d0, i
     return tu_input(g, name, dt, rank, dims);
 }
 
-static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
-{
-    Node *args[3] = {a, b, c};
-    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
-}
-
 static int count_fused(const Graph *g) { return tu_count_op(g, "FusedElementwise"); }
 
 static void assert_golden(const Graph *g, const char *name) { tu_assert_golden(g, "ewfuse", name); }
@@ -107,9 +101,9 @@ START_TEST(test_chain)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 3, 8);
-    Node *m = op(g, "Mul", x, tu_scalar(g, "two", 2.0f), NULL);
-    Node *a = op(g, "Add", m, tu_scalar(g, "one", 1.0f), NULL);
-    Node *y = op(g, "Relu", a, NULL, NULL);
+    Node *m = tu_op3(g, "Mul", x, tu_scalar(g, "two", 2.0f), NULL);
+    Node *a = tu_op3(g, "Add", m, tu_scalar(g, "one", 1.0f), NULL);
+    Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
     Outcome o = run_case(g, "chain");
     ck_assert_int_eq(o.fused, 1);
@@ -127,9 +121,9 @@ START_TEST(test_tree_broadcast)
     Node *b = input(g, "b", FXRT_DTYPE_FLOAT32, 2, 1, 5);
     Node *c = input(g, "c", FXRT_DTYPE_FLOAT32, 1, 5, 0);
     Node *dd = input(g, "d", FXRT_DTYPE_FLOAT32, 2, 4, 5);
-    Node *ab = op(g, "Mul", a, b, NULL);
-    Node *cd = op(g, "Mul", c, dd, NULL);
-    Node *y = op(g, "Add", ab, cd, NULL);
+    Node *ab = tu_op3(g, "Mul", a, b, NULL);
+    Node *cd = tu_op3(g, "Mul", c, dd, NULL);
+    Node *y = tu_op3(g, "Add", ab, cd, NULL);
     tu_finish(g, &y, 1);
     Outcome o = run_case(g, "tree_broadcast");
     ck_assert_int_eq(o.fused, 1);
@@ -144,11 +138,11 @@ START_TEST(test_outside_user_splits)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 2, 6);
-    Node *e = op(g, "Neg", x, NULL, NULL);
-    Node *t = op(g, "Sigmoid", e, NULL, NULL);
-    Node *m = op(g, "Mul", t, x, NULL);
-    Node *l = op(g, "LeakyRelu", m, NULL, NULL);
-    Node *y = op(g, "Sub", l, x, NULL);
+    Node *e = tu_op3(g, "Neg", x, NULL, NULL);
+    Node *t = tu_op3(g, "Sigmoid", e, NULL, NULL);
+    Node *m = tu_op3(g, "Mul", t, x, NULL);
+    Node *l = tu_op3(g, "LeakyRelu", m, NULL, NULL);
+    Node *y = tu_op3(g, "Sub", l, x, NULL);
     Node *outs[2] = {y, t};
     tu_finish(g, outs, 2);
     Outcome o = run_case(g, "outside_user");
@@ -163,10 +157,10 @@ START_TEST(test_diamond)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 0, 0, 0);
-    Node *e = op(g, "Exp", x, NULL, NULL);
-    Node *a = op(g, "Mul", e, tu_scalar(g, "two", 2.0f), NULL);
-    Node *b = op(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
-    Node *y = op(g, "Mul", a, b, NULL);
+    Node *e = tu_op3(g, "Exp", x, NULL, NULL);
+    Node *a = tu_op3(g, "Mul", e, tu_scalar(g, "two", 2.0f), NULL);
+    Node *b = tu_op3(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
+    Node *y = tu_op3(g, "Mul", a, b, NULL);
     tu_finish(g, &y, 1);
     Outcome o = run_case(g, "diamond");
     ck_assert_int_eq(o.fused, 1);
@@ -181,8 +175,8 @@ START_TEST(test_integer_not_fused)
     Graph *g = graph_new();
     Node *a = input(g, "a", FXRT_DTYPE_INT64, 1, 6, 0);
     Node *b = input(g, "b", FXRT_DTYPE_INT64, 1, 6, 0);
-    Node *s = op(g, "Add", a, b, NULL);
-    Node *y = op(g, "Mul", s, b, NULL);
+    Node *s = tu_op3(g, "Add", a, b, NULL);
+    Node *y = tu_op3(g, "Mul", s, b, NULL);
     tu_finish(g, &y, 1);
     PassResult r;
     ck_assert_int_eq(pass_elementwise_fusion(g, &r, &tu_diag), FX_OK);
@@ -204,12 +198,12 @@ START_TEST(test_mixed_with_matmul)
     Node *w1 = tu_weights(g, "w1", 2, w1d, 0.1f);
     Node *bias = tu_weights(g, "bias", 1, bd, 0.05f);
     Node *w2 = tu_weights(g, "w2", 2, w2d, 0.1f);
-    Node *h = op(g, "MatMul", x, w1, NULL);
-    Node *hb = op(g, "Add", h, bias, NULL);
-    Node *hr = op(g, "Relu", hb, NULL, NULL);
-    Node *z = op(g, "MatMul", hr, w2, NULL);
-    Node *zt = op(g, "Tanh", z, NULL, NULL);
-    Node *y = op(g, "Mul", zt, tu_scalar(g, "half", 0.5f), NULL);
+    Node *h = tu_op3(g, "MatMul", x, w1, NULL);
+    Node *hb = tu_op3(g, "Add", h, bias, NULL);
+    Node *hr = tu_op3(g, "Relu", hb, NULL, NULL);
+    Node *z = tu_op3(g, "MatMul", hr, w2, NULL);
+    Node *zt = tu_op3(g, "Tanh", z, NULL, NULL);
+    Node *y = tu_op3(g, "Mul", zt, tu_scalar(g, "half", 0.5f), NULL);
     tu_finish(g, &y, 1);
     Outcome o = run_case(g, "mixed_matmul");
     ck_assert_int_eq(o.fused, 2);
@@ -226,20 +220,20 @@ START_TEST(test_activations)
     Graph *g = graph_new();
     Node *x = input(g, "x", FXRT_DTYPE_FLOAT32, 2, 5, 7);
     Node *b = input(g, "bias", FXRT_DTYPE_FLOAT32, 1, 7, 0);
-    Node *v = op(g, "Add", x, b, NULL);
+    Node *v = tu_op3(g, "Add", x, b, NULL);
     const char *unary[] = {"Sigmoid", "HardSwish", "Elu", "Selu", "Celu", "Softplus", "Softsign",
                            "Tanh", "Erf", "Abs", "Neg", "Exp", "HardSigmoid", "LeakyRelu",
                            "Floor", "Sin", "Cos", "Atan", "Sign"};
     for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
-        v = op(g, unary[i], v, NULL, NULL);
+        v = tu_op3(g, unary[i], v, NULL, NULL);
         if (i == 5)
-            v = op(g, "Max", v, x, NULL);
+            v = tu_op3(g, "Max", v, x, NULL);
         if (i == 9)
-            v = op(g, "Clip", v, tu_scalar(g, "lo", -0.25f), tu_scalar(g, "hi", 0.75f));
+            v = tu_op3(g, "Clip", v, tu_scalar(g, "lo", -0.25f), tu_scalar(g, "hi", 0.75f));
         if (i == 11)
-            v = op(g, "Pow", v, tu_scalar(g, "p", 1.5f), NULL);
+            v = tu_op3(g, "Pow", v, tu_scalar(g, "p", 1.5f), NULL);
     }
-    Node *y = op(g, "Div", v, op(g, "Add", op(g, "Abs", x, NULL, NULL),
+    Node *y = tu_op3(g, "Div", v, tu_op3(g, "Add", tu_op3(g, "Abs", x, NULL, NULL),
                                  tu_scalar(g, "eps", 1.0f), NULL), NULL);
     tu_finish(g, &y, 1);
     Outcome o = run_case(g, "activations");

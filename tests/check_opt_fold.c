@@ -19,12 +19,6 @@ static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1,
     return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
 }
 
-static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
-{
-    Node *args[3] = {a, b, c};
-    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
-}
-
 /* A 1-D int64 constant. */
 static Node *ints(Graph *g, const char *name, const int64_t *v, int64_t count)
 {
@@ -72,7 +66,7 @@ static Node *with_float(Node *n, const char *attr, float v)
 
 static Node *transpose(Graph *g, Node *x, const int64_t *perm, int rank)
 {
-    Node *t = op(g, "Transpose", x, NULL, NULL);
+    Node *t = tu_op3(g, "Transpose", x, NULL, NULL);
     return perm ? with_ints(t, "perm", perm, rank) : t;
 }
 
@@ -110,7 +104,7 @@ static Node *outputs(Node *n, int k)
 
 static Node *getitem(Graph *g, Node *src, int index)
 {
-    Node *n = op(g, "getitem", src, NULL, NULL);
+    Node *n = tu_op3(g, "getitem", src, NULL, NULL);
     n->index = index;
     tu_reinfer(n);
     return n;
@@ -130,11 +124,11 @@ START_TEST(test_fold_shape_chain)
     Graph *g = graph_new();
     Node *x = input(g, "x", 3, 2, 3, 4);
     int64_t zero = 0, minus_one = -1;
-    Node *s = op(g, "Shape", x, NULL, NULL);
-    Node *d0 = op(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
-    Node *u = op(g, "Unsqueeze", d0, ints(g, "axes", &zero, 1), NULL);
+    Node *s = tu_op3(g, "Shape", x, NULL, NULL);
+    Node *d0 = tu_op3(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
+    Node *u = tu_op3(g, "Unsqueeze", d0, ints(g, "axes", &zero, 1), NULL);
     Node *shape = concat(g, u, ints(g, "rest", &minus_one, 1));
-    Node *y = op(g, "Reshape", x, shape, NULL);
+    Node *y = tu_op3(g, "Reshape", x, shape, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 4);
     ck_assert_int_eq(tu_count_calls(g), 1);
@@ -151,20 +145,20 @@ START_TEST(test_fold_constant_makers)
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 4, 300, 0);
     int64_t shape[2] = {4, 300};
-    Node *fill = op(g, "ConstantOfShape", ints(g, "fill_shape", shape, 2), NULL, NULL);
-    Node *a = op(g, "Add", x, fill, NULL);
+    Node *fill = tu_op3(g, "ConstantOfShape", ints(g, "fill_shape", shape, 2), NULL, NULL);
+    Node *a = tu_op3(g, "Add", x, fill, NULL);
     Node *start = tu_scalar(g, "start", 0.0f);
     Node *limit = tu_scalar(g, "limit", 300.0f);
-    Node *range = op(g, "Range", start, limit, tu_scalar(g, "delta", 1.0f));
-    Node *b = op(g, "Mul", a, range, NULL);
+    Node *range = tu_op3(g, "Range", start, limit, tu_scalar(g, "delta", 1.0f));
+    Node *b = tu_op3(g, "Mul", a, range, NULL);
     Node *count = cast(g, int_scalar(g, "count", 3), FXRT_DTYPE_FLOAT32);
-    Node *c = op(g, "Div", b, count, NULL);
+    Node *c = tu_op3(g, "Div", b, count, NULL);
     int64_t flat[2] = {1, 300};
     Node *row = weights(g, "row", 1, 300, 0, 0);
-    row = op(g, "Reshape", row, ints(g, "flat", flat, 2), NULL);
-    Node *e = op(g, "Add", c, row, NULL);
+    row = tu_op3(g, "Reshape", row, ints(g, "flat", flat, 2), NULL);
+    Node *e = tu_op3(g, "Add", c, row, NULL);
     Node *wt = transpose(g, weights(g, "w", 2, 256, 300, 0), NULL, 2);
-    Node *y = op(g, "MatMul", e, wt, NULL);
+    Node *y = tu_op3(g, "MatMul", e, wt, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 5);
     ck_assert_int_eq(tu_count_calls(g), 5); /* Add, Mul, Div, Add, MatMul */
@@ -180,9 +174,9 @@ START_TEST(test_fold_multi_output)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 2, 2, 0);
-    Node *split = outputs(op(g, "Split", weights(g, "w", 2, 6, 6, 0), NULL, NULL), 3);
+    Node *split = outputs(tu_op3(g, "Split", weights(g, "w", 2, 6, 6, 0), NULL, NULL), 3);
     Node *top = getitem(g, split, 0), *bottom = getitem(g, split, 2);
-    Node *y = op(g, "Add", op(g, "MatMul", x, top, NULL), bottom, NULL);
+    Node *y = tu_op3(g, "Add", tu_op3(g, "MatMul", x, top, NULL), bottom, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 1);
     ck_assert_int_eq(tu_count_op(g, "Split"), 0);
@@ -199,8 +193,8 @@ START_TEST(test_fold_refuses)
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 17, 1 << 20, 0);
     int64_t shape[2] = {17, 1 << 20};
-    Node *big = op(g, "ConstantOfShape", ints(g, "big_shape", shape, 2), NULL, NULL);
-    Node *y = op(g, "Add", op(g, "Relu", x, NULL, NULL), big, NULL);
+    Node *big = tu_op3(g, "ConstantOfShape", ints(g, "big_shape", shape, 2), NULL, NULL);
+    Node *y = tu_op3(g, "Add", tu_op3(g, "Relu", x, NULL, NULL), big, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 0);
     ck_assert_int_eq(tu_count_calls(g), 3);
@@ -217,12 +211,12 @@ START_TEST(test_layout_identity_dropout)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 3, 4, 0);
-    Node *a = op(g, "Relu", op(g, "Identity", x, NULL, NULL), NULL, NULL);
-    Node *b = op(g, "Neg", op(g, "Dropout", a, NULL, NULL), NULL, NULL);
-    Node *d2 = outputs(op(g, "Dropout", b, NULL, NULL), 2);
-    Node *c = op(g, "Exp", getitem(g, d2, 0), NULL, NULL);
+    Node *a = tu_op3(g, "Relu", tu_op3(g, "Identity", x, NULL, NULL), NULL, NULL);
+    Node *b = tu_op3(g, "Neg", tu_op3(g, "Dropout", a, NULL, NULL), NULL, NULL);
+    Node *d2 = outputs(tu_op3(g, "Dropout", b, NULL, NULL), 2);
+    Node *c = tu_op3(g, "Exp", getitem(g, d2, 0), NULL, NULL);
     getitem(g, d2, 1); /* read by nobody */
-    Node *d3 = outputs(op(g, "Dropout", c, NULL, NULL), 2);
+    Node *d3 = outputs(tu_op3(g, "Dropout", c, NULL, NULL), 2);
     Node *results[2] = {getitem(g, d3, 0), getitem(g, d3, 1)};
     tu_finish(g, results, 2);
     ck_assert_int_eq(run(g, pass_layout_cleanup), 3);
@@ -242,12 +236,12 @@ START_TEST(test_layout_transposes)
     Node *x = input(g, "x", 3, 2, 3, 4);
     int64_t swap12[3] = {0, 2, 1}, swap01[3] = {1, 0, 2};
     Node *back = transpose(g, transpose(g, x, swap12, 3), swap12, 3);
-    Node *a = op(g, "Relu", back, NULL, NULL);
+    Node *a = tu_op3(g, "Relu", back, NULL, NULL);
     Node *composed = transpose(g, transpose(g, a, swap12, 3), swap01, 3);
-    Node *b = op(g, "Neg", composed, NULL, NULL);
+    Node *b = tu_op3(g, "Neg", composed, NULL, NULL);
     Node *three = transpose(g, transpose(g, transpose(g, b, NULL, 3), swap01, 3), swap12, 3);
     int64_t ident[3] = {0, 1, 2};
-    Node *y = op(g, "Exp", transpose(g, three, ident, 3), NULL, NULL);
+    Node *y = tu_op3(g, "Exp", transpose(g, three, ident, 3), NULL, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_gt(run(g, pass_layout_cleanup), 0);
     ck_assert_int_eq(tu_count_op(g, "Transpose"), 2);
@@ -265,16 +259,16 @@ START_TEST(test_layout_reshape_chains)
     Graph *g = graph_new();
     Node *x = input(g, "x", 3, 2, 3, 4);
     int64_t zero = 0, s6x4[2] = {6, 4}, s2x3x4[3] = {2, 3, 4};
-    Node *u = op(g, "Unsqueeze", x, ints(g, "axes", &zero, 1), NULL);
-    Node *f = with_int(op(g, "Flatten", u, NULL, NULL), "axis", 2);
-    Node *a = op(g, "Relu", f, NULL, NULL); /* [2, 12] */
-    Node *r1 = op(g, "Reshape", a, ints(g, "s6x4", s6x4, 2), NULL);
-    Node *r2 = op(g, "Reshape", r1, ints(g, "s2x3x4", s2x3x4, 3), NULL);
-    Node *b = op(g, "Neg", r2, NULL, NULL); /* [2, 3, 4] */
-    Node *r3 = op(g, "Reshape", b, ints(g, "s6x4_again", s6x4, 2), NULL);
-    Node *r4 = op(g, "Reshape", r3, ints(g, "s2x3x4_again", s2x3x4, 3), NULL);
-    Node *sq = op(g, "Squeeze", r4, NULL, NULL);
-    Node *y = op(g, "Flatten", op(g, "Exp", sq, NULL, NULL), NULL, NULL);
+    Node *u = tu_op3(g, "Unsqueeze", x, ints(g, "axes", &zero, 1), NULL);
+    Node *f = with_int(tu_op3(g, "Flatten", u, NULL, NULL), "axis", 2);
+    Node *a = tu_op3(g, "Relu", f, NULL, NULL); /* [2, 12] */
+    Node *r1 = tu_op3(g, "Reshape", a, ints(g, "s6x4", s6x4, 2), NULL);
+    Node *r2 = tu_op3(g, "Reshape", r1, ints(g, "s2x3x4", s2x3x4, 3), NULL);
+    Node *b = tu_op3(g, "Neg", r2, NULL, NULL); /* [2, 3, 4] */
+    Node *r3 = tu_op3(g, "Reshape", b, ints(g, "s6x4_again", s6x4, 2), NULL);
+    Node *r4 = tu_op3(g, "Reshape", r3, ints(g, "s2x3x4_again", s2x3x4, 3), NULL);
+    Node *sq = tu_op3(g, "Squeeze", r4, NULL, NULL);
+    Node *y = tu_op3(g, "Flatten", tu_op3(g, "Exp", sq, NULL, NULL), NULL, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_layout_cleanup), 4);
     ck_assert_int_eq(tu_count_op(g, "Unsqueeze"), 0);
@@ -297,14 +291,14 @@ START_TEST(test_layout_matmul_transpose)
     Node *x = input(g, "x", 3, 2, 5, 3);
     /* one node made per statement: argument order of evaluation is unspecified */
     Node *a_t = transpose(g, a, NULL, 2);
-    Node *ta = op(g, "MatMul", a_t, op(g, "Relu", b, NULL, NULL), NULL);
-    Node *neg = op(g, "Neg", ta, NULL, NULL);
-    Node *tb = op(g, "MatMul", neg, transpose(g, b, NULL, 2), NULL);
+    Node *ta = tu_op3(g, "MatMul", a_t, tu_op3(g, "Relu", b, NULL, NULL), NULL);
+    Node *neg = tu_op3(g, "Neg", ta, NULL, NULL);
+    Node *tb = tu_op3(g, "MatMul", neg, transpose(g, b, NULL, 2), NULL);
     Node *tb_t = transpose(g, tb, NULL, 2);
-    Node *both = op(g, "MatMul", tb_t, transpose(g, a, NULL, 2), NULL);
-    Node *w = op(g, "MatMul", both, transpose(g, weights(g, "w", 2, 6, 5, 0), NULL, 2), NULL);
+    Node *both = tu_op3(g, "MatMul", tb_t, transpose(g, a, NULL, 2), NULL);
+    Node *w = tu_op3(g, "MatMul", both, transpose(g, weights(g, "w", 2, 6, 5, 0), NULL, 2), NULL);
     int64_t swap12[3] = {0, 2, 1};
-    Node *batched = op(g, "MatMul", transpose(g, x, swap12, 3), w, NULL);
+    Node *batched = tu_op3(g, "MatMul", transpose(g, x, swap12, 3), w, NULL);
     tu_finish(g, &batched, 1);
     ck_assert_int_eq(run(g, pass_layout_cleanup), 3);
     ck_assert_int_eq(tu_count_op(g, "Gemm"), 3);
@@ -324,13 +318,13 @@ START_TEST(test_cse_computations)
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 3, 4, 0);
     Node *z = input(g, "z", 2, 3, 4, 0);
-    Node *e1 = op(g, "Exp", op(g, "Relu", x, NULL, NULL), NULL, NULL);
-    Node *e2 = op(g, "Exp", op(g, "Relu", x, NULL, NULL), NULL, NULL);
-    Node *add1 = op(g, "Add", e1, z, NULL), *add2 = op(g, "Add", z, e2, NULL);
-    Node *sub1 = op(g, "Sub", e1, z, NULL), *sub2 = op(g, "Sub", z, e2, NULL);
-    Node *l1 = op(g, "LeakyRelu", add1, NULL, NULL);
-    Node *l2 = with_float(op(g, "LeakyRelu", add2, NULL, NULL), "alpha", 0.5f);
-    Node *l3 = op(g, "LeakyRelu", add2, NULL, NULL);
+    Node *e1 = tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
+    Node *e2 = tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
+    Node *add1 = tu_op3(g, "Add", e1, z, NULL), *add2 = tu_op3(g, "Add", z, e2, NULL);
+    Node *sub1 = tu_op3(g, "Sub", e1, z, NULL), *sub2 = tu_op3(g, "Sub", z, e2, NULL);
+    Node *l1 = tu_op3(g, "LeakyRelu", add1, NULL, NULL);
+    Node *l2 = with_float(tu_op3(g, "LeakyRelu", add2, NULL, NULL), "alpha", 0.5f);
+    Node *l3 = tu_op3(g, "LeakyRelu", add2, NULL, NULL);
     Node *results[5] = {l1, l2, l3, sub1, sub2};
     tu_finish(g, results, 5);
     ck_assert_int_eq(run(g, pass_cse), 4); /* Relu, Exp, Add, LeakyRelu */
@@ -347,13 +341,13 @@ START_TEST(test_cse_constants)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 2, 3, 0);
-    Node *m1 = op(g, "Mul", x, weights(g, "w", 2, 2, 3, 0), NULL);
-    Node *m2 = op(g, "Mul", x, weights(g, "w_copy", 2, 2, 3, 0), NULL);
+    Node *m1 = tu_op3(g, "Mul", x, weights(g, "w", 2, 2, 3, 0), NULL);
+    Node *m2 = tu_op3(g, "Mul", x, weights(g, "w_copy", 2, 2, 3, 0), NULL);
     Node *row = weights(g, "w_flat", 2, 1, 6, 0); /* same bytes, [1, 6] */
     int64_t s2x3[2] = {2, 3};
-    Node *m3 = op(g, "Mul", x, op(g, "Reshape", row, ints(g, "s2x3", s2x3, 2), NULL), NULL);
-    Node *a1 = op(g, "Add", m1, tu_scalar(g, "zero", 0.0f), NULL);
-    Node *a2 = op(g, "Add", m2, tu_scalar(g, "minus_zero", -0.0f), NULL);
+    Node *m3 = tu_op3(g, "Mul", x, tu_op3(g, "Reshape", row, ints(g, "s2x3", s2x3, 2), NULL), NULL);
+    Node *a1 = tu_op3(g, "Add", m1, tu_scalar(g, "zero", 0.0f), NULL);
+    Node *a2 = tu_op3(g, "Add", m2, tu_scalar(g, "minus_zero", -0.0f), NULL);
     Node *outs[3] = {a1, a2, m3};
     tu_finish(g, outs, 3);
     ck_assert_int_eq(run(g, pass_cse), 2); /* w_copy, then its Mul */
@@ -368,11 +362,11 @@ START_TEST(test_cse_getitems)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 4, 3, 0);
-    Node *s1 = outputs(op(g, "Split", x, NULL, NULL), 2);
-    Node *s2 = outputs(op(g, "Split", x, NULL, NULL), 2);
+    Node *s1 = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
+    Node *s2 = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
     Node *first = getitem(g, s1, 0);
-    Node *a = op(g, "Add", first, getitem(g, s2, 1), NULL);
-    Node *y = op(g, "Mul", a, getitem(g, s2, 0), NULL);
+    Node *a = tu_op3(g, "Add", first, getitem(g, s2, 1), NULL);
+    Node *y = tu_op3(g, "Mul", a, getitem(g, s2, 0), NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_cse), 2);
     ck_assert_int_eq(tu_count_op(g, "Split"), 1);
@@ -391,11 +385,11 @@ START_TEST(test_dce)
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 4, 3, 0);
     input(g, "unused", 1, 2, 0, 0);
-    op(g, "Exp", op(g, "Relu", x, NULL, NULL), NULL, NULL);
+    tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
     tu_scalar(g, "dead_constant", 1.0f);
-    Node *s = outputs(op(g, "Split", x, NULL, NULL), 2);
+    Node *s = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
     getitem(g, s, 1);
-    Node *y = op(g, "Neg", getitem(g, s, 0), NULL, NULL);
+    Node *y = tu_op3(g, "Neg", getitem(g, s, 0), NULL, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_dce), 4);
     ck_assert_int_eq(graph_num_placeholders(g), 2);
@@ -418,17 +412,17 @@ START_TEST(test_level1_pipeline)
     for (int h = 0; h < 2; h++) {
         Node *v = h ? k : q;
         int64_t zero = 0, split[2] = {4, 4};
-        Node *s = op(g, "Shape", v, NULL, NULL);
-        Node *len = op(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
-        len = op(g, "Unsqueeze", len, ints(g, "axes", &zero, 1), NULL);
+        Node *s = tu_op3(g, "Shape", v, NULL, NULL);
+        Node *len = tu_op3(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
+        len = tu_op3(g, "Unsqueeze", len, ints(g, "axes", &zero, 1), NULL);
         Node *shape = concat(g, len, ints(g, "split", split, 2));
         int64_t perm[3] = {1, 0, 2};
-        heads[h] = transpose(g, op(g, "Reshape", op(g, "Identity", v, NULL, NULL), shape, NULL),
-                             perm, 3);
+        heads[h] = transpose(
+            g, tu_op3(g, "Reshape", tu_op3(g, "Identity", v, NULL, NULL), shape, NULL), perm, 3);
     }
     int64_t last2[3] = {0, 2, 1};
     Node *kt = transpose(g, heads[1], last2, 3);
-    Node *y = op(g, "MatMul", heads[0], kt, NULL);
+    Node *y = tu_op3(g, "MatMul", heads[0], kt, NULL);
     tu_finish(g, &y, 1);
     PassOptions o = {.check = true};
     FxStatus st = opt_run_level(g, 1, &o, &tu_diag);

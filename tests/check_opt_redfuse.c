@@ -22,12 +22,6 @@ static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1,
     return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
 }
 
-static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
-{
-    Node *args[3] = {a, b, c};
-    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
-}
-
 /* An int64 constant (Reduce axes). */
 static Node *ints(Graph *g, const char *name, const int64_t *v, int64_t count)
 {
@@ -46,7 +40,7 @@ static Node *ints(Graph *g, const char *name, const int64_t *v, int64_t count)
 static Node *reduce(Graph *g, const char *name, Node *x, const int64_t *axes, int64_t count,
                     int keepdims)
 {
-    Node *n = op(g, name, x, ints(g, "axes", axes, count), NULL);
+    Node *n = tu_op3(g, name, x, ints(g, "axes", axes, count), NULL);
     ck_assert_ptr_nonnull(node_set_attr_int(n, "keepdims", keepdims));
     tu_reinfer(n);
     return n;
@@ -148,8 +142,8 @@ static void build_softmax(Graph *g)
 {
     Node *x = input(g, "scores", 4, 2, 3, 4, 16);
     Node *m = input(g, "mask", 4, 2, 1, 1, 16);
-    Node *a = op(g, "Add", op(g, "Mul", x, tu_scalar(g, "scale", 0.25f), NULL), m, NULL);
-    Node *y = op(g, "Softmax", a, NULL, NULL);
+    Node *a = tu_op3(g, "Add", tu_op3(g, "Mul", x, tu_scalar(g, "scale", 0.25f), NULL), m, NULL);
+    Node *y = tu_op3(g, "Softmax", a, NULL, NULL);
     tu_finish(g, &y, 1);
 }
 
@@ -170,9 +164,9 @@ static void build_log_softmax(Graph *g)
     Node *x = input(g, "x", 2, 5, 12, 0, 0);
     Node *r = input(g, "r", 2, 5, 1, 0, 0);
     Node *c = input(g, "c", 1, 12, 0, 0, 0);
-    Node *a = op(g, "Add", op(g, "Relu", x, NULL, NULL), r, NULL);
-    Node *l = op(g, "LogSoftmax", a, NULL, NULL);
-    Node *y = op(g, "Sub", op(g, "Mul", l, tu_scalar(g, "two", 2.0f), NULL), c, NULL);
+    Node *a = tu_op3(g, "Add", tu_op3(g, "Relu", x, NULL, NULL), r, NULL);
+    Node *l = tu_op3(g, "LogSoftmax", a, NULL, NULL);
+    Node *y = tu_op3(g, "Sub", tu_op3(g, "Mul", l, tu_scalar(g, "two", 2.0f), NULL), c, NULL);
     tu_finish(g, &y, 1);
 }
 
@@ -195,8 +189,8 @@ static void build_layernorm(Graph *g)
     Node *sc = tu_weights(g, "ln_weight", 1, d, 0.3f);
     Node *bi = tu_weights(g, "ln_bias", 1, d, 0.1f);
     Node *g2 = tu_weights(g, "gain", 1, d, 0.2f);
-    Node *ln = layernorm(g, op(g, "Add", x, res, NULL), sc, bi, -1);
-    Node *y = op(g, "Add", op(g, "Mul", ln, g2, NULL), tu_scalar(g, "half", 0.5f), NULL);
+    Node *ln = layernorm(g, tu_op3(g, "Add", x, res, NULL), sc, bi, -1);
+    Node *y = tu_op3(g, "Add", tu_op3(g, "Mul", ln, g2, NULL), tu_scalar(g, "half", 0.5f), NULL);
     tu_finish(g, &y, 1);
 }
 
@@ -217,7 +211,7 @@ static void build_layernorm_two_axes(Graph *g)
     Node *x = input(g, "x", 3, 3, 4, 8, 0);
     int64_t d[2] = {4, 8};
     Node *sc = tu_weights(g, "ln_weight", 2, d, 0.25f);
-    Node *e = op(g, "Sub", op(g, "Exp", x, NULL, NULL), tu_scalar(g, "one", 1.0f), NULL);
+    Node *e = tu_op3(g, "Sub", tu_op3(g, "Exp", x, NULL, NULL), tu_scalar(g, "one", 1.0f), NULL);
     Node *y = layernorm(g, e, sc, NULL, 1);
     tu_finish(g, &y, 1);
 }
@@ -239,9 +233,10 @@ static void build_rms(Graph *g)
     Node *x = input(g, "x", 3, 2, 6, 24, 0);
     int64_t d[1] = {24}, axes[1] = {-1};
     Node *w = tu_weights(g, "rms_weight", 1, d, 0.2f);
-    Node *ms = reduce(g, "ReduceMean", op(g, "Mul", x, x, NULL), axes, 1, 1);
-    Node *rms = op(g, "Sqrt", op(g, "Add", ms, tu_scalar(g, "eps", 1e-6f), NULL), NULL, NULL);
-    Node *y = op(g, "Mul", op(g, "Div", x, rms, NULL), w, NULL);
+    Node *ms = reduce(g, "ReduceMean", tu_op3(g, "Mul", x, x, NULL), axes, 1, 1);
+    Node *rms =
+        tu_op3(g, "Sqrt", tu_op3(g, "Add", ms, tu_scalar(g, "eps", 1e-6f), NULL), NULL, NULL);
+    Node *y = tu_op3(g, "Mul", tu_op3(g, "Div", x, rms, NULL), w, NULL);
     tu_finish(g, &y, 1);
 }
 
@@ -261,10 +256,10 @@ static void build_sum_max(Graph *g)
 {
     Node *x = input(g, "x", 3, 3, 4, 5, 0);
     int64_t last2[2] = {1, 2}, last[1] = {2};
-    Node *e = op(g, "Exp", op(g, "Sub", x, tu_scalar(g, "one", 1.0f), NULL), NULL, NULL);
-    Node *lse = op(g, "Log", reduce(g, "ReduceSum", e, last2, 2, 0), NULL, NULL);
-    Node *mx = reduce(g, "ReduceMax", op(g, "Abs", x, NULL, NULL), last, 1, 1);
-    Node *mx2 = op(g, "Mul", mx, tu_scalar(g, "two", 2.0f), NULL);
+    Node *e = tu_op3(g, "Exp", tu_op3(g, "Sub", x, tu_scalar(g, "one", 1.0f), NULL), NULL, NULL);
+    Node *lse = tu_op3(g, "Log", reduce(g, "ReduceSum", e, last2, 2, 0), NULL, NULL);
+    Node *mx = reduce(g, "ReduceMax", tu_op3(g, "Abs", x, NULL, NULL), last, 1, 1);
+    Node *mx2 = tu_op3(g, "Mul", mx, tu_scalar(g, "two", 2.0f), NULL);
     Node *outs[2] = {lse, mx2};
     tu_finish(g, outs, 2);
 }
@@ -290,11 +285,11 @@ static void build_side_values(Graph *g)
     Node *v = input(g, "v", 2, 3, 10, 0, 0);
     Node *s = input(g, "s", 2, 3, 1, 0, 0);
     int64_t last[1] = {-1};
-    Node *sm = op(g, "Mul", op(g, "Softmax", x, NULL, NULL), op(g, "Sigmoid", w, NULL, NULL),
-                  NULL);
+    Node *sm = tu_op3(g, "Mul", tu_op3(g, "Softmax", x, NULL, NULL),
+                      tu_op3(g, "Sigmoid", w, NULL, NULL), NULL);
     Node *mean = reduce(g, "ReduceMean", v, last, 1, 1);
-    Node *centered = op(g, "Sub", v, op(g, "Mul", mean, op(g, "Abs", s, NULL, NULL), NULL),
-                        NULL);
+    Node *centered =
+        tu_op3(g, "Sub", v, tu_op3(g, "Mul", mean, tu_op3(g, "Abs", s, NULL, NULL), NULL), NULL);
     Node *outs[2] = {sm, centered};
     tu_finish(g, outs, 2);
 }
@@ -321,12 +316,12 @@ static void build_not_fused(Graph *g)
     Node *w = input(g, "w", 3, 3, 4, 8, 0);
     Node *b = input(g, "b", 1, 8, 0, 0, 0);
     int64_t first[1] = {0}, d[2] = {4, 8};
-    Node *mean0 = reduce(g, "ReduceMean", op(g, "Mul", x, x, NULL), first, 1, 1);
-    Node *mid = with_axis(op(g, "Softmax", op(g, "Neg", z, NULL, NULL), NULL, NULL), 1);
-    Node *ln = layernorm(g, op(g, "Add", w, b, NULL), tu_weights(g, "ln_weight", 2, d, 0.25f),
+    Node *mean0 = reduce(g, "ReduceMean", tu_op3(g, "Mul", x, x, NULL), first, 1, 1);
+    Node *mid = with_axis(tu_op3(g, "Softmax", tu_op3(g, "Neg", z, NULL, NULL), NULL, NULL), 1);
+    Node *ln = layernorm(g, tu_op3(g, "Add", w, b, NULL), tu_weights(g, "ln_weight", 2, d, 0.25f),
                          NULL, 1);
-    Node *t = op(g, "Add", op(g, "Mul", x, tu_scalar(g, "scale", 0.5f), NULL), x, NULL);
-    Node *sm = op(g, "Softmax", t, NULL, NULL);
+    Node *t = tu_op3(g, "Add", tu_op3(g, "Mul", x, tu_scalar(g, "scale", 0.5f), NULL), x, NULL);
+    Node *sm = tu_op3(g, "Softmax", t, NULL, NULL);
     Node *outs[5] = {mean0, mid, ln, sm, t};
     tu_finish(g, outs, 5);
 }

@@ -26,12 +26,6 @@ static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1,
     return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
 }
 
-static Node *op(Graph *g, const char *name, Node *a, Node *b, Node *c)
-{
-    Node *args[3] = {a, b, c};
-    return tu_op(g, name, args, c ? 3 : (b ? 2 : 1));
-}
-
 static char *print_to_string(const Graph *g)
 {
     char *text = NULL;
@@ -152,7 +146,7 @@ static Graph *mixed_graph(void)
     Node *x = input(g, "x", 2, 4, 6, 0);
     int64_t wd[1] = {6};
     Node *w = tu_weights(g, "w", 1, wd, 0.25f);
-    Node *split = op(g, "Split", x, NULL, NULL);
+    Node *split = tu_op3(g, "Split", x, NULL, NULL);
     ck_assert(node_set_num_outputs(split, 2));
     tu_reinfer(split);
     Node *part[2];
@@ -163,9 +157,10 @@ static Graph *mixed_graph(void)
         part[k]->index = k;
         tu_reinfer(part[k]);
     }
-    Node *sum = op(g, "Add", part[0], part[1], NULL);
-    Node *scaled = op(g, "Mul", op(g, "Tanh", op(g, "Add", sum, w, NULL), NULL, NULL), w, NULL);
-    Node *flat = op(g, "Flatten", scaled, NULL, NULL);
+    Node *sum = tu_op3(g, "Add", part[0], part[1], NULL);
+    Node *scaled =
+        tu_op3(g, "Mul", tu_op3(g, "Tanh", tu_op3(g, "Add", sum, w, NULL), NULL, NULL), w, NULL);
+    Node *flat = tu_op3(g, "Flatten", scaled, NULL, NULL);
     Node *results[2] = {flat, part[1]};
     tu_finish(g, results, 2);
     PassResult r = {0};
@@ -201,7 +196,7 @@ START_TEST(test_sigmoid_to_neg)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 3, 5, 0);
-    Node *y = op(g, "Sigmoid", x, NULL, NULL);
+    Node *y = tu_op3(g, "Sigmoid", x, NULL, NULL);
     tu_finish(g, &y, 1);
 
     Transformer t = {.call_function = sigmoid_to_neg};
@@ -247,7 +242,7 @@ START_TEST(test_one_node_to_two)
     Node *x = input(g, "x", 2, 2, 4, 0);
     int64_t wd[2] = {2, 4};
     Node *w = tu_weights(g, "w", 2, wd, 0.5f);
-    Node *y = op(g, "Relu", op(g, "Add", x, w, NULL), NULL, NULL);
+    Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", x, w, NULL), NULL, NULL);
     tu_finish(g, &y, 1);
 
     Transformer t = {.call_function = add_as_sub};
@@ -285,7 +280,7 @@ static Graph *split_graph(void)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 1, 6, 0, 0);
-    Node *split = op(g, "Split", x, NULL, NULL);
+    Node *split = tu_op3(g, "Split", x, NULL, NULL);
     ck_assert(node_set_num_outputs(split, 2));
     tu_reinfer(split);
     Node *part[2];
@@ -296,7 +291,7 @@ static Graph *split_graph(void)
         part[k]->index = k;
         tu_reinfer(part[k]);
     }
-    Node *y = op(g, "Sub", part[0], part[1], NULL);
+    Node *y = tu_op3(g, "Sub", part[0], part[1], NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -374,8 +369,8 @@ static Graph *relu_graph(void)
 {
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 2, 3, 0);
-    Node *y = op(g, "Sigmoid", op(g, "Relu", op(g, "Tanh", x, NULL, NULL), NULL, NULL), NULL,
-                 NULL);
+    Node *y = tu_op3(g, "Sigmoid", tu_op3(g, "Relu", tu_op3(g, "Tanh", x, NULL, NULL), NULL, NULL),
+                     NULL, NULL);
     tu_finish(g, &y, 1);
     return g;
 }
@@ -476,7 +471,7 @@ static void check_rule(Graph *g, const char *golden, const Expect *expect)
 static Node *wide_input(Graph *g)
 {
     Node *x = input(g, "x", 3, 2, 3, 4);
-    return op(g, "Mul", x, tu_scalar(g, "four", 4.0f), NULL);
+    return tu_op3(g, "Mul", x, tu_scalar(g, "four", 4.0f), NULL);
 }
 
 /* One unary op on the wide input; attributes set before its types. */
@@ -484,7 +479,7 @@ static Graph *unary_graph(const char *op_name, const char *attr, float value, co
                           float value2)
 {
     Graph *g = graph_new();
-    Node *y = op(g, op_name, wide_input(g), NULL, NULL);
+    Node *y = tu_op3(g, op_name, wide_input(g), NULL, NULL);
     if (attr)
         ck_assert_ptr_nonnull(node_set_attr_float(y, attr, value));
     if (attr2)
@@ -537,7 +532,7 @@ END_TEST
 static Graph *softmax_graph(const char *op_name, int64_t axis, bool coerce_2d)
 {
     Graph *g = graph_new();
-    Node *y = op(g, op_name, wide_input(g), NULL, NULL);
+    Node *y = tu_op3(g, op_name, wide_input(g), NULL, NULL);
     if (axis != INT64_MIN)
         ck_assert_ptr_nonnull(node_set_attr_int(y, "axis", axis));
     if (coerce_2d)
@@ -608,14 +603,14 @@ START_TEST(test_rule_other_dtypes)
     Tensor *one = tensor_new(&st, &tu_diag);
     ck_assert_ptr_nonnull(one);
     *(int32_t *)one->data = 1;
-    Node *y = op(g, "Relu", op(g, "Sub", x, create_constant(g, "one", one, &tu_diag), NULL),
+    Node *y = tu_op3(g, "Relu", tu_op3(g, "Sub", x, create_constant(g, "one", one, &tu_diag), NULL),
                  NULL, NULL);
     tu_finish(g, &y, 1);
     check_rule(g, "relu_int32", NULL);
 
     g = graph_new();
     x = tu_input(g, "x", FXRT_DTYPE_FLOAT64, 2, dims);
-    y = op(g, "Relu", x, NULL, NULL);
+    y = tu_op3(g, "Relu", x, NULL, NULL);
     tu_finish(g, &y, 1);
     check_rule(g, "relu_float64", NULL);
 }
@@ -628,7 +623,7 @@ START_TEST(test_multi_output_node_skipped)
     Graph *g = graph_new();
     Node *x = input(g, "x", 2, 3, 4, 0);
     int64_t sd[1] = {4};
-    Node *y = op(g, "LayerNormalization", x, tu_weights(g, "scale", 1, sd, 0.5f), NULL);
+    Node *y = tu_op3(g, "LayerNormalization", x, tu_weights(g, "scale", 1, sd, 0.5f), NULL);
     ck_assert(node_set_num_outputs(y, 3));
     tu_reinfer(y);
     Node *part[3];
@@ -672,8 +667,8 @@ END_TEST
 static Graph *relu_sigmoid_graph(void)
 {
     Graph *g = graph_new();
-    Node *relu = op(g, "Relu", input(g, "x", 2, 3, 4, 0), NULL, NULL);
-    Node *y = op(g, "Add", op(g, "Sigmoid", relu, NULL, NULL), relu, NULL);
+    Node *relu = tu_op3(g, "Relu", input(g, "x", 2, 3, 4, 0), NULL, NULL);
+    Node *y = tu_op3(g, "Add", tu_op3(g, "Sigmoid", relu, NULL, NULL), relu, NULL);
     tu_finish(g, &y, 1);
     return g;
 }

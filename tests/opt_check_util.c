@@ -72,6 +72,12 @@ Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args)
     return n;
 }
 
+Node *tu_op3(Graph *g, const char *op_name, Node *a, Node *b, Node *c)
+{
+    Node *args[3] = {a, b, c};
+    return tu_op(g, op_name, args, c ? 3 : (b ? 2 : 1));
+}
+
 void tu_reinfer(Node *n)
 {
     FxStatus st = node_infer_shapes(n, &tu_diag);

@@ -28,6 +28,9 @@ Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, floa
  * attribute defaults filled and its types inferred; fails the test if it
  * cannot be made. */
 Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args);
+/* tu_op with up to three arguments; trailing NULLs are not passed (a NULL
+ * before a non-NULL argument is an omitted optional input). */
+Node *tu_op3(Graph *g, const char *op_name, Node *a, Node *b, Node *c);
 /* Re-infers n's types after the test changed its attributes. */
 void tu_reinfer(Node *n);
 /* The output node returning results, then shape propagation. */
