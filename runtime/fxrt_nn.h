@@ -223,6 +223,56 @@ void fxrt_conv_integer(const FxrtConvParams *p, FxrtDType x_type, const void *x,
                        int64_t w_zp_count, int32_t *y);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_nchwc*.c: 2-D convolutions in the channel-blocked layout           */
+/* ------------------------------------------------------------------------- */
+
+/* The layout that the -O2 layout pass (opt/pass_nchwc_layout.c) gives the
+ * activations between 2-D convolutions, NCHWc: NCHW with the channels cut
+ * into blocks of FXRT_NCHWC_BLOCK, the block innermost, shape [N, CB, H, W,
+ * 8] with CB = ceil(C / 8).  Channel c of pixel (h, w) of image n is float
+ * ((n * CB + c / 8) * H * W + h * W + w) * 8 + c % 8.  One vector holds one
+ * pixel of a block, so a convolution broadcasts an input value into eight
+ * output channels at once and a depthwise convolution works on eight
+ * channels per instruction however narrow the image is.
+ *
+ * Lanes past C (when C % 8 != 0) are padding.  fxrt_to_nchwc_f32 writes
+ * zeros there and every kernel writes every lane of its output, so padding
+ * lanes always hold finite values; packed weights and padded biases are
+ * zero there, so padding never reaches a real channel. */
+#define FXRT_NCHWC_BLOCK 8
+
+/* ceil(channels / FXRT_NCHWC_BLOCK). */
+int64_t fxrt_nchwc_blocks(int64_t channels);
+/* NCHW [batch, channels, spatial] <-> NCHWc [batch, CB, spatial, 8]. */
+void fxrt_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                       float *y);
+void fxrt_from_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                         float *y);
+
+/* A 2-D convolution (FxrtConvParams entries 1 and 2; entry 0 is size 1)
+ * with Y in NCHWc, and groups either 1 or in_channels == out_channels
+ * (depthwise).  in_channels and out_channels are the real counts.  X is
+ * NCHWc when x_blocked, else plain NCHW (a first layer with few channels,
+ * groups 1 only).  W is packed by fxrt_conv_nchwc_pack_f32 (the compiler
+ * does that once, at compile time):
+ *
+ *   groups 1, X blocked:  [OCB][ICB][KH][KW][8 input lanes][8 output lanes]
+ *   groups 1, X plain:    [OCB][KH][KW][in_channels][8 output lanes]
+ *   depthwise:            [CB][KH][KW][8 lanes]
+ *
+ * ep (NULL: none): bias holds OCB * 8 floats (padding lanes zero), the
+ * residual is NCHWc of Y's shape; its strides are ignored (the kernel sets
+ * them).  No scratch. */
+int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked);
+void fxrt_conv_nchwc_pack_f32(const FxrtConvParams *p, int x_blocked, const float *w,
+                              float *packed);
+/* Dispatches to the depthwise kernel when groups > 1. */
+void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
+                         const float *packed_w, const FxrtEpilogue *ep, float *y);
+void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
+                                   const float *packed_w, const FxrtEpilogue *ep, float *y);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_quant.c: integer matrix products and requantization                */
 /* ------------------------------------------------------------------------- */
 

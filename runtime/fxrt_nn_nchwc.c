@@ -1,0 +1,78 @@
+/*
+ * fxrt_nn_nchwc.c - the channel-blocked layout NCHWc (see fxrt_nn.h): the
+ * reorders into and out of it, and the packing of convolution weights for
+ * the NCHWc kernels (fxrt_nn_nchwc_conv.c, fxrt_nn_nchwc_depthwise.c).
+ * Packing runs once per weight, in the compiler, so it is written for
+ * clarity rather than speed; the reorders run at every layout boundary of
+ * a model and are simple strided copies the compiler vectorizes.
+ */
+#include <string.h>
+
+#include "fxrt.h"
+
+#define BLOCK FXRT_NCHWC_BLOCK
+
+int64_t fxrt_nchwc_blocks(int64_t channels) { return (channels + BLOCK - 1) / BLOCK; }
+
+void fxrt_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                       float *y)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels);
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t cb = 0; cb < blocks; cb++) {
+            float *yb = y + (n * blocks + cb) * spatial * BLOCK;
+            int64_t lanes = channels - cb * BLOCK < BLOCK ? channels - cb * BLOCK : BLOCK;
+            if (lanes < BLOCK)
+                memset(yb, 0, (size_t)(spatial * BLOCK) * sizeof *yb);
+            for (int64_t l = 0; l < lanes; l++) {
+                const float *xc = x + (n * channels + cb * BLOCK + l) * spatial;
+                for (int64_t s = 0; s < spatial; s++)
+                    yb[s * BLOCK + l] = xc[s];
+            }
+        }
+}
+
+void fxrt_from_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                         float *y)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels);
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t c = 0; c < channels; c++) {
+            const float *xb = x + (n * blocks + c / BLOCK) * spatial * BLOCK + c % BLOCK;
+            float *yc = y + (n * channels + c) * spatial;
+            for (int64_t s = 0; s < spatial; s++)
+                yc[s] = xb[s * BLOCK];
+        }
+}
+
+int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked)
+{
+    int64_t taps = p->kernel[1] * p->kernel[2];
+    int64_t ocb = fxrt_nchwc_blocks(p->out_channels);
+    if (p->groups > 1)
+        return ocb * taps * BLOCK;
+    int64_t in = x_blocked ? fxrt_nchwc_blocks(p->in_channels) * BLOCK : p->in_channels;
+    return ocb * taps * in * BLOCK;
+}
+
+/* W is ONNX's [out_channels, in_channels / groups, KH, KW]. */
+void fxrt_conv_nchwc_pack_f32(const FxrtConvParams *p, int x_blocked, const float *w,
+                              float *packed)
+{
+    int64_t kh = p->kernel[1], kw = p->kernel[2], taps = kh * kw;
+    int64_t cin = p->groups > 1 ? 1 : p->in_channels;
+    memset(packed, 0, (size_t)fxrt_conv_nchwc_packed_floats(p, x_blocked) * sizeof *packed);
+    for (int64_t oc = 0; oc < p->out_channels; oc++)
+        for (int64_t ic = 0; ic < cin; ic++)
+            for (int64_t t = 0; t < taps; t++) {
+                int64_t ob = oc / BLOCK, ol = oc % BLOCK, at;
+                if (p->groups > 1) /* [CB][KH][KW][8] */
+                    at = (ob * taps + t) * BLOCK + ol;
+                else if (x_blocked) /* [OCB][ICB][KH][KW][8 in][8 out] */
+                    at = (((ob * fxrt_nchwc_blocks(cin) + ic / BLOCK) * taps + t) * BLOCK +
+                          ic % BLOCK) * BLOCK + ol;
+                else /* [OCB][KH][KW][in_channels][8 out] */
+                    at = ((ob * taps + t) * cin + ic) * BLOCK + ol;
+                packed[at] = w[(oc * cin + ic) * taps + t];
+            }
+}
