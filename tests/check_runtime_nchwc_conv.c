@@ -1,0 +1,347 @@
+/*
+ * check_runtime_nchwc_conv.c - the NCHWc convolution (groups 1,
+ * fxrt_conv_nchwc_f32) against the NCHW kernel fxrt_conv_f32 on random
+ * inputs: X (blocked or plain) and the residual go through the reorders, W
+ * through the packing, Y comes back through fxrt_from_nchwc_f32.  The
+ * shapes cover the kernel's paths: tiles narrower than the image and wider,
+ * clipped kernel rows and columns (asymmetric pads, dilation, windows that
+ * hang over both edges), input-channel chunks, several output block groups
+ * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
+ * act(0 + residual) (act(0) + residual with the residual after).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/fxrt.h"
+
+/* Until fxrt_nn_nchwc_depthwise.c is on this branch: fxrt_conv_nchwc_f32
+ * refers to it for groups > 1, which these tests never run. */
+void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
+                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
+{
+    (void)p, (void)x, (void)packed_w, (void)ep, (void)y;
+    ck_abort_msg("depthwise is not under test here");
+}
+
+typedef struct Case {
+    int64_t batch, in_c, out_c, in_h, in_w, kernel_h, kernel_w;
+    int64_t stride_h, stride_w, dil_h, dil_w;
+    int64_t pad_top, pad_left, pad_bottom, pad_right;
+    int x_blocked;
+    int bias;
+    FxrtActivation act;
+    int residual; /* 0 none, 1 before the activation, 2 after */
+} Case;
+
+static uint32_t rng_state;
+
+static float rnd(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / (float)(1u << 23) - 1.0f; /* [-1, 1) */
+}
+
+static float *rnd_array(int64_t n)
+{
+    float *a = malloc((size_t)n * sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    for (int64_t i = 0; i < n; i++)
+        a[i] = rnd();
+    return a;
+}
+
+static FxrtConvParams params_of(const Case *c)
+{
+    FxrtConvParams p;
+    memset(&p, 0, sizeof p);
+    p.batch = c->batch;
+    p.in_channels = c->in_c;
+    p.out_channels = c->out_c;
+    p.groups = 1;
+    int64_t in[3] = {1, c->in_h, c->in_w}, k[3] = {1, c->kernel_h, c->kernel_w};
+    int64_t s[3] = {1, c->stride_h, c->stride_w}, d[3] = {1, c->dil_h, c->dil_w};
+    int64_t pb[3] = {0, c->pad_top, c->pad_left}, pe[3] = {0, c->pad_bottom, c->pad_right};
+    for (int i = 0; i < 3; i++) {
+        p.in_size[i] = in[i];
+        p.kernel[i] = k[i];
+        p.stride[i] = s[i];
+        p.dilation[i] = d[i];
+        p.pad_begin[i] = pb[i];
+        p.out_size[i] = (in[i] + pb[i] + pe[i] - d[i] * (k[i] - 1) - 1) / s[i] + 1;
+    }
+    return p;
+}
+
+static void check_case(const Case *c, uint32_t seed)
+{
+    rng_state = seed;
+    FxrtConvParams p = params_of(c);
+    int64_t out_h = p.out_size[1], out_w = p.out_size[2], out_sp = out_h * out_w;
+    int64_t in_sp = c->in_h * c->in_w;
+    ck_assert_int_gt(out_h, 0);
+    ck_assert_int_gt(out_w, 0);
+    int64_t icb = fxrt_nchwc_blocks(c->in_c), ocb = fxrt_nchwc_blocks(c->out_c);
+    int64_t y_n = c->batch * c->out_c * out_sp, yb_n = c->batch * ocb * out_sp * 8;
+    float *x = rnd_array(c->batch * c->in_c * in_sp);
+    float *w = rnd_array(c->out_c * c->in_c * c->kernel_h * c->kernel_w);
+    float *bias = rnd_array(ocb * 8);
+    for (int64_t i = c->out_c; i < ocb * 8; i++)
+        bias[i] = 0.0f;
+    float *res = rnd_array(y_n);
+
+    FxrtEpilogue ep;
+    memset(&ep, 0, sizeof ep);
+    ep.bias = c->bias ? bias : NULL;
+    ep.activation = (int32_t)c->act;
+    ep.residual_after = c->residual == 2;
+    if (c->act == FXRT_ACT_CLIP) {
+        ep.alpha = -0.5f;
+        ep.beta = 0.75f;
+    } else if (c->act == FXRT_ACT_LEAKY_RELU) {
+        ep.alpha = 0.1f;
+    } else if (c->act == FXRT_ACT_HARD_SIGMOID) {
+        ep.alpha = 0.2f;
+        ep.beta = 0.5f;
+    } else if (c->act == FXRT_ACT_GELU) {
+        ep.alpha = 0.5f;
+    }
+
+    /* The reference, NCHW. */
+    float *want = malloc((size_t)y_n * sizeof *want);
+    float *scratch = malloc((size_t)(fxrt_conv_scratch_floats(&p) + 1) * sizeof *scratch);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_ptr_nonnull(scratch);
+    FxrtEpilogue ep_ref = ep;
+    ep_ref.residual = c->residual ? res : NULL;
+    fxrt_conv_f32(&p, x, w, &ep_ref, want, scratch);
+
+    /* The kernel, NCHWc. */
+    float *xk = x, *xb = NULL;
+    if (c->x_blocked) {
+        xb = malloc((size_t)(c->batch * icb * in_sp * 8) * sizeof *xb);
+        ck_assert_ptr_nonnull(xb);
+        fxrt_to_nchwc_f32(c->batch, c->in_c, in_sp, x, xb);
+        xk = xb;
+    }
+    float *packed = malloc((size_t)fxrt_conv_nchwc_packed_floats(&p, c->x_blocked) * sizeof *packed);
+    float *res_b = malloc((size_t)yb_n * sizeof *res_b);
+    float *yb = malloc((size_t)yb_n * sizeof *yb);
+    float *got = malloc((size_t)y_n * sizeof *got);
+    ck_assert_ptr_nonnull(packed);
+    ck_assert_ptr_nonnull(res_b);
+    ck_assert_ptr_nonnull(yb);
+    ck_assert_ptr_nonnull(got);
+    fxrt_conv_nchwc_pack_f32(&p, c->x_blocked, w, packed);
+    fxrt_to_nchwc_f32(c->batch, c->out_c, out_sp, res, res_b);
+    /* Nonzero residual padding lanes, so that they show up in Y's. */
+    for (int64_t i = 0; i < yb_n; i++)
+        if ((i / (out_sp * 8)) % ocb * 8 + i % 8 >= c->out_c)
+            res_b[i] = rnd();
+    for (int64_t i = 0; i < yb_n; i++)
+        yb[i] = NAN;
+    FxrtEpilogue ep_k = ep;
+    ep_k.residual = c->residual ? res_b : NULL;
+    fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb);
+    fxrt_from_nchwc_f32(c->batch, c->out_c, out_sp, yb, got);
+
+    float scale = 1.0f;
+    for (int64_t i = 0; i < y_n; i++)
+        scale = fabsf(want[i]) > scale ? fabsf(want[i]) : scale;
+    float tol = 2e-6f * scale * sqrtf((float)(c->in_c * c->kernel_h * c->kernel_w)) + 1e-6f;
+    for (int64_t i = 0; i < y_n; i++)
+        ck_assert_msg(fabsf(got[i] - want[i]) <= tol,
+                      "case %ux%ux%ux%u k%ux%u: Y[%ld] = %g, want %g (tol %g)",
+                      (unsigned)c->in_c, (unsigned)c->out_c, (unsigned)c->in_h,
+                      (unsigned)c->in_w, (unsigned)c->kernel_h, (unsigned)c->kernel_w, (long)i,
+                      (double)got[i], (double)want[i], (double)tol);
+    for (int64_t i = 0; i < yb_n; i++) {
+        if ((i / (out_sp * 8)) % ocb * 8 + i % 8 < c->out_c)
+            continue;
+        float pad = 0.0f;
+        FxrtEpilogue ep_pad = ep;
+        ep_pad.bias = NULL;
+        ep_pad.residual = c->residual ? res_b + i : NULL;
+        fxrt_epilogue_apply_f32(&ep_pad, 0, 0, 1, 1, &pad, 1);
+        ck_assert_msg(fabsf(yb[i] - pad) <= 1e-6f, "padding lane %ld = %g, want %g", (long)i,
+                      (double)yb[i], (double)pad);
+    }
+    free(x);
+    free(w);
+    free(bias);
+    free(res);
+    free(want);
+    free(scratch);
+    free(xb);
+    free(packed);
+    free(res_b);
+    free(yb);
+    free(got);
+}
+
+/* A stride-1 "same" conv of the given size with no epilogue. */
+static Case simple(int64_t in_c, int64_t out_c, int64_t h, int64_t w, int64_t k)
+{
+    Case c = {1, in_c, out_c, h, w, k, k, 1, 1, 1, 1, k / 2, k / 2, (k - 1) / 2, (k - 1) / 2,
+              1, 0, FXRT_ACT_NONE, 0};
+    return c;
+}
+
+START_TEST(test_kernel_sizes)
+{
+    int64_t ks[] = {1, 3, 5};
+    for (int i = 0; i < 3; i++) {
+        check_case(&(Case){1, 16, 16, 9, 11, ks[i], ks[i], 1, 1, 1, 1, ks[i] / 2, ks[i] / 2,
+                           ks[i] / 2, ks[i] / 2, 1, 1, FXRT_ACT_NONE, 0},
+                   11u + (uint32_t)i);
+        check_case(&(Case){1, 13, 21, 7, 6, ks[i], ks[i], 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                           FXRT_ACT_RELU, 0},
+                   21u + (uint32_t)i);
+    }
+    /* DS-CNN's first layer shape, but blocked input; and a tall kernel. */
+    check_case(&(Case){1, 5, 12, 15, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 2, 1, 1, FXRT_ACT_RELU, 0},
+               31u);
+    check_case(&(Case){1, 9, 7, 12, 5, 4, 10, 1, 1, 1, 1, 1, 4, 2, 5, 1, 0, FXRT_ACT_NONE, 0},
+               32u);
+}
+END_TEST
+
+START_TEST(test_channel_counts)
+{
+    /* Channels below, at and past multiples of 8; output block counts 1..9
+     * split into groups of uneven sizes. */
+    int64_t cs[] = {1, 7, 8, 9, 16, 20, 24, 33, 40, 72};
+    for (int i = 0; i < 10; i++)
+        for (int j = 0; j < 10; j += 3)
+            check_case(&(Case){1, cs[i], cs[j], 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                               FXRT_ACT_NONE, 0},
+                       (uint32_t)(100 + i * 10 + j));
+    /* Enough input blocks to need several chunks of weights. */
+    check_case(&(Case){1, 136, 40, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               200u);
+    check_case(&(Case){1, 320, 36, 3, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_RELU, 1},
+               201u);
+}
+END_TEST
+
+START_TEST(test_stride_pad_dilation)
+{
+    /* Stride 2, asymmetric pads, dilation 2, stride 2 with dilation. */
+    check_case(&(Case){1, 16, 32, 16, 16, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               300u);
+    check_case(&(Case){1, 12, 10, 11, 13, 3, 3, 1, 1, 1, 1, 0, 2, 2, 0, 1, 1, FXRT_ACT_NONE, 0},
+               301u);
+    check_case(&(Case){1, 16, 16, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, FXRT_ACT_NONE, 0},
+               302u);
+    check_case(&(Case){1, 8, 24, 13, 14, 3, 5, 2, 1, 2, 2, 3, 1, 0, 4, 1, 0, FXRT_ACT_NONE, 0},
+               303u);
+    check_case(&(Case){1, 16, 32, 15, 15, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0, FXRT_ACT_NONE, 0},
+               304u);
+    /* Pads wider than the kernel reach: whole rows and columns of only
+     * padding. */
+    check_case(&(Case){1, 9, 9, 4, 4, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, FXRT_ACT_RELU, 0},
+               305u);
+}
+END_TEST
+
+START_TEST(test_narrow_images)
+{
+    /* Narrower than any tile, width 1, height 1, a window wider than the
+     * image on both sides. */
+    check_case(&(Case){1, 16, 32, 5, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               400u);
+    check_case(&(Case){1, 16, 16, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               401u);
+    check_case(&(Case){1, 24, 8, 1, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               402u);
+    check_case(&(Case){1, 8, 16, 3, 3, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, FXRT_ACT_NONE, 0},
+               403u);
+    Case one = simple(16, 16, 1, 1, 1);
+    check_case(&one, 404u);
+}
+END_TEST
+
+START_TEST(test_batch)
+{
+    check_case(&(Case){2, 12, 20, 7, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 1},
+               500u);
+    check_case(&(Case){2, 3, 16, 9, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1, FXRT_ACT_NONE, 2},
+               501u);
+}
+END_TEST
+
+START_TEST(test_plain_input)
+{
+    /* First layers: ResNet's 3 -> 16, MobileNet's stem, DS-CNN's 1 -> 64
+     * 10x4 stride 2; plus odd shapes. */
+    check_case(&(Case){1, 3, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, FXRT_ACT_RELU, 0},
+               600u);
+    check_case(&(Case){1, 3, 32, 17, 19, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1, FXRT_ACT_CLIP, 0},
+               601u);
+    check_case(&(Case){1, 1, 64, 49, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 2, 0, 1, FXRT_ACT_RELU, 0},
+               602u);
+    check_case(&(Case){1, 1, 5, 6, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, FXRT_ACT_NONE, 1},
+               603u);
+    check_case(&(Case){1, 2, 12, 8, 7, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 0, 0, FXRT_ACT_NONE, 0},
+               604u);
+}
+END_TEST
+
+START_TEST(test_epilogues)
+{
+    /* Every activation, each with the residual before and after, on a shape
+     * with border columns, several output block groups and padding lanes. */
+    for (int act = FXRT_ACT_NONE; act <= FXRT_ACT_GELU; act++)
+        for (int residual = 0; residual <= 2; residual++)
+            for (int blocked = 0; blocked <= 1; blocked++) {
+                Case c = {1, blocked ? 20 : 3, 44, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1,
+                          blocked, 1, (FxrtActivation)act, residual};
+                check_case(&c, (uint32_t)(700 + act * 10 + residual * 2 + blocked));
+            }
+}
+END_TEST
+
+START_TEST(test_bench_shapes)
+{
+    /* The layers of the benchmark models, at reduced size where big. */
+    check_case(&(Case){1, 16, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 0},
+               800u);
+    check_case(&(Case){1, 32, 64, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 0},
+               801u);
+    check_case(&(Case){1, 64, 64, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 1},
+               802u);
+    check_case(&(Case){1, 24, 144, 14, 14, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_CLIP, 0},
+               803u);
+    check_case(&(Case){1, 160, 960, 7, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_CLIP, 0},
+               804u);
+    check_case(&(Case){1, 64, 64, 25, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_RELU, 0},
+               805u);
+}
+END_TEST
+
+static Suite *nchwc_conv_suite(void)
+{
+    Suite *s = suite_create("nchwc_conv");
+    TCase *tc = tcase_create("conv");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_kernel_sizes);
+    tcase_add_test(tc, test_channel_counts);
+    tcase_add_test(tc, test_stride_pad_dilation);
+    tcase_add_test(tc, test_narrow_images);
+    tcase_add_test(tc, test_batch);
+    tcase_add_test(tc, test_plain_input);
+    tcase_add_test(tc, test_epilogues);
+    tcase_add_test(tc, test_bench_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(nchwc_conv_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
