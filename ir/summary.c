@@ -22,7 +22,8 @@ int64_t node_macs(const Node *n)
     const TensorType *y = &n->out_types[0];
     const TensorType *a = node_input_type(n, 0), *w = node_input_type(n, 1);
     const char *op = n->op->name;
-    if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvInteger") == 0) {
+    if (strcmp(op, "Conv") == 0 || strcmp(op, "ConvInteger") == 0 ||
+        strcmp(op, "FusedConv") == 0) {
         /* every output element sums C_in/groups * kernel products */
         return type_numel(y) * prod(w->dims, 1, w->rank);
     }
@@ -30,11 +31,21 @@ int64_t node_macs(const Node *n)
         /* every input element scatters into C_out/groups * kernel outputs */
         return type_numel(a) * prod(w->dims, 1, w->rank);
     }
-    if (strcmp(op, "Gemm") == 0) {
+    if (strcmp(op, "ConvNCHWc") == 0) {
+        /* the blocked shapes are padded to whole blocks: count real channels */
+        const int64_t *k;
+        if (node_attr_ints(n, "kernel_shape", &k) != 2)
+            return 0;
+        int64_t out = node_attr_int(n, "out_channels", 0), group = node_attr_int(n, "group", 1);
+        int64_t in = node_attr_int(n, "in_channels", 0) / (group > 0 ? group : 1);
+        return y->dims[0] * out * y->dims[2] * y->dims[3] * in * k[0] * k[1];
+    }
+    if (strcmp(op, "Gemm") == 0 || (strcmp(op, "FusedGemm") == 0 && a->rank == 2)) {
         int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
         return type_numel(y) * k;
     }
-    if (strcmp(op, "MatMul") == 0 || strcmp(op, "MatMulInteger") == 0) {
+    if (strcmp(op, "MatMul") == 0 || strcmp(op, "MatMulInteger") == 0 ||
+        strcmp(op, "FusedGemm") == 0) {
         int64_t k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
         return type_numel(y) * k;
     }

@@ -309,6 +309,7 @@ FxStatus pass_cse(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d);
 
 /* All passes in the order -O2 runs them. */
 const PassDef *pass_table(int *count);

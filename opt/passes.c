@@ -31,6 +31,8 @@ static const PassDef pass_defs[] = {
     {"elementwise-fusion", 2, pass_elementwise_fusion,
      "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
      "Reduce*), into one loop nest"},
+    {"nchwc-layout", 2, pass_nchwc_layout,
+     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc"},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };

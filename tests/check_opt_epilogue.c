@@ -41,18 +41,6 @@ static Node *op_uninferred(Graph *g, const char *name, Node *a, Node *b, Node *c
     return n;
 }
 
-/* A Conv with `pads` on every side, stride and group; b may be NULL. */
-static Node *conv(Graph *g, Node *x, Node *w, Node *b, int64_t pad, int64_t stride, int64_t group)
-{
-    Node *n = op_uninferred(g, "Conv", x, w, b);
-    int64_t pads[4] = {pad, pad, pad, pad}, strides[2] = {stride, stride};
-    node_set_attr_ints(n, "pads", pads, 4);
-    node_set_attr_ints(n, "strides", strides, 2);
-    node_set_attr_int(n, "group", group);
-    tu_reinfer(n);
-    return n;
-}
-
 /* Fuses build()'s graph, checks it against the interpreter's unfused
  * outputs and the golden file, then compiles it for both targets and
  * compares the compiled outputs with the interpreter running a fresh,
@@ -63,27 +51,7 @@ static Graph *run_case(Builder build, const char *name, int expect_changes)
     ck_assert_int_eq(tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6), expect_changes);
     tu_assert_golden(g, "epilogue", name);
 
-    int ni = graph_num_placeholders(g);
-    Tensor *in[8] = {0};
-    uint64_t seed = 0xe91u;
-    for (int i = 0; i < ni; i++)
-        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
-                                                      &seed, &tu_diag));
-    const FxTarget targets[2] = {FX_TARGET_HOST, FX_TARGET_PORTABLE};
-    for (int t = 0; t < 2; t++) {
-        CgVerifyOptions vo = {.cg = {.name = "model", .target = targets[t]},
-                              .build = {.target = targets[t]},
-                              .rtol = 1e-4, .atol = 1e-5};
-        FILE *report = fopen("/dev/null", "w");
-        FxStatus st = cg_verify(g, ref, in, ni, &vo, report, &tu_diag);
-        fclose(report);
-        if (st != FX_OK)
-            diag_print(&tu_diag, stderr);
-        ck_assert_msg(st == FX_OK, "%s: compiled code (%s) differs from the unfused graph", name,
-                      t == 0 ? "host" : "portable");
-    }
-    for (int i = 0; i < ni; i++)
-        tensor_free(in[i]);
+    tu_assert_compiled_matches(g, ref, name, 1e-4, 1e-5);
     graph_free(ref);
     return g;
 }
@@ -105,7 +73,7 @@ static Graph *build_conv_bias_relu(void)
 {
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 3, 9, 9);
-    Node *c = conv(g, x, weights(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
+    Node *c = tu_conv(g, x, weights(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
     Node *a = tu_op3(g, "Add", c, weights(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
     Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
@@ -128,7 +96,7 @@ static Graph *build_conv_residual_relu(void)
 {
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 4, 7, 7);
-    Node *c = conv(g, x, weights(g, "w", 4, 4, 4, 3, 3, 0.04f),
+    Node *c = tu_conv(g, x, weights(g, "w", 4, 4, 4, 3, 3, 0.04f),
                    weights(g, "b", 1, 4, 0, 0, 0, 0.1f), 1, 1, 1);
     Node *a = tu_op3(g, "Add", c, x, NULL);
     Node *y = tu_op3(g, "Relu", a, NULL, NULL);
@@ -152,7 +120,7 @@ static Graph *build_conv_relu_residual(void)
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 2, 10, 10);
     Node *r = input4(g, "r", 1, 3, 5, 5);
-    Node *c = conv(g, x, weights(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
+    Node *c = tu_conv(g, x, weights(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
     Node *a = tu_op3(g, "Relu", c, NULL, NULL);
     Node *y = tu_op3(g, "Add", r, a, NULL);
     tu_finish(g, &y, 1);
@@ -244,11 +212,11 @@ static Graph *build_activations(void)
         snprintf(name, sizeof name, "w%d", i);
         Node *c;
         if (i % 3 == 0)
-            c = conv(g, x, weights(g, name, 4, 4, 4, 3, 3, 0.05f), NULL, 1, 1, 1);
+            c = tu_conv(g, x, weights(g, name, 4, 4, 4, 3, 3, 0.05f), NULL, 1, 1, 1);
         else if (i % 3 == 1)
-            c = conv(g, x, weights(g, name, 4, 4, 1, 3, 3, 0.1f), NULL, 1, 1, 4);
+            c = tu_conv(g, x, weights(g, name, 4, 4, 1, 3, 3, 0.1f), NULL, 1, 1, 4);
         else
-            c = conv(g, x, weights(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
+            c = tu_conv(g, x, weights(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
         snprintf(name, sizeof name, "b%d", i);
         Node *biased = tu_op3(g, "Add", weights(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
         Node *y;
@@ -295,9 +263,9 @@ static Graph *build_used_twice(void)
 {
     Graph *g = graph_new();
     Node *x = input4(g, "x", 1, 2, 5, 5);
-    Node *c1 = conv(g, x, weights(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c1 = tu_conv(g, x, weights(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
     Node *a1 = tu_op3(g, "Add", c1, weights(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
-    Node *c2 = conv(g, x, weights(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c2 = tu_conv(g, x, weights(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
     Node *a2 = tu_op3(g, "Add", c2, weights(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
     Node *r2 = tu_op3(g, "Relu", a2, NULL, NULL);
     Node *y2 = tu_op3(g, "Add", r2, x, NULL);
@@ -326,9 +294,9 @@ START_TEST(test_not_a_bias)
     Node *x = input4(g, "x", 1, 3, 4, 4);
     int64_t sd[3] = {4, 1, 1};
     Node *s = tu_input(g, "s", FXRT_DTYPE_FLOAT32, 3, sd);
-    Node *c1 = conv(g, x, weights(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c1 = tu_conv(g, x, weights(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
     Node *y1 = tu_op3(g, "Add", c1, s, NULL);
-    Node *c2 = conv(g, x, weights(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c2 = tu_conv(g, x, weights(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
     Node *y2 = tu_op3(g, "Add", c2, weights(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
     Node *outs[2] = {y1, y2};
     tu_finish(g, outs, 2);

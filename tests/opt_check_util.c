@@ -78,6 +78,21 @@ Node *tu_op3(Graph *g, const char *op_name, Node *a, Node *b, Node *c)
     return tu_op(g, op_name, args, c ? 3 : (b ? 2 : 1));
 }
 
+Node *tu_conv(Graph *g, Node *x, Node *w, Node *b, int64_t pad, int64_t stride, int64_t group)
+{
+    Node *args[3] = {x, w, b};
+    Node *n = graph_create_op(g, NULL, op_lookup("Conv"), "Conv", args, b ? 3 : 2);
+    ck_assert_ptr_nonnull(n);
+    ck_assert_int_eq(op_apply_attr_specs(n->op, n, &tu_diag), FX_OK);
+    ck_assert(node_set_num_outputs(n, 1));
+    int64_t pads[4] = {pad, pad, pad, pad}, strides[2] = {stride, stride};
+    ck_assert_ptr_nonnull(node_set_attr_ints(n, "pads", pads, 4));
+    ck_assert_ptr_nonnull(node_set_attr_ints(n, "strides", strides, 2));
+    ck_assert_ptr_nonnull(node_set_attr_int(n, "group", group));
+    tu_reinfer(n);
+    return n;
+}
+
 void tu_reinfer(Node *n)
 {
     FxStatus st = node_infer_shapes(n, &tu_diag);
@@ -207,6 +222,33 @@ int tu_run_pass(Graph *g, PassFn pass, double rtol, double atol)
     for (int i = 0; i < ni; i++)
         tensor_free(in[i]);
     return r.changes;
+}
+
+void tu_assert_compiled_matches(Graph *g, Graph *ref, const char *name, double rtol,
+                                double atol)
+{
+    int ni = graph_num_placeholders(g);
+    ck_assert_int_le(ni, 8);
+    Tensor *in[8] = {0};
+    uint64_t seed = 0xe91u;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &tu_diag));
+    static const FxTarget targets[2] = {FX_TARGET_HOST, FX_TARGET_PORTABLE};
+    for (int t = 0; t < 2; t++) {
+        CgVerifyOptions vo = {.cg = {.name = "model", .target = targets[t]},
+                              .build = {.target = targets[t]},
+                              .rtol = rtol, .atol = atol};
+        FILE *report = fopen("/dev/null", "w");
+        FxStatus st = cg_verify(g, ref, in, ni, &vo, report, &tu_diag);
+        fclose(report);
+        if (st != FX_OK)
+            diag_print(&tu_diag, stderr);
+        ck_assert_msg(st == FX_OK, "%s: compiled code (%s) differs from the reference graph",
+                      name, t == 0 ? "host" : "portable");
+    }
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
 }
 
 int tu_main(Suite *s)

@@ -8,6 +8,7 @@
 
 #include <check.h>
 
+#include "codegen/codegen.h"
 #include "opt/opt.h"
 
 /* The suites' diagnostics; tu_setup/tu_teardown are Check fixtures. */
@@ -31,6 +32,9 @@ Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args);
 /* tu_op with up to three arguments; trailing NULLs are not passed (a NULL
  * before a non-NULL argument is an omitted optional input). */
 Node *tu_op3(Graph *g, const char *op_name, Node *a, Node *b, Node *c);
+/* A 2-D Conv of x by w (b may be NULL) with `pad` on every side, stride and
+ * group. */
+Node *tu_conv(Graph *g, Node *x, Node *w, Node *b, int64_t pad, int64_t stride, int64_t group);
 /* Re-infers n's types after the test changed its attributes. */
 void tu_reinfer(Node *n);
 /* The output node returning results, then shape propagation. */
@@ -53,6 +57,11 @@ void tu_assert_golden(const Graph *g, const char *dir, const char *name);
  * graph (and every module body) must lint.  Returns the pass's change count. */
 int tu_run_pass(Graph *g, PassFn pass, double rtol, double atol);
 
+/* Compiles g for the host and the portable target, runs it on fixed random
+ * inputs and asserts its outputs allclose to the interpreter running ref
+ * (g itself when NULL), as `fxcc verify` does. */
+void tu_assert_compiled_matches(Graph *g, Graph *ref, const char *name, double rtol,
+                                double atol);
 /* Runs the suite (CK_NORMAL) and returns main's exit status. */
 int tu_main(Suite *s);
 

@@ -44,8 +44,7 @@ static const char *const activation_enums[] = {
     "FXRT_ACT_HARD_SIGMOID", "FXRT_ACT_TANH",       "FXRT_ACT_GELU",
 };
 
-/* The epilogue attributes of n into e (pointers and strides left zero). */
-static FxStatus node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e)
+FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e)
 {
     memset(e, 0, sizeof *e);
     const char *name = node_attr_string(n, "activation", "none");
@@ -117,7 +116,7 @@ static FxStatus fused_conv_infer(InferCtx *c)
     FxrtEpilogue e;
     if ((st = check_f32(c->node, c->diag, c->in[0], "X")) != FX_OK ||
         (st = nn_conv_infer(c)) != FX_OK ||
-        (st = node_epilogue(c->node, c->diag, &e)) != FX_OK)
+        (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
         return st;
     return check_residual(c->node, c->diag, infer_input(c, 3), &c->out[0]);
 }
@@ -129,7 +128,8 @@ static FxStatus fused_conv_eval(EvalCtx *c)
     int64_t floats = 0;
     FxStatus st;
     if ((st = nn_conv_node_params(c->node, c->diag, &p, &floats)) != FX_OK ||
-        (st = node_epilogue(c->node, c->diag, &ep)) != FX_OK || tensor_numel(c->out[0]) == 0)
+        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK ||
+        tensor_numel(c->out[0]) == 0)
         return st;
     float *scratch = malloc((size_t)(floats > 0 ? floats : 1) * sizeof *scratch);
     if (!scratch)
@@ -148,7 +148,7 @@ static FxStatus fused_conv_emit(EmitCtx *c)
     int64_t floats = 0;
     FxStatus st;
     if ((st = nn_conv_node_params(c->node, c->diag, &p, &floats)) != FX_OK ||
-        (st = node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
         return st;
     if (type_numel(&c->node->out_types[0]) == 0)
         return FX_OK;
@@ -163,10 +163,7 @@ static const AttrSpec fused_conv_attrs[] = {
     {"kernel_shape", FX_ATTR_INTS, NULL, false},
     {"pads", FX_ATTR_INTS, NULL, false},
     {"strides", FX_ATTR_INTS, NULL, false},
-    {"activation", FX_ATTR_STRING, "none", false},
-    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},
-    {"act_beta", FX_ATTR_FLOAT, "0.0", false},
-    {"residual_after", FX_ATTR_INT, "0", false},
+    FUSED_NN_EPILOGUE_ATTRS,
     {NULL},
 };
 
@@ -260,7 +257,7 @@ static FxStatus fused_gemm_infer(InferCtx *c)
     FxrtEpilogue e;
     FxStatus st = fused_gemm_shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
                                    infer_input(c, 3), &s);
-    if (st != FX_OK || (st = node_epilogue(c->node, c->diag, &e)) != FX_OK)
+    if (st != FX_OK || (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
         return st;
     c->out[0] = s.out;
     return FX_OK;
@@ -272,7 +269,7 @@ static FxStatus fused_gemm_eval(EvalCtx *c)
     FxrtEpilogue ep;
     FxStatus st;
     if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
         return st;
     ep.bias = f32_data(eval_input(c, 2));
     ep.bias_row_stride = s.bias_row_stride;
@@ -291,7 +288,7 @@ static FxStatus fused_gemm_emit(EmitCtx *c)
     FxrtEpilogue shape;
     FxStatus st;
     if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
         return st;
     if (s.m == 0 || s.n == 0)
         return FX_OK;
@@ -313,10 +310,7 @@ static const AttrSpec fused_gemm_attrs[] = {
     {"alpha", FX_ATTR_FLOAT, "1.0", false},
     {"transA", FX_ATTR_INT, "0", false},
     {"transB", FX_ATTR_INT, "0", false},
-    {"activation", FX_ATTR_STRING, "none", false},
-    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},
-    {"act_beta", FX_ATTR_FLOAT, "0.0", false},
-    {"residual_after", FX_ATTR_INT, "0", false},
+    FUSED_NN_EPILOGUE_ATTRS,
     {NULL},
 };
 

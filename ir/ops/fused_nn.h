@@ -23,8 +23,18 @@ size_t nn_conv_scratch(const Node *n);
 /* Writes the static FxrtConvParams and the call of the algorithm p needs,
  * with epilogue expression ep ("&ep" or "NULL"). */
 void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep);
+/* Writes `static const FxrtConvParams p = {...};`. */
+void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p);
 
 /* fused_nn.c */
+/* The AttrSpec entries of the epilogue, shared by every fused kind. */
+#define FUSED_NN_EPILOGUE_ATTRS                     \
+    {"activation", FX_ATTR_STRING, "none", false}, \
+    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},    \
+    {"act_beta", FX_ATTR_FLOAT, "0.0", false},     \
+    {"residual_after", FX_ATTR_INT, "0", false}
+/* The epilogue attributes of n into e (pointers and strides left zero). */
+FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e);
 /* "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish",
  * "hardsigmoid", "tanh", "gelu" by FxrtActivation; NULL past the end. */
 const char *fused_nn_activation_name(FxrtActivation a);

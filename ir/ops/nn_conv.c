@@ -125,7 +125,7 @@ static FxStatus emit_check_f32(EmitCtx *c, DType t)
                            c->node->op->name, dtype_name(t));
 }
 
-static void emit_conv_params(EmitCtx *c, const FxrtConvParams *p)
+void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p)
 {
     char a[96], b[96], k[96];
     c->line(c, "static const FxrtConvParams p = {");
@@ -598,7 +598,7 @@ FxStatus nn_conv_infer(InferCtx *c) { return conv_infer_kind(c, CONV_PLAIN); }
 /* The algorithm fxrt_conv_f32 would pick is chosen here, at compile time. */
 void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep)
 {
-    emit_conv_params(c, p);
+    nn_conv_emit_params(c, p);
     switch (fxrt_conv_algo(p)) {
     case FXRT_CONV_ALGO_GEMM_1X1:
         c->line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep, c->out[0]);
@@ -629,7 +629,7 @@ static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
         return FX_OK;
     const char *bias = nn_emit_input(c, 2);
     if (kind == CONV_TRANSPOSE) {
-        emit_conv_params(c, &p);
+        nn_conv_emit_params(c, &p);
         c->line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
                 c->in[1], bias ? bias : "NULL", c->out[0], c->scratch);
         return FX_OK;
@@ -778,7 +778,7 @@ static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int 
     FxStatus st = conv_node_params(c->node, c->diag, CONV_PLAIN, xi, wi, p, NULL);
     if (st != FX_OK)
         return st;
-    emit_conv_params(c, p);
+    nn_conv_emit_params(c, p);
     int64_t nw = nn_emit_zero_points(c, wzi, "wzp", wzp_dst,
                                   p->out_channels > 0 ? p->out_channels : 1);
     char xzp[64];

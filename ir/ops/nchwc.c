@@ -1,0 +1,293 @@
+/*
+ * nchwc.c - the channel-blocked layout NCHWc (runtime/fxrt_nn.h) in the IR:
+ * the reorders ToNCHWc and FromNCHWc, and the ConvNCHWc module kind, which
+ * the layout pass (opt/pass_nchwc_layout.c) puts in place of 2-D
+ * convolutions.
+ *
+ *   ToNCHWc(X [N, C, H, W])                 -> [N, ceil(C/8), H, W, 8]
+ *   FromNCHWc(X [N, CB, H, W, 8]; channels) -> [N, channels, H, W]
+ *   ConvNCHWc(X, W, B?, R?)                 -> [N, ceil(out_channels/8), OH, OW, 8]
+ *
+ * ConvNCHWc is FusedConv on blocked tensors: X is NCHWc (rank 5), or plain
+ * NCHW (rank 4) for a first layer with few channels; W is packed
+ * (fxrt_conv_nchwc_pack_f32, its shape the packed layout's); B holds
+ * ceil(out_channels/8) * 8 values; R is NCHWc of Y's shape.  Its attributes
+ * are Conv's with the padding resolved (`pads` holds the 4 explicit values,
+ * no auto_pad) plus the real channel counts, which the blocked shapes round
+ * up, plus FusedConv's epilogue.  group is 1 or the channel count
+ * (depthwise).
+ *
+ * eval runs the kernels the generated code calls; the interpreter's
+ * reference for a blocked graph is the graph before the layout pass.
+ */
+#include <string.h>
+
+#include "fused_nn.h"
+#include "nn_emit.h"
+
+#define BLOCK FXRT_NCHWC_BLOCK
+
+static FxStatus check_f32_rank(const Node *n, Diag *d, const TensorType *t, const char *what,
+                               int rank)
+{
+    char buf[128];
+    if (t->dtype != FXRT_DTYPE_FLOAT32 || t->rank != rank)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "%s is %s; %s takes a float32 tensor of rank %d",
+                               what, type_format(t, buf, sizeof buf), n->op->name, rank);
+    return FX_OK;
+}
+
+static TensorType blocked_type(int64_t batch, int64_t channels, int64_t h, int64_t w)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 5};
+    t.dims[0] = batch;
+    t.dims[1] = fxrt_nchwc_blocks(channels);
+    t.dims[2] = h;
+    t.dims[3] = w;
+    t.dims[4] = BLOCK;
+    return t;
+}
+
+/* --- ToNCHWc, FromNCHWc ------------------------------------------------------ */
+
+static FxStatus to_nchwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 4);
+    if (st == FX_OK)
+        c->out[0] = blocked_type(x->dims[0], x->dims[1], x->dims[2], x->dims[3]);
+    return st;
+}
+
+static FxStatus to_nchwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->in[0]->type.dims;
+    fxrt_to_nchwc_f32(d[0], d[1], d[2] * d[3], c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus to_nchwc_emit(EmitCtx *c)
+{
+    const int64_t *d = node_input_type(c->node, 0)->dims;
+    c->line(c, "fxrt_to_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0], (long long)d[1],
+            (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec to_nchwc_attrs[] = {{NULL}};
+
+const OpDef fx_op_ToNCHWc = {
+    .name = "ToNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = to_nchwc_attrs,
+    .infer = to_nchwc_infer,
+    .eval = to_nchwc_eval,
+    .emit = to_nchwc_emit,
+};
+
+static FxStatus from_nchwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 5);
+    if (st != FX_OK)
+        return st;
+    int64_t channels = node_attr_int(c->node, "channels", 0);
+    if (channels < 1 || fxrt_nchwc_blocks(channels) != x->dims[1] || x->dims[4] != BLOCK)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "%lld channels do not fill [%lld blocks of %lld]",
+                               (long long)channels, (long long)x->dims[1], (long long)x->dims[4]);
+    c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
+                             .dims = {x->dims[0], channels, x->dims[2], x->dims[3]}};
+    return FX_OK;
+}
+
+static FxStatus from_nchwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->out[0]->type.dims;
+    fxrt_from_nchwc_f32(d[0], d[1], d[2] * d[3], c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus from_nchwc_emit(EmitCtx *c)
+{
+    const int64_t *d = c->node->out_types[0].dims;
+    c->line(c, "fxrt_from_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0],
+            (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec from_nchwc_attrs[] = {
+    {"channels", FX_ATTR_INT, NULL, true},
+    {NULL},
+};
+
+const OpDef fx_op_FromNCHWc = {
+    .name = "FromNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = from_nchwc_attrs,
+    .infer = from_nchwc_infer,
+    .eval = from_nchwc_eval,
+    .emit = from_nchwc_emit,
+};
+
+/* --- ConvNCHWc --------------------------------------------------------------- */
+
+/* count ints of attribute name into v, each >= lo. */
+static FxStatus read_ints(const Node *n, Diag *d, const char *name, int count, int64_t lo,
+                          int64_t *v)
+{
+    const int64_t *vals;
+    if (node_attr_ints(n, name, &vals) != count)
+        return diag_node_error(d, FX_ERR_INVALID, n, "%s needs %d values", name, count);
+    for (int i = 0; i < count; i++) {
+        if (vals[i] < lo || vals[i] > ((int64_t)1 << 32))
+            return diag_node_error(d, FX_ERR_INVALID, n, "%s[%d] = %lld is out of range", name,
+                                   i, (long long)vals[i]);
+        v[i] = vals[i];
+    }
+    return FX_OK;
+}
+
+/* The runtime parameters of n for input X of type x; *x_blocked tells
+ * whether X is NCHWc. */
+static FxStatus conv_nchwc_params(const Node *n, Diag *d, const TensorType *x,
+                                  FxrtConvParams *p, int *x_blocked)
+{
+    if (x->dtype != FXRT_DTYPE_FLOAT32 || (x->rank != 4 && x->rank != 5))
+        return check_f32_rank(n, d, x, "X", 5);
+    int64_t kernel[2], stride[2], dilation[2], pads[4];
+    FxStatus st;
+    if ((st = read_ints(n, d, "kernel_shape", 2, 1, kernel)) != FX_OK ||
+        (st = read_ints(n, d, "strides", 2, 1, stride)) != FX_OK ||
+        (st = read_ints(n, d, "dilations", 2, 1, dilation)) != FX_OK ||
+        (st = read_ints(n, d, "pads", 4, 0, pads)) != FX_OK)
+        return st;
+    memset(p, 0, sizeof *p);
+    p->batch = x->dims[0];
+    p->in_channels = node_attr_int(n, "in_channels", 0);
+    p->out_channels = node_attr_int(n, "out_channels", 0);
+    p->groups = node_attr_int(n, "group", 1);
+    *x_blocked = x->rank == 5;
+    int64_t want = *x_blocked ? fxrt_nchwc_blocks(p->in_channels) : p->in_channels;
+    if (p->in_channels < 1 || p->out_channels < 1 || x->dims[1] != want ||
+        (*x_blocked && x->dims[4] != BLOCK))
+        return diag_node_error(d, FX_ERR_SHAPE, n,
+                               "X does not hold %lld input channels (%s layout)",
+                               (long long)p->in_channels, *x_blocked ? "NCHWc" : "NCHW");
+    bool depthwise = p->groups == p->in_channels && p->groups == p->out_channels;
+    if (p->groups != 1 && !(depthwise && *x_blocked))
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                               "group %lld: only 1 or depthwise on NCHWc input",
+                               (long long)p->groups);
+    p->in_size[0] = p->out_size[0] = p->kernel[0] = p->stride[0] = p->dilation[0] = 1;
+    for (int i = 0; i < 2; i++) {
+        int64_t in = x->dims[2 + i], span = (kernel[i] - 1) * dilation[i] + 1;
+        int64_t padded = in + pads[i] + pads[2 + i];
+        if (padded < span)
+            return diag_node_error(d, FX_ERR_SHAPE, n,
+                                   "spatial axis %d: a window of %lld does not fit %lld", i,
+                                   (long long)span, (long long)padded);
+        p->in_size[1 + i] = in;
+        p->out_size[1 + i] = (padded - span) / stride[i] + 1;
+        p->kernel[1 + i] = kernel[i];
+        p->stride[1 + i] = stride[i];
+        p->dilation[1 + i] = dilation[i];
+        p->pad_begin[1 + i] = pads[i];
+    }
+    return FX_OK;
+}
+
+static FxStatus check_numel(const Node *n, Diag *d, const TensorType *t, int64_t want,
+                            const char *what)
+{
+    if (t->dtype == FXRT_DTYPE_FLOAT32 && type_numel(t) == want)
+        return FX_OK;
+    char buf[128];
+    return diag_node_error(d, FX_ERR_SHAPE, n, "%s is %s; expected %lld float32 values", what,
+                           type_format(t, buf, sizeof buf), (long long)want);
+}
+
+static FxStatus conv_nchwc_infer(InferCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue e;
+    int blocked;
+    FxStatus st;
+    if ((st = conv_nchwc_params(c->node, c->diag, c->in[0], &p, &blocked)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK ||
+        (st = check_numel(c->node, c->diag, c->in[1], fxrt_conv_nchwc_packed_floats(&p, blocked),
+                          "the packed W")) != FX_OK)
+        return st;
+    TensorType y = blocked_type(p.batch, p.out_channels, p.out_size[1], p.out_size[2]);
+    if (c->num_inputs > 2 && c->in[2] &&
+        (st = check_numel(c->node, c->diag, c->in[2], y.dims[1] * BLOCK, "B")) != FX_OK)
+        return st;
+    if (c->num_inputs > 3 && c->in[3] && !type_equal(c->in[3], &y)) {
+        char a[128], b[128];
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "the residual is %s but the output is %s",
+                               type_format(c->in[3], a, sizeof a), type_format(&y, b, sizeof b));
+    }
+    c->out[0] = y;
+    return FX_OK;
+}
+
+static FxStatus conv_nchwc_eval(EvalCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue ep;
+    int blocked;
+    FxStatus st;
+    if ((st = conv_nchwc_params(c->node, c->diag, &c->in[0]->type, &p, &blocked)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+        return st;
+    if (tensor_numel(c->out[0]) == 0)
+        return FX_OK;
+    ep.bias = c->num_inputs > 2 && c->in[2] ? c->in[2]->data : NULL;
+    ep.residual = c->num_inputs > 3 && c->in[3] ? c->in[3]->data : NULL;
+    fxrt_conv_nchwc_f32(&p, blocked, c->in[0]->data, c->in[1]->data, &ep, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus conv_nchwc_emit(EmitCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue shape;
+    int blocked;
+    FxStatus st;
+    if ((st = conv_nchwc_params(c->node, c->diag, node_input_type(c->node, 0), &p, &blocked)) !=
+            FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        return st;
+    if (type_numel(&c->node->out_types[0]) == 0)
+        return FX_OK;
+    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
+    nn_conv_emit_params(c, &p);
+    c->line(c, "fxrt_conv_nchwc_f32(&p, %d, %s, %s, %s, %s);", blocked, c->in[0], c->in[1], ep,
+            c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec conv_nchwc_attrs[] = {
+    {"dilations", FX_ATTR_INTS, NULL, true},
+    {"group", FX_ATTR_INT, "1", false},
+    {"in_channels", FX_ATTR_INT, NULL, true},
+    {"kernel_shape", FX_ATTR_INTS, NULL, true},
+    {"out_channels", FX_ATTR_INT, NULL, true},
+    {"pads", FX_ATTR_INTS, NULL, true},
+    {"strides", FX_ATTR_INTS, NULL, true},
+    FUSED_NN_EPILOGUE_ATTRS,
+    {NULL},
+};
+
+const OpDef fx_op_ConvNCHWc = {
+    .name = "ConvNCHWc",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_MODULE,
+    .attrs = conv_nchwc_attrs,
+    .infer = conv_nchwc_infer,
+    .eval = conv_nchwc_eval,
+    .emit = conv_nchwc_emit,
+};

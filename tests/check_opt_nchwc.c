@@ -1,0 +1,164 @@
+/*
+ * check_opt_nchwc.c - the NCHWc layout pass: which convolutions it moves
+ * into the blocked layout and where reorders remain (printed graphs against
+ * golden files under tests/golden/opt/nchwc/), that the interpreter's
+ * outputs stay allclose to the graph before the pass, and that the
+ * generated C for the host and the portable target agrees with the
+ * interpreter running the graph before any pass.
+ */
+#include <check.h>
+
+#include "opt_check_util.h"
+
+typedef Graph *(*Builder)(void);
+
+static Node *input4(Graph *g, const char *name, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    int64_t dims[4] = {n, c, h, w};
+    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
+}
+
+static Node *weights4(Graph *g, const char *name, int64_t m, int64_t c, int64_t kh, int64_t kw,
+                      float scale)
+{
+    int64_t dims[4] = {m, c, kh, kw};
+    return tu_weights(g, name, 4, dims, scale);
+}
+
+static Node *bias(Graph *g, const char *name, int64_t m)
+{
+    int64_t dims[1] = {m};
+    return tu_weights(g, name, 1, dims, 0.1f);
+}
+
+/* Epilogue fusion, then the layout pass (expect_changes convolutions
+ * converted); golden file; then the compiled graph against the unoptimized
+ * one.  Returns the optimized graph. */
+static Graph *run_case(Builder build, const char *name, int expect_changes)
+{
+    Graph *g = build(), *ref = build();
+    tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
+    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), expect_changes);
+    tu_assert_golden(g, "nchwc", name);
+    tu_assert_compiled_matches(g, ref, name, 1e-4, 1e-5);
+    graph_free(ref);
+    return g;
+}
+
+/* An image's first layers: a plain-NCHW first convolution (3 channels),
+ * a strided one, a depthwise one and a pointwise one.  Nothing but the
+ * final reorder is left between them. */
+static Graph *build_chain(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 3, 10, 9);
+    Node *c1 = tu_conv(g, x, weights4(g, "w1", 8, 3, 3, 3, 0.1f), bias(g, "b1", 8), 1, 1, 1);
+    Node *r1 = tu_op3(g, "Relu", c1, NULL, NULL);
+    Node *c2 = tu_conv(g, r1, weights4(g, "w2", 16, 8, 3, 3, 0.05f), NULL, 1, 2, 1);
+    Node *lo = tu_scalar(g, "lo", 0.0f), *hi = tu_scalar(g, "hi", 6.0f);
+    Node *r2 = tu_op3(g, "Clip", c2, lo, hi);
+    Node *c3 = tu_conv(g, r2, weights4(g, "w3", 16, 1, 3, 3, 0.2f), bias(g, "b3", 16), 1, 1, 16);
+    Node *r3 = tu_op3(g, "Relu", c3, NULL, NULL);
+    Node *c4 = tu_conv(g, r3, weights4(g, "w4", 5, 16, 1, 1, 0.1f), NULL, 0, 1, 1);
+    tu_finish(g, &c4, 1);
+    return g;
+}
+
+START_TEST(test_chain)
+{
+    Graph *g = run_case(build_chain, "chain", 4);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 4);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 0);
+    ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 1);
+    graph_free(g);
+}
+END_TEST
+
+/* A residual block on a batch of two, whose first activation is also read
+ * by a pool: that reader gets its own FromNCHWc while the block stays
+ * blocked, and the input gets one ToNCHWc. */
+static Graph *build_residual(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 2, 16, 6, 5);
+    Node *a = tu_op3(g, "Relu",
+                     tu_conv(g, x, weights4(g, "wa", 16, 16, 3, 3, 0.03f), bias(g, "ba", 16), 1,
+                             1, 1),
+                     NULL, NULL);
+    Node *b = tu_conv(g, a, weights4(g, "wb", 16, 16, 3, 3, 0.03f), NULL, 1, 1, 1);
+    Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", b, a, NULL), NULL, NULL);
+    Node *pool = tu_op3(g, "GlobalAveragePool", a, NULL, NULL);
+    Node *results[2] = {y, pool};
+    tu_finish(g, results, 2);
+    return g;
+}
+
+START_TEST(test_residual)
+{
+    Graph *g = run_case(build_residual, "residual", 2);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 2);
+    graph_free(g);
+}
+END_TEST
+
+/* Channel counts that leave padding lanes (5, 13, 7), a sigmoid that makes
+ * them nonzero (0.5) and a 5x5 depthwise kernel: padding must never reach a
+ * real channel. */
+static Graph *build_odd_channels(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 5, 7, 7);
+    Node *d = tu_conv(g, x, weights4(g, "wd", 5, 1, 5, 5, 0.1f), NULL, 2, 1, 5);
+    Node *c = tu_conv(g, d, weights4(g, "wc", 13, 5, 3, 3, 0.1f), bias(g, "bc", 13), 0, 2, 1);
+    Node *s = tu_op3(g, "Sigmoid", c, NULL, NULL);
+    Node *p = tu_conv(g, s, weights4(g, "wp", 7, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
+    tu_finish(g, &p, 1);
+    return g;
+}
+
+START_TEST(test_odd_channels)
+{
+    Graph *g = run_case(build_odd_channels, "odd_channels", 3);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 1);
+    graph_free(g);
+}
+END_TEST
+
+/* Grouped (not depthwise) convolutions and weights that are not constants
+ * have no NCHWc kernel: the pass leaves them alone. */
+static Graph *build_left_alone(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 8, 5, 5), *w = input4(g, "w", 4, 8, 1, 1);
+    Node *grouped = tu_conv(g, x, weights4(g, "wg", 8, 4, 3, 3, 0.1f), NULL, 1, 1, 2);
+    Node *dynamic = tu_conv(g, grouped, w, NULL, 0, 1, 1);
+    tu_finish(g, &dynamic, 1);
+    return g;
+}
+
+START_TEST(test_left_alone)
+{
+    Graph *g = build_left_alone();
+    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-6, 1e-6), 0);
+    ck_assert_int_eq(tu_count_op(g, "Conv"), 2);
+    graph_free(g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("opt_nchwc");
+    TCase *t = tcase_create("nchwc");
+    tcase_add_checked_fixture(t, tu_setup, tu_teardown);
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_chain);
+    tcase_add_test(t, test_residual);
+    tcase_add_test(t, test_odd_channels);
+    tcase_add_test(t, test_left_alone);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return tu_main(suite()); }
