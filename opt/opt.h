@@ -56,6 +56,9 @@ void value_map_free(ValueMap *m);
 void value_map_set(ValueMap *m, const Node *src, Node *dst);
 Node *value_map_get(const ValueMap *m, const Node *src);
 
+/* Sets attribute a (a tensor is cloned) on dst; false when out of memory. */
+bool node_copy_attr(Node *dst, const Attr *a, Diag *d);
+
 /* Copies node `src` (another graph's, or this one's) to ip, its arguments
  * mapped through m (an unmapped argument is an error), with attributes,
  * metadata, constant values and module bodies; records src -> copy in m. */

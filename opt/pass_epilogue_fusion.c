@@ -298,18 +298,6 @@ static void chain_grow(Chain *c, Diag *d, FxStatus *st)
         take_residual(c, u, 1);
 }
 
-static bool copy_attr(Node *dst, const Attr *a)
-{
-    switch (a->kind) {
-    case FX_ATTR_INT: return node_set_attr_int(dst, a->name, a->i) != NULL;
-    case FX_ATTR_FLOAT: return node_set_attr_float(dst, a->name, a->f) != NULL;
-    case FX_ATTR_STRING: return node_set_attr_string(dst, a->name, a->s) != NULL;
-    case FX_ATTR_INTS: return node_set_attr_ints(dst, a->name, a->ints, a->count) != NULL;
-    case FX_ATTR_FLOATS: return node_set_attr_floats(dst, a->name, a->floats, a->count) != NULL;
-    default: return false;
-    }
-}
-
 /* Builds the fused node in place of c->last and erases the chain. */
 static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
 {
@@ -336,7 +324,7 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     bool ok = true;
     for (int i = 0; i < a->num_attrs && ok; i++)
         if (strcmp(a->attrs[i].name, "beta") != 0)
-            ok = copy_attr(f, &a->attrs[i]);
+            ok = node_copy_attr(f, &a->attrs[i], d);
     ok = ok && node_set_attr_string(f, "activation", fused_nn_activation_name(c->act)) &&
          node_set_attr_float(f, "act_alpha", c->alpha) &&
          node_set_attr_float(f, "act_beta", c->beta) &&

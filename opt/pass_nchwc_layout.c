@@ -19,10 +19,12 @@
  * value that is already FromNCHWc(v) is v itself: FromNCHWc drops only
  * padding lanes, and no kernel lets a padding lane reach a real channel
  * (packed weights and padded biases are zero there), so between two
- * convolutions no reorder is left.  The FromNCHWc nodes nobody reads are
- * dead; what remains are the reorders at the edges of each region of
- * convolutions: from the model's input, and before pools, Gemm, Softmax or
- * the output.
+ * convolutions no reorder is left.  MaxPool, AveragePool and
+ * GlobalAveragePool of a value that is already blocked pool the blocks
+ * (MaxPoolNCHWc...), so a pool between two convolutions does not leave the
+ * layout either.  The FromNCHWc nodes nobody reads are dead; what remains
+ * are the reorders at the edges of each region: from the model's input,
+ * and before Gemm, Softmax, other ops or the output.
  */
 #include <stdio.h>
 #include <string.h>
@@ -69,6 +71,14 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
 }
 
 /* Completes n (attributes set) and infers its types, or erases it. */
+/* Erases n, which nothing reads yet. */
+static void discard(Graph *g, Node *n)
+{
+    for (int i = 0; i < n->num_args; i++)
+        node_set_arg(n, i, NULL);
+    graph_erase_node(g, n);
+}
+
 static FxStatus finish_op(Graph *g, Node *n, Diag *d)
 {
     FxStatus st = op_apply_attr_specs(n->op, n, d);
@@ -76,11 +86,8 @@ static FxStatus finish_op(Graph *g, Node *n, Diag *d)
         st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if (st == FX_OK)
         st = node_infer_shapes(n, d);
-    if (st != FX_OK) {
-        for (int i = 0; i < n->num_args; i++)
-            node_set_arg(n, i, NULL);
-        graph_erase_node(g, n);
-    }
+    if (st != FX_OK)
+        discard(g, n);
     return st;
 }
 
@@ -151,21 +158,21 @@ static Node *padded_bias(Graph *g, const Node *conv, const FxrtConvParams *p, Di
     return c;
 }
 
-static bool copy_epilogue(Node *dst, const Node *src)
+/* Copies src's attributes named in `names` (NULL: all of them). */
+static bool copy_attrs(Node *dst, const Node *src, const char *const *names, Diag *d)
 {
-    static const char *const names[] = {"activation", "act_alpha", "act_beta", "residual_after"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const Attr *a = node_attr(src, names[i]);
-        if (!a)
-            continue;
-        bool ok = a->kind == FX_ATTR_STRING ? node_set_attr_string(dst, a->name, a->s) != NULL
-                  : a->kind == FX_ATTR_FLOAT ? node_set_attr_float(dst, a->name, a->f) != NULL
-                                             : node_set_attr_int(dst, a->name, a->i) != NULL;
-        if (!ok)
+    for (int i = 0; i < src->num_attrs; i++) {
+        bool wanted = !names;
+        for (int k = 0; names && names[k] && !wanted; k++)
+            wanted = strcmp(names[k], src->attrs[i].name) == 0;
+        if (wanted && !node_copy_attr(dst, &src->attrs[i], d))
             return false;
     }
     return true;
 }
+
+static const char *const epilogue_attrs[] = {"activation", "act_alpha", "act_beta",
+                                             "residual_after", NULL};
 
 /* Conv's attributes in p's terms; the end padding is the least that gives
  * p's output size. */
@@ -191,7 +198,26 @@ static bool set_geometry(Node *f, const FxrtConvParams *p)
            node_set_attr_int(f, "out_channels", p->out_channels);
 }
 
-static FxStatus convert(Graph *g, Node *conv, const FxrtConvParams *p, Diag *d)
+/* Makes `old`'s readers read FromNCHWc(blocked_value), `channels` wide. */
+static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int64_t channels,
+                                   Diag *d)
+{
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_nchw", old->name);
+    Node *y = create_op(g, old, &fx_op_FromNCHWc, hint, &blocked_value, 1, d);
+    if (!y)
+        return FX_ERR_NOMEM;
+    if (!node_set_attr_int(y, "channels", channels)) {
+        discard(g, y);
+        return diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
+    }
+    FxStatus st = finish_op(g, y, d);
+    if (st == FX_OK)
+        node_replace_all_uses_with(old, y);
+    return st;
+}
+
+static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag *d)
 {
     int x_blocked = p->groups > 1 || p->in_channels >= BLOCK ||
                     is_call(conv->args[0], &fx_op_FromNCHWc);
@@ -211,27 +237,46 @@ static FxStatus convert(Graph *g, Node *conv, const FxrtConvParams *p, Diag *d)
     Node *f = create_op(g, conv, &fx_op_ConvNCHWc, hint, args, r ? 4 : b ? 3 : 2, d);
     if (!f)
         return FX_ERR_NOMEM;
-    if (!set_geometry(f, p) || !copy_epilogue(f, conv)) {
-        for (int i = 0; i < f->num_args; i++)
-            node_set_arg(f, i, NULL);
-        graph_erase_node(g, f);
+    if (!set_geometry(f, p) || !copy_attrs(f, conv, epilogue_attrs, d)) {
+        discard(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
     }
     if ((st = finish_op(g, f, d)) != FX_OK)
         return st;
-    snprintf(hint, sizeof hint, "%s_nchw", conv->name);
-    Node *y = create_op(g, conv, &fx_op_FromNCHWc, hint, &f, 1, d);
-    if (!y)
+    return replace_by_blocked(g, conv, f, p->out_channels, d);
+}
+
+/* The NCHWc kind of pool n, when n pools a value that is already blocked. */
+static const OpDef *blocked_pool(const Node *n)
+{
+    if (n->opcode != FX_OPCODE_CALL_FUNCTION || n->num_outputs != 1 || !fold_is_f32(n) ||
+        !is_call(n->args[0], &fx_op_FromNCHWc))
+        return NULL;
+    if (n->op == &fx_op_MaxPool)
+        return &fx_op_MaxPoolNCHWc;
+    if (n->op == &fx_op_AveragePool)
+        return &fx_op_AveragePoolNCHWc;
+    if (n->op == &fx_op_GlobalAveragePool)
+        return &fx_op_GlobalAveragePoolNCHWc;
+    return NULL;
+}
+
+static FxStatus convert_pool(Graph *g, Node *pool, const OpDef *op, Diag *d)
+{
+    Node *x = pool->args[0]->args[0];
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_blocked", pool->name);
+    Node *f = create_op(g, pool, op, hint, &x, 1, d);
+    if (!f)
         return FX_ERR_NOMEM;
-    if (!node_set_attr_int(y, "channels", p->out_channels)) {
-        node_set_arg(y, 0, NULL);
-        graph_erase_node(g, y);
-        return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
+    if (!copy_attrs(f, pool, NULL, d)) {
+        discard(g, f);
+        return diag_node_error(d, FX_ERR_NOMEM, pool, "out of memory");
     }
-    if ((st = finish_op(g, y, d)) != FX_OK)
+    FxStatus st = finish_op(g, f, d);
+    if (st != FX_OK)
         return st;
-    node_replace_all_uses_with(conv, y);
-    return FX_OK;
+    return replace_by_blocked(g, pool, f, node_input_type(pool, 0)->dims[1], d);
 }
 
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
@@ -240,8 +285,17 @@ FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
     FxStatus st = FX_OK;
     graph_for_each(g, n)
     {
+        if (st != FX_OK)
+            break;
         FxrtConvParams p;
-        if (st == FX_OK && convertible(n, &p) && (st = convert(g, n, &p, d)) == FX_OK)
+        const OpDef *pool;
+        if (convertible(n, &p))
+            st = convert_conv(g, n, &p, d);
+        else if ((pool = blocked_pool(n)))
+            st = convert_pool(g, n, pool, d);
+        else
+            continue;
+        if (st == FX_OK)
             r->changes++;
     }
     if (st == FX_OK && r->changes > 0)

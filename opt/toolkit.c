@@ -109,7 +109,7 @@ Node *value_map_get(const ValueMap *m, const Node *src)
 
 /* --- copying ---------------------------------------------------------------- */
 
-static bool copy_attr(Node *dst, const Attr *a, Diag *d)
+bool node_copy_attr(Node *dst, const Attr *a, Diag *d)
 {
     Attr *r = NULL;
     switch (a->kind) {
@@ -137,7 +137,7 @@ static FxStatus copy_metadata(Node *dst, const Node *src, Diag *d)
 {
     Graph *g = dst->graph;
     for (int i = 0; i < src->num_attrs; i++)
-        if (!copy_attr(dst, &src->attrs[i], d))
+        if (!node_copy_attr(dst, &src->attrs[i], d))
             return diag_node_error(d, FX_ERR_NOMEM, dst, "out of memory copying attributes");
     if (src->num_outputs > 0) {
         if (!node_set_num_outputs(dst, src->num_outputs))

@@ -340,6 +340,12 @@ void fxrt_global_avgpool_f32(int64_t planes, int64_t size, const float *x, float
 void fxrt_global_maxpool_f32(int64_t planes, int64_t size, const float *x, float *y);
 void fxrt_global_lppool_f32(int64_t planes, int64_t size, float p, const float *x, float *y);
 
+/* The same pools on NCHWc tensors (see fxrt_nn_nchwc*.c below): `planes`
+ * counts N * ceil(C / 8) planes of 8-lane pixels.  No indices. */
+void fxrt_maxpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y);
+void fxrt_avgpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y);
+void fxrt_global_avgpool_nchwc_f32(int64_t planes, int64_t size, const float *x, float *y);
+
 /* ------------------------------------------------------------------------- */
 /* fxrt_nn_norm.c: normalizations                                             */
 /* ------------------------------------------------------------------------- */

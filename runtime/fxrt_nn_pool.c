@@ -248,3 +248,94 @@ void fxrt_global_lppool_f32(int64_t planes, int64_t size, float p, const float *
         y[i] = p == 2.0f ? sqrtf(s) : p == 1.0f ? s : powf(s, 1.0f / p);
     }
 }
+
+/* --- NCHWc ------------------------------------------------------------------- */
+/* The same windows over planes of 8-lane pixels: every tap is one vector. */
+
+#define LANES FXRT_NCHWC_BLOCK
+
+void fxrt_maxpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
+{
+    const int64_t *is = p->in_size;
+    int64_t in_n = spatial_numel(is), q = 0;
+    for (int64_t plane = 0; plane < p->planes; plane++) {
+        const float *xp = x + plane * in_n * LANES;
+        int64_t o[SP];
+        for (o[0] = 0; o[0] < p->out_size[0]; o[0]++)
+            for (o[1] = 0; o[1] < p->out_size[1]; o[1]++)
+                for (o[2] = 0; o[2] < p->out_size[2]; o[2]++, q++) {
+                    Window win;
+                    window_at(p, o, &win);
+                    float best[LANES];
+                    for (int l = 0; l < LANES; l++)
+                        best[l] = -FLT_MAX;
+                    for (int64_t kd = win.lo[0]; kd < win.hi[0]; kd++) {
+                        int64_t id = win.start[0] + kd * p->dilation[0];
+                        for (int64_t kh = win.lo[1]; kh < win.hi[1]; kh++) {
+                            int64_t ih = win.start[1] + kh * p->dilation[1];
+                            const float *row = xp + (id * is[1] + ih) * is[2] * LANES;
+                            for (int64_t kw = win.lo[2]; kw < win.hi[2]; kw++) {
+                                const float *v =
+                                    row + (win.start[2] + kw * p->dilation[2]) * LANES;
+                                for (int l = 0; l < LANES; l++)
+                                    best[l] = v[l] > best[l] ? v[l] : best[l];
+                            }
+                        }
+                    }
+                    for (int l = 0; l < LANES; l++)
+                        y[q * LANES + l] = best[l];
+                }
+    }
+}
+
+void fxrt_avgpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
+{
+    const int64_t *is = p->in_size;
+    int64_t in_n = spatial_numel(is), q = 0;
+    for (int64_t plane = 0; plane < p->planes; plane++) {
+        const float *xp = x + plane * in_n * LANES;
+        int64_t o[SP];
+        for (o[0] = 0; o[0] < p->out_size[0]; o[0]++)
+            for (o[1] = 0; o[1] < p->out_size[1]; o[1]++)
+                for (o[2] = 0; o[2] < p->out_size[2]; o[2]++, q++) {
+                    Window win;
+                    window_at(p, o, &win);
+                    float s[LANES] = {0};
+                    for (int64_t kd = win.lo[0]; kd < win.hi[0]; kd++) {
+                        int64_t id = win.start[0] + kd * p->dilation[0];
+                        for (int64_t kh = win.lo[1]; kh < win.hi[1]; kh++) {
+                            int64_t ih = win.start[1] + kh * p->dilation[1];
+                            const float *row = xp + (id * is[1] + ih) * is[2] * LANES;
+                            for (int64_t kw = win.lo[2]; kw < win.hi[2]; kw++) {
+                                const float *v =
+                                    row + (win.start[2] + kw * p->dilation[2]) * LANES;
+                                for (int l = 0; l < LANES; l++)
+                                    s[l] += v[l];
+                            }
+                        }
+                    }
+                    int64_t count = 1;
+                    for (int i = 0; i < SP; i++)
+                        count *= p->count_include_pad
+                                     ? taps_inside(o[i], p->stride[i], p->dilation[i],
+                                                   p->kernel[i],
+                                                   is[i] + p->pad_begin[i] + p->pad_end[i])
+                                     : win.hi[i] - win.lo[i];
+                    for (int l = 0; l < LANES; l++)
+                        y[q * LANES + l] = count > 0 ? s[l] / (float)count : 0.0f;
+                }
+    }
+}
+
+void fxrt_global_avgpool_nchwc_f32(int64_t planes, int64_t size, const float *x, float *y)
+{
+    for (int64_t i = 0; i < planes; i++) {
+        const float *xp = x + i * size * LANES;
+        float s[LANES] = {0};
+        for (int64_t j = 0; j < size; j++)
+            for (int l = 0; l < LANES; l++)
+                s[l] += xp[j * LANES + l];
+        for (int l = 0; l < LANES; l++)
+            y[i * LANES + l] = s[l] / (float)size;
+    }
+}

@@ -75,8 +75,9 @@ START_TEST(test_chain)
 END_TEST
 
 /* A residual block on a batch of two, whose first activation is also read
- * by a pool: that reader gets its own FromNCHWc while the block stays
- * blocked, and the input gets one ToNCHWc. */
+ * by an op with no NCHWc form (Sigmoid): that reader gets its own
+ * FromNCHWc while the block stays blocked, and the input gets one
+ * ToNCHWc. */
 static Graph *build_residual(void)
 {
     Graph *g = graph_new();
@@ -87,8 +88,7 @@ static Graph *build_residual(void)
                      NULL, NULL);
     Node *b = tu_conv(g, a, weights4(g, "wb", 16, 16, 3, 3, 0.03f), NULL, 1, 1, 1);
     Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", b, a, NULL), NULL, NULL);
-    Node *pool = tu_op3(g, "GlobalAveragePool", a, NULL, NULL);
-    Node *results[2] = {y, pool};
+    Node *results[2] = {y, tu_op3(g, "Sigmoid", a, NULL, NULL)};
     tu_finish(g, results, 2);
     return g;
 }
@@ -126,6 +126,54 @@ START_TEST(test_odd_channels)
 }
 END_TEST
 
+/* A windowed pool: k x k, stride, `pad` on every side, ceil_mode. */
+static Node *pool(Graph *g, const char *op, Node *x, int64_t k, int64_t stride, int64_t pad,
+                  int64_t ceil_mode)
+{
+    Node *n = graph_create_op(g, NULL, op_lookup(op), op, &x, 1);
+    ck_assert_ptr_nonnull(n);
+    int64_t kernel[2] = {k, k}, strides[2] = {stride, stride}, pads[4] = {pad, pad, pad, pad};
+    ck_assert_ptr_nonnull(node_set_attr_ints(n, "kernel_shape", kernel, 2));
+    ck_assert_ptr_nonnull(node_set_attr_ints(n, "strides", strides, 2));
+    ck_assert_ptr_nonnull(node_set_attr_ints(n, "pads", pads, 4));
+    ck_assert_ptr_nonnull(node_set_attr_int(n, "ceil_mode", ceil_mode));
+    ck_assert_int_eq(op_apply_attr_specs(n->op, n, &tu_diag), FX_OK);
+    ck_assert(node_set_num_outputs(n, 1));
+    tu_reinfer(n);
+    return n;
+}
+
+/* Pools between convolutions keep the layout: a padded ceil-mode MaxPool,
+ * an AveragePool whose border windows count fewer taps, and the global
+ * average before the classifier, where the only reorder is. */
+static Graph *build_pools(void)
+{
+    Graph *g = graph_new();
+    Node *x = input4(g, "x", 1, 3, 12, 11);
+    Node *c1 = tu_op3(g, "Relu",
+                      tu_conv(g, x, weights4(g, "w1", 8, 3, 3, 3, 0.1f), bias(g, "b1", 8), 1,
+                              1, 1),
+                      NULL, NULL);
+    Node *p1 = pool(g, "MaxPool", c1, 3, 2, 1, 1);
+    Node *c2 = tu_conv(g, p1, weights4(g, "w2", 12, 8, 3, 3, 0.05f), NULL, 1, 1, 1);
+    Node *p2 = pool(g, "AveragePool", c2, 3, 1, 1, 0);
+    Node *c3 = tu_conv(g, p2, weights4(g, "w3", 10, 12, 1, 1, 0.1f), NULL, 0, 1, 1);
+    Node *gap = tu_op3(g, "GlobalAveragePool", c3, NULL, NULL);
+    tu_finish(g, &gap, 1);
+    return g;
+}
+
+START_TEST(test_pools)
+{
+    Graph *g = run_case(build_pools, "pools", 6);
+    ck_assert_int_eq(tu_count_op(g, "MaxPoolNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "AveragePoolNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "GlobalAveragePoolNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc") + tu_count_op(g, "FromNCHWc"), 1);
+    graph_free(g);
+}
+END_TEST
+
 /* Grouped (not depthwise) convolutions and weights that are not constants
  * have no NCHWc kernel: the pass leaves them alone. */
 static Graph *build_left_alone(void)
@@ -156,6 +204,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_chain);
     tcase_add_test(t, test_residual);
     tcase_add_test(t, test_odd_channels);
+    tcase_add_test(t, test_pools);
     tcase_add_test(t, test_left_alone);
     suite_add_tcase(s, t);
     return s;

@@ -26,6 +26,16 @@ void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep);
 /* Writes `static const FxrtConvParams p = {...};`. */
 void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p);
 
+/* Pools, which the NCHWc pool kinds (nchwc.c) reuse: the attributes of
+ * MaxPool and AveragePool, and the check of X [N, C, in...] against a
+ * pool's attributes that fills p and the output shape. */
+extern const AttrSpec nn_maxpool_attrs[];
+extern const AttrSpec nn_avgpool_attrs[];
+FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
+                        TensorType *out);
+/* Writes `static const FxrtPoolParams p = {...};`. */
+void nn_pool_emit_params(EmitCtx *c, const FxrtPoolParams *p);
+
 /* fused_nn.c */
 /* The AttrSpec entries of the epilogue, shared by every fused kind. */
 #define FUSED_NN_EPILOGUE_ATTRS                     \

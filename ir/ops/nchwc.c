@@ -7,6 +7,8 @@
  *   ToNCHWc(X [N, C, H, W])                 -> [N, ceil(C/8), H, W, 8]
  *   FromNCHWc(X [N, CB, H, W, 8]; channels) -> [N, channels, H, W]
  *   ConvNCHWc(X, W, B?, R?)                 -> [N, ceil(out_channels/8), OH, OW, 8]
+ *   MaxPoolNCHWc(X), AveragePoolNCHWc(X)    -> [N, CB, OH, OW, 8]
+ *   GlobalAveragePoolNCHWc(X)               -> [N, CB, 1, 1, 8]
  *
  * ConvNCHWc is FusedConv on blocked tensors: X is NCHWc (rank 5), or plain
  * NCHW (rank 4) for a first layer with few channels; W is packed
@@ -16,6 +18,9 @@
  * no auto_pad) plus the real channel counts, which the blocked shapes round
  * up, plus FusedConv's epilogue.  group is 1 or the channel count
  * (depthwise).
+ *
+ * The pool kinds have the attributes of MaxPool (one output, no indices)
+ * and AveragePool and their shape rules, applied to the planes of blocks.
  *
  * eval runs the kernels the generated code calls; the interpreter's
  * reference for a blocked graph is the graph before the layout pass.
@@ -74,13 +79,13 @@ static FxStatus to_nchwc_emit(EmitCtx *c)
     return FX_OK;
 }
 
-static const AttrSpec to_nchwc_attrs[] = {{NULL}};
+static const AttrSpec no_attrs[] = {{NULL}};
 
 const OpDef fx_op_ToNCHWc = {
     .name = "ToNCHWc",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = FX_OPF_INTERNAL,
-    .attrs = to_nchwc_attrs,
+    .attrs = no_attrs,
     .infer = to_nchwc_infer,
     .eval = to_nchwc_eval,
     .emit = to_nchwc_emit,
@@ -290,4 +295,121 @@ const OpDef fx_op_ConvNCHWc = {
     .infer = conv_nchwc_infer,
     .eval = conv_nchwc_eval,
     .emit = conv_nchwc_emit,
+};
+
+/* --- pools ------------------------------------------------------------------- */
+
+/* X [N, CB, H, W, 8] as the [N, CB, H, W] planes the pool rules expect. */
+static FxStatus pool_planes(const Node *n, Diag *d, const TensorType *x, TensorType *planes)
+{
+    FxStatus st = check_f32_rank(n, d, x, "X", 5);
+    if (st != FX_OK)
+        return st;
+    *planes = *x;
+    planes->rank = 4;
+    return FX_OK;
+}
+
+static FxStatus pool_nchwc_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
+                                  TensorType *out)
+{
+    TensorType planes;
+    FxStatus st = pool_planes(n, d, x, &planes);
+    if (st != FX_OK || (st = nn_pool_params(n, d, &planes, p, out)) != FX_OK)
+        return st;
+    out->rank = 5;
+    out->dims[4] = BLOCK;
+    return FX_OK;
+}
+
+static FxStatus pool_nchwc_infer(InferCtx *c)
+{
+    FxrtPoolParams p;
+    return pool_nchwc_params(c->node, c->diag, c->in[0], &p, &c->out[0]);
+}
+
+static const char *pool_kernel(const Node *n)
+{
+    return n->op == &fx_op_MaxPoolNCHWc ? "fxrt_maxpool_nchwc_f32" : "fxrt_avgpool_nchwc_f32";
+}
+
+static FxStatus pool_nchwc_eval(EvalCtx *c)
+{
+    FxrtPoolParams p;
+    TensorType out;
+    FxStatus st = pool_nchwc_params(c->node, c->diag, &c->in[0]->type, &p, &out);
+    if (st != FX_OK)
+        return st;
+    if (c->node->op == &fx_op_MaxPoolNCHWc)
+        fxrt_maxpool_nchwc_f32(&p, c->in[0]->data, c->out[0]->data);
+    else
+        fxrt_avgpool_nchwc_f32(&p, c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus pool_nchwc_emit(EmitCtx *c)
+{
+    FxrtPoolParams p;
+    TensorType out;
+    FxStatus st = pool_nchwc_params(c->node, c->diag, node_input_type(c->node, 0), &p, &out);
+    if (st != FX_OK)
+        return st;
+    nn_pool_emit_params(c, &p);
+    c->line(c, "%s(&p, %s, %s);", pool_kernel(c->node), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+const OpDef fx_op_MaxPoolNCHWc = {
+    .name = "MaxPoolNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = nn_maxpool_attrs,
+    .infer = pool_nchwc_infer,
+    .eval = pool_nchwc_eval,
+    .emit = pool_nchwc_emit,
+};
+
+const OpDef fx_op_AveragePoolNCHWc = {
+    .name = "AveragePoolNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = nn_avgpool_attrs,
+    .infer = pool_nchwc_infer,
+    .eval = pool_nchwc_eval,
+    .emit = pool_nchwc_emit,
+};
+
+static FxStatus global_avgpool_nchwc_infer(InferCtx *c)
+{
+    FxStatus st = check_f32_rank(c->node, c->diag, c->in[0], "X", 5);
+    if (st != FX_OK)
+        return st;
+    c->out[0] = *c->in[0];
+    c->out[0].dims[2] = c->out[0].dims[3] = 1;
+    return FX_OK;
+}
+
+static FxStatus global_avgpool_nchwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->in[0]->type.dims;
+    fxrt_global_avgpool_nchwc_f32(d[0] * d[1], d[2] * d[3], c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus global_avgpool_nchwc_emit(EmitCtx *c)
+{
+    const int64_t *d = node_input_type(c->node, 0)->dims;
+    c->line(c, "fxrt_global_avgpool_nchwc_f32(%lld, %lld, %s, %s);", (long long)(d[0] * d[1]),
+            (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+const OpDef fx_op_GlobalAveragePoolNCHWc = {
+    .name = "GlobalAveragePoolNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = no_attrs,
+    .infer = global_avgpool_nchwc_infer,
+    .eval = global_avgpool_nchwc_eval,
+    .emit = global_avgpool_nchwc_emit,
 };

@@ -141,7 +141,7 @@ void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p)
             nn_format_ints(p->pad_begin, SPMAX, k, sizeof k), (long long)p->col_tile);
 }
 
-static void emit_pool_params(EmitCtx *c, const FxrtPoolParams *p)
+void nn_pool_emit_params(EmitCtx *c, const FxrtPoolParams *p)
 {
     char a[96], b[96], k[96], f[48];
     c->line(c, "static const FxrtPoolParams p = {");
@@ -937,9 +937,7 @@ const OpDef fx_op_QLinearConv = {
 
 /* --- windowed pools ------------------------------------------------------- */
 
-/* Checks X [N, C, in...] against the pool's attributes and fills p and the
- * output shape. */
-static FxStatus pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
+FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
                             TensorType *out)
 {
     if (x->rank < 3 || x->rank - 2 > SPMAX)
@@ -995,7 +993,7 @@ static FxStatus maxpool_infer(InferCtx *c)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "storage_order %lld is not 0 or 1",
                                (long long)order);
     FxrtPoolParams p;
-    FxStatus st = pool_params(c->node, c->diag, x, &p, &c->out[0]);
+    FxStatus st = nn_pool_params(c->node, c->diag, x, &p, &c->out[0]);
     if (st != FX_OK)
         return st;
     if (c->num_outputs > 1) {
@@ -1010,7 +1008,7 @@ static FxStatus maxpool_eval(EvalCtx *c)
     const Tensor *x = c->in[0];
     FxrtPoolParams p;
     TensorType out;
-    FxStatus st = pool_params(c->node, c->diag, &x->type, &p, &out);
+    FxStatus st = nn_pool_params(c->node, c->diag, &x->type, &p, &out);
     if (st != FX_OK)
         return st;
     int64_t *idx = c->num_outputs > 1 ? c->out[1]->data : NULL;
@@ -1031,7 +1029,7 @@ static FxStatus maxpool_emit(EmitCtx *c)
     const TensorType *x = node_input_type(c->node, 0);
     FxrtPoolParams p;
     TensorType out;
-    FxStatus st = pool_params(c->node, c->diag, x, &p, &out);
+    FxStatus st = nn_pool_params(c->node, c->diag, x, &p, &out);
     if (st != FX_OK)
         return st;
     const char *kernel;
@@ -1044,12 +1042,12 @@ static FxStatus maxpool_emit(EmitCtx *c)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "unexpected element type");
     }
     const char *idx = c->num_outputs > 1 && c->out[1] ? c->out[1] : "NULL";
-    emit_pool_params(c, &p);
+    nn_pool_emit_params(c, &p);
     c->line(c, "%s(&p, %s, %s, %s);", kernel, c->in[0], c->out[0], idx);
     return FX_OK;
 }
 
-static const AttrSpec maxpool_attrs[] = {
+const AttrSpec nn_maxpool_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"ceil_mode", FX_ATTR_INT, "0", false},
     {"dilations", FX_ATTR_INTS, NULL, false},
@@ -1063,7 +1061,7 @@ static const AttrSpec maxpool_attrs[] = {
 const OpDef fx_op_MaxPool = {
     .name = "MaxPool",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
-    .attrs = maxpool_attrs,
+    .attrs = nn_maxpool_attrs,
     .canonicalize = pool_canonicalize,
     .infer = maxpool_infer,
     .eval = maxpool_eval,
@@ -1078,7 +1076,7 @@ static FxStatus float_pool_infer(InferCtx *c)
     if (c->node->op == &fx_op_LpPool && node_attr_int(c->node, "p", 2) < 1)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "p must be >= 1");
     FxrtPoolParams p;
-    return pool_params(c->node, c->diag, c->in[0], &p, &c->out[0]);
+    return nn_pool_params(c->node, c->diag, c->in[0], &p, &c->out[0]);
 }
 
 static FxStatus float_pool_eval(EvalCtx *c)
@@ -1087,7 +1085,7 @@ static FxStatus float_pool_eval(EvalCtx *c)
     Tensor *y = c->out[0];
     FxrtPoolParams p;
     TensorType out;
-    FxStatus st = pool_params(c->node, c->diag, &x->type, &p, &out);
+    FxStatus st = nn_pool_params(c->node, c->diag, &x->type, &p, &out);
     if (st != FX_OK)
         return st;
     float *owned;
@@ -1114,17 +1112,17 @@ static FxStatus float_pool_emit(EmitCtx *c)
     TensorType out;
     FxStatus st = emit_check_f32(c, x->dtype);
     if (st == FX_OK)
-        st = pool_params(c->node, c->diag, x, &p, &out);
+        st = nn_pool_params(c->node, c->diag, x, &p, &out);
     if (st != FX_OK)
         return st;
-    emit_pool_params(c, &p);
+    nn_pool_emit_params(c, &p);
     c->line(c, "%s(&p, %s, %s);",
             c->node->op == &fx_op_LpPool ? "fxrt_lppool_f32" : "fxrt_avgpool_f32", c->in[0],
             c->out[0]);
     return FX_OK;
 }
 
-static const AttrSpec avgpool_attrs[] = {
+const AttrSpec nn_avgpool_attrs[] = {
     {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
     {"ceil_mode", FX_ATTR_INT, "0", false},
     {"count_include_pad", FX_ATTR_INT, "0", false},
@@ -1138,7 +1136,7 @@ static const AttrSpec avgpool_attrs[] = {
 const OpDef fx_op_AveragePool = {
     .name = "AveragePool",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = avgpool_attrs,
+    .attrs = nn_avgpool_attrs,
     .canonicalize = pool_canonicalize,
     .infer = float_pool_infer,
     .eval = float_pool_eval,
