@@ -39,7 +39,6 @@
  * registers, chosen at run time when the CPU has them; the portable kernel
  * is plain C whose innermost loops run over the eight lanes of a block.
  */
-#include <math.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -64,6 +63,9 @@ static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4};
  * a pointwise convolution puts in one row. */
 enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 256 };
 
+/* The activation the registers do: relu is a lower bound only. */
+typedef enum TileClamp { CLAMP_NONE, CLAMP_LOW, CLAMP_BOTH } TileClamp;
+
 /* A segment of `count` tiles of fb output blocks x np pixels.  x points at
  * the input of the first pixel for the first tap of the clipped ranges, w
  * at that tap's weights of the first output block, y at the first pixel of
@@ -80,9 +82,9 @@ typedef struct Tile {
     int accumulate; /* start from the partial sums in Y instead of zero */
     /* The epilogue done on the registers (only with the last chunk): bias
      * (at the first output block), residual (at y's pixel), and a clamp to
-     * [lo, hi] when `clamp` (relu and clip). */
+     * lo or to [lo, hi] (relu, clip). */
     const float *bias, *residual;
-    int residual_after, clamp;
+    int residual_after, clamp; /* a TileClamp */
     float lo, hi;
 } Tile;
 
@@ -123,11 +125,12 @@ static void tile_plain(const Tile *t, int64_t fb, int64_t np)
                 if (rv && !t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
-                if (t->clamp)
-                    for (int o = 0; o < BLOCK; o++) {
-                        float c = v[o] < t->lo ? t->lo : v[o];
-                        v[o] = c > t->hi ? t->hi : c;
-                    }
+                if (t->clamp != CLAMP_NONE)
+                    for (int o = 0; o < BLOCK; o++)
+                        v[o] = v[o] < t->lo ? t->lo : v[o];
+                if (t->clamp == CLAMP_BOTH)
+                    for (int o = 0; o < BLOCK; o++)
+                        v[o] = v[o] > t->hi ? t->hi : v[o];
                 if (rv && t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
@@ -146,24 +149,34 @@ typedef void (*TileFn)(const Tile *t);
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 tile_avx2_body(const Tile *t, const int fb, const int np)
 {
-    const int64_t lanes = t->lanes, x_lane = t->x_lane, x_pixel = t->x_pixel;
-    const int64_t w_ob = t->w_ob;
+    const int64_t blocks = t->blocks, rows = t->rows, cols = t->cols, lanes = t->lanes;
+    const int64_t x_block = t->x_block, x_row = t->x_row, x_col = t->x_col;
+    const int64_t x_lane = t->x_lane, x_pixel = t->x_pixel;
+    const int64_t w_ob = t->w_ob, w_block = t->w_block, w_row = t->w_row;
+    const int64_t y_ob = t->y_ob, y_pixel = t->y_pixel;
+    const int accumulate = t->accumulate, clamp = t->clamp, residual_after = t->residual_after;
+    const float *bias = t->bias;
     const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
     for (int64_t k = 0; k < t->count; k++) {
         const float *x = t->x + k * np * x_pixel;
-        float *y = t->y + k * np * t->y_pixel;
+        float *y = t->y + k * np * y_pixel;
+        const float *res = t->residual ? t->residual + k * np * y_pixel : NULL;
+        /* Starting from the bias saves the adds at the end. */
         __m256 acc[MAX_FB][MAX_NP];
 #pragma GCC unroll 4
-        for (int f = 0; f < fb; f++)
+        for (int f = 0; f < fb; f++) {
+            __m256 start =
+                bias && !accumulate ? _mm256_loadu_ps(bias + f * BLOCK) : _mm256_setzero_ps();
 #pragma GCC unroll 8
             for (int q = 0; q < np; q++)
-                acc[f][q] = t->accumulate ? _mm256_loadu_ps(y + f * t->y_ob + q * t->y_pixel)
-                                          : _mm256_setzero_ps();
-        for (int64_t b = 0; b < t->blocks; b++)
-            for (int64_t r = 0; r < t->rows; r++) {
-                const float *xs = x + b * t->x_block + r * t->x_row;
-                const float *ws = t->w + b * t->w_block + r * t->w_row;
-                for (int64_t c = 0; c < t->cols; c++, xs += t->x_col) {
+                acc[f][q] = accumulate ? _mm256_loadu_ps(y + f * y_ob + q * y_pixel) : start;
+        }
+        const float *xb = x, *wb = t->w;
+        for (int64_t b = 0; b < blocks; b++, xb += x_block, wb += w_block) {
+            const float *xr = xb, *wr = wb;
+            for (int64_t r = 0; r < rows; r++, xr += x_row, wr += w_row) {
+                const float *xs = xr, *ws = wr;
+                for (int64_t c = 0; c < cols; c++, xs += x_col) {
                     for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
                         __m256 wv[MAX_FB];
 #pragma GCC unroll 4
@@ -179,21 +192,26 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                     }
                 }
             }
-        const float *res = t->residual ? t->residual + k * np * t->y_pixel : NULL;
+        }
 #pragma GCC unroll 4
         for (int f = 0; f < fb; f++) {
-            __m256 bias = t->bias ? _mm256_loadu_ps(t->bias + f * BLOCK) : _mm256_setzero_ps();
+            __m256 late = bias && accumulate ? _mm256_loadu_ps(bias + f * BLOCK)
+                                             : _mm256_setzero_ps();
 #pragma GCC unroll 8
             for (int q = 0; q < np; q++) {
-                int64_t at = f * t->y_ob + q * t->y_pixel;
-                __m256 v = _mm256_add_ps(acc[f][q], bias);
-                if (res && !t->residual_after)
+                int64_t at = f * y_ob + q * y_pixel;
+                __m256 v = acc[f][q];
+                if (bias && accumulate)
+                    v = _mm256_add_ps(v, late);
+                if (res && !residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 /* max(lo, v), min(hi, v): a NaN in v comes through, as in
                  * the scalar epilogue. */
-                if (t->clamp)
-                    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-                if (res && t->residual_after)
+                if (clamp != CLAMP_NONE)
+                    v = _mm256_max_ps(lo, v);
+                if (clamp == CLAMP_BOTH)
+                    v = _mm256_min_ps(hi, v);
+                if (res && residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 _mm256_storeu_ps(y + at, v);
             }
@@ -314,7 +332,8 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
         t.bias = ep->bias ? ep->bias + s->ob * BLOCK : NULL;
         t.residual = cv->residual ? cv->residual + y_off : NULL;
     }
-    t.clamp &= register_epilogue;
+    if (!register_epilogue)
+        t.clamp = CLAMP_NONE;
 #ifdef FXRT_NCHWC_AVX2
     if (cv->avx2)
         tiles_avx2[s->fb][np](&t);
@@ -465,12 +484,11 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
         switch ((FxrtActivation)cv.ep->activation) {
         case FXRT_ACT_NONE: break;
         case FXRT_ACT_RELU:
-            t->clamp = 1;
+            t->clamp = CLAMP_LOW;
             t->lo = 0.0f;
-            t->hi = INFINITY;
             break;
         case FXRT_ACT_CLIP:
-            t->clamp = 1;
+            t->clamp = CLAMP_BOTH;
             t->lo = cv.ep->alpha;
             t->hi = cv.ep->beta;
             break;
