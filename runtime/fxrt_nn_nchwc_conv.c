@@ -66,19 +66,19 @@ enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 25
 /* The activation the registers do: relu is a lower bound only. */
 typedef enum TileClamp { CLAMP_NONE, CLAMP_LOW, CLAMP_BOTH } TileClamp;
 
-/* A segment of `count` tiles of fb output blocks x np pixels.  x points at
- * the input of the first pixel for the first tap of the clipped ranges, w
- * at that tap's weights of the first output block, y at the first pixel of
- * the first output block; the strides are in floats and consecutive tiles
- * are np pixels apart. */
+/* `lines` segments of `count` tiles of fb output blocks x np pixels.  x
+ * points at the input of the first pixel for the first tap of the clipped
+ * ranges, w at that tap's weights of the first output block, y at the first
+ * pixel of the first output block; the strides are in floats, consecutive
+ * tiles are np pixels apart and consecutive segments x_line / y_line. */
 typedef struct Tile {
     const float *x;
     int64_t x_pixel, x_block, x_row, x_col, x_lane;
-    int64_t blocks, rows, cols, lanes, count;
+    int64_t blocks, rows, cols, lanes, count, lines, x_line;
     const float *w;
     int64_t w_ob, w_block, w_row; /* the column stride is lanes * 8 */
     float *y;
-    int64_t y_ob, y_pixel;
+    int64_t y_ob, y_pixel, y_line;
     int accumulate; /* start from the partial sums in Y instead of zero */
     /* The epilogue done on the registers (only with the last chunk): bias
      * (at the first output block), residual (at y's pixel), and a clamp to
@@ -91,10 +91,16 @@ typedef struct Tile {
 static void tile_plain(const Tile *t, int64_t fb, int64_t np)
 {
     float acc[MAX_FB][MAX_NP][BLOCK];
-    for (int64_t k = 0; k < t->count; k++) {
-        const float *x = t->x + k * np * t->x_pixel;
-        float *y = t->y + k * np * t->y_pixel;
-        const float *res = t->residual ? t->residual + k * np * t->y_pixel : NULL;
+    int64_t line_x = 0, line_y = 0, k = 0;
+    for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
+        const float *x = t->x + line_x + k * np * t->x_pixel;
+        float *y = t->y + line_y + k * np * t->y_pixel;
+        const float *res = t->residual ? t->residual + line_y + k * np * t->y_pixel : NULL;
+        if (++k == t->count) {
+            k = 0;
+            line_x += t->x_line;
+            line_y += t->y_line;
+        }
         for (int64_t f = 0; f < fb; f++)
             for (int64_t q = 0; q < np; q++)
                 for (int o = 0; o < BLOCK; o++)
@@ -157,10 +163,16 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
     const int accumulate = t->accumulate, clamp = t->clamp, residual_after = t->residual_after;
     const float *bias = t->bias;
     const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
-    for (int64_t k = 0; k < t->count; k++) {
-        const float *x = t->x + k * np * x_pixel;
-        float *y = t->y + k * np * y_pixel;
-        const float *res = t->residual ? t->residual + k * np * y_pixel : NULL;
+    int64_t line_x = 0, line_y = 0, k = 0;
+    for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
+        const float *x = t->x + line_x + k * np * x_pixel;
+        float *y = t->y + line_y + k * np * y_pixel;
+        const float *res = t->residual ? t->residual + line_y + k * np * y_pixel : NULL;
+        if (++k == t->count) {
+            k = 0;
+            line_x += t->x_line;
+            line_y += t->y_line;
+        }
         /* Starting from the bias saves the adds at the end. */
         __m256 acc[MAX_FB][MAX_NP];
 #pragma GCC unroll 4
@@ -279,15 +291,17 @@ static void inner_range(int64_t in, int64_t out, int64_t kernel, int64_t stride,
 
 /* Where one call computes: output blocks [ob, ob + fb), pixels from (oh,
  * ow) on, `step` floats of Y apart (8 along a row, a row's worth down a
- * column), over kernel rows [r0, r1), columns [c0, c1) and input blocks
+ * column), the same in `lines` rows from oh on (along a row only), over
+ * kernel rows [r0, r1), columns [c0, c1) and input blocks
  * [b0, b0 + blocks); `last` when those are the last blocks, which
  * finishes Y. */
 typedef struct Span {
-    int64_t ob, fb, oh, ow, step, r0, r1, c0, c1, b0, blocks;
+    int64_t ob, fb, oh, ow, step, lines, r0, r1, c0, c1, b0, blocks;
     int last;
 } Span;
 
-/* Runs `count` tiles of np pixels from pixel `first` of span s. */
+/* Runs `count` tiles of np pixels from pixel `first` of span s, in each of
+ * its lines. */
 static void run_tiles(const Conv *cv, const Span *s, const float *x, const float *w, float *y,
                       int64_t first, int64_t np, int64_t count)
 {
@@ -298,6 +312,9 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
     t.y = y + y_off;
     t.y_pixel = s->step;
     t.count = count;
+    t.lines = s->lines;
+    t.x_line = cv->stride_h * cv->x_row;
+    t.y_line = cv->out_w * BLOCK;
     t.accumulate = s->b0 > 0;
     t.blocks = s->blocks;
     t.rows = s->r1 - s->r0;
@@ -341,15 +358,17 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
 #endif
         tile_plain(&t, s->fb, np);
     if (s->last && ep && cv->generic_epilogue)
-        for (int64_t f = 0; f < s->fb; f++) {
-            FxrtEpilogue e = *ep;
-            e.bias = ep->bias ? ep->bias + (s->ob + f) * BLOCK : NULL;
-            e.bias_row_stride = 0;
-            e.bias_col_stride = 1;
-            e.residual = cv->residual ? cv->residual + y_off + f * t.y_ob : NULL;
-            e.residual_ld = s->step;
-            fxrt_epilogue_apply_f32(&e, 0, 0, count * np, BLOCK, t.y + f * t.y_ob, s->step);
-        }
+        for (int64_t line = 0; line < t.lines; line++)
+            for (int64_t f = 0; f < s->fb; f++) {
+                int64_t at = y_off + line * t.y_line + f * t.y_ob;
+                FxrtEpilogue e = *ep;
+                e.bias = ep->bias ? ep->bias + (s->ob + f) * BLOCK : NULL;
+                e.bias_row_stride = 0;
+                e.bias_col_stride = 1;
+                e.residual = cv->residual ? cv->residual + at : NULL;
+                e.residual_ld = s->step;
+                fxrt_epilogue_apply_f32(&e, 0, 0, count * np, BLOCK, y + at, s->step);
+            }
 }
 
 /* The `pixels` pixels of span s in as few tiles as the register block
@@ -370,22 +389,27 @@ static void run_span(const Conv *cv, const Span *s, const float *x, const float 
 }
 
 /* Output rows [oh0, oh1) of blocks [ob, ob + fb) over input blocks [b0, b0
- * + blocks): each row's interior columns, the corners pixel by pixel, and
- * the border columns of the interior rows as column spans. */
+ * + blocks): the interior columns of the interior rows as one call, those
+ * of each border row (kernel rows clipped) as one call per row, the border
+ * columns of the interior rows as column spans, and the corners pixel by
+ * pixel. */
 static void conv_band(const Conv *cv, const float *x, const float *w, float *y, Span s,
                       int64_t oh0, int64_t oh1)
 {
+    int64_t row0 = oh0 > cv->inner_row0 ? oh0 : cv->inner_row0;
+    int64_t row1 = oh1 < cv->inner_row1 ? oh1 : cv->inner_row1;
+    s.step = BLOCK;
+    s.lines = 1;
     for (int64_t oh = oh0; oh < oh1; oh++) {
+        if (oh >= row0 && oh < row1)
+            continue;
         fxrt_window_range(oh, cv->stride_h, cv->pad_h, cv->dil_h, cv->in_h, cv->kernel_h, &s.r0,
                           &s.r1);
         s.oh = oh;
         s.ow = cv->inner_col0;
-        s.step = BLOCK;
         s.c0 = 0;
         s.c1 = cv->kernel_w;
         run_span(cv, &s, x, w, y, cv->inner_col1 - cv->inner_col0);
-        if (oh >= cv->inner_row0 && oh < cv->inner_row1)
-            continue;
         for (int64_t ow = 0; ow < cv->out_w; ow++) {
             if (ow == cv->inner_col0)
                 ow = cv->inner_col1;
@@ -397,14 +421,18 @@ static void conv_band(const Conv *cv, const float *x, const float *w, float *y, 
             run_tiles(cv, &s, x, w, y, 0, 1, 1);
         }
     }
-    int64_t row0 = oh0 > cv->inner_row0 ? oh0 : cv->inner_row0;
-    int64_t row1 = oh1 < cv->inner_row1 ? oh1 : cv->inner_row1;
     if (row0 >= row1)
         return;
     s.oh = row0;
-    s.step = cv->out_w * BLOCK;
+    s.ow = cv->inner_col0;
+    s.lines = row1 - row0;
     s.r0 = 0;
     s.r1 = cv->kernel_h;
+    s.c0 = 0;
+    s.c1 = cv->kernel_w;
+    run_span(cv, &s, x, w, y, cv->inner_col1 - cv->inner_col0);
+    s.step = cv->out_w * BLOCK;
+    s.lines = 1;
     for (int64_t ow = 0; ow < cv->out_w; ow++) {
         if (ow == cv->inner_col0)
             ow = cv->inner_col1;
