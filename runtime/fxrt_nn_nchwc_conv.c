@@ -148,6 +148,15 @@ static void tile_plain(const Tile *t, int64_t fb, int64_t np)
 typedef void (*TileFn)(const Tile *t);
 
 #ifdef FXRT_NCHWC_AVX2
+/* Unrolls a loop of constant trip count completely: GCC's pragma wants a
+ * count, Clang's does without (and Clang leaves the loops rolled, the
+ * accumulators in memory, without it). */
+#ifdef __clang__
+#define UNROLL_FULL _Pragma("unroll")
+#else
+#define UNROLL_FULL _Pragma("GCC unroll 8")
+#endif
+
 /* The kernel body for a constant fb and np: once inlined into its instance
  * every loop over f and q unrolls and acc[f][q] is a register.  The lane
  * loop stays a loop: unrolled, GCC runs out of registers for the pixel
@@ -175,11 +184,11 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
         }
         /* Starting from the bias saves the adds at the end. */
         __m256 acc[MAX_FB][MAX_NP];
-#pragma GCC unroll 4
+        UNROLL_FULL
         for (int f = 0; f < fb; f++) {
             __m256 start =
                 bias && !accumulate ? _mm256_loadu_ps(bias + f * BLOCK) : _mm256_setzero_ps();
-#pragma GCC unroll 8
+            UNROLL_FULL
             for (int q = 0; q < np; q++)
                 acc[f][q] = accumulate ? _mm256_loadu_ps(y + f * y_ob + q * y_pixel) : start;
         }
@@ -191,13 +200,13 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                 for (int64_t c = 0; c < cols; c++, xs += x_col) {
                     for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
                         __m256 wv[MAX_FB];
-#pragma GCC unroll 4
+                        UNROLL_FULL
                         for (int f = 0; f < fb; f++)
                             wv[f] = _mm256_loadu_ps(ws + f * w_ob);
-#pragma GCC unroll 8
+                        UNROLL_FULL
                         for (int q = 0; q < np; q++) {
                             __m256 xv = _mm256_broadcast_ss(xs + q * x_pixel + l * x_lane);
-#pragma GCC unroll 4
+                            UNROLL_FULL
                             for (int f = 0; f < fb; f++)
                                 acc[f][q] = _mm256_fmadd_ps(xv, wv[f], acc[f][q]);
                         }
@@ -205,11 +214,11 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                 }
             }
         }
-#pragma GCC unroll 4
+        UNROLL_FULL
         for (int f = 0; f < fb; f++) {
             __m256 late = bias && accumulate ? _mm256_loadu_ps(bias + f * BLOCK)
                                              : _mm256_setzero_ps();
-#pragma GCC unroll 8
+            UNROLL_FULL
             for (int q = 0; q < np; q++) {
                 int64_t at = f * y_ob + q * y_pixel;
                 __m256 v = acc[f][q];
