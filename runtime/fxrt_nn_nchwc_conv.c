@@ -346,6 +346,14 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
      * channel), the column and lane loops are one longer loop, which
      * halves the loop overhead of a 3x3 and removes most of a 1-channel
      * layer's. */
+    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * BLOCK) {
+        /* A 1x1 kernel: the weights of consecutive input blocks follow
+         * each other like those of kernel columns, so the block loop can
+         * run as the column loop, one loop level less per tile. */
+        t.cols = t.blocks;
+        t.x_col = t.x_block;
+        t.blocks = 1;
+    }
     if (t.lanes == 1)
         t.x_lane = t.x_col;
     if (t.x_col == t.lanes * t.x_lane) {
