@@ -39,6 +39,7 @@
  * registers, chosen at run time when the CPU has them; the portable kernel
  * is plain C whose innermost loops run over the eight lanes of a block.
  */
+#include <math.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -63,9 +64,6 @@ static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4};
  * a pointwise convolution puts in one row. */
 enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 256 };
 
-/* The activation the registers do: relu is a lower bound only. */
-typedef enum TileClamp { CLAMP_NONE, CLAMP_LOW, CLAMP_BOTH } TileClamp;
-
 /* `lines` segments of `count` tiles of fb output blocks x np pixels.  x
  * points at the input of the first pixel for the first tap of the clipped
  * ranges, w at that tap's weights of the first output block, y at the first
@@ -82,9 +80,10 @@ typedef struct Tile {
     int accumulate; /* start from the partial sums in Y instead of zero */
     /* The epilogue done on the registers (only with the last chunk): bias
      * (at the first output block), residual (at y's pixel), and a clamp to
-     * lo or to [lo, hi] (relu, clip). */
+     * [lo, hi], which is relu and clip, and with infinite bounds no
+     * activation. */
     const float *bias, *residual;
-    int residual_after, clamp; /* a TileClamp */
+    int residual_after;
     float lo, hi;
 } Tile;
 
@@ -131,12 +130,10 @@ static void tile_plain(const Tile *t, int64_t fb, int64_t np)
                 if (rv && !t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
-                if (t->clamp != CLAMP_NONE)
-                    for (int o = 0; o < BLOCK; o++)
-                        v[o] = v[o] < t->lo ? t->lo : v[o];
-                if (t->clamp == CLAMP_BOTH)
-                    for (int o = 0; o < BLOCK; o++)
-                        v[o] = v[o] > t->hi ? t->hi : v[o];
+                for (int o = 0; o < BLOCK; o++) {
+                    float c = v[o] < t->lo ? t->lo : v[o];
+                    v[o] = c > t->hi ? t->hi : c;
+                }
                 if (rv && t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
@@ -169,7 +166,7 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
     const int64_t x_lane = t->x_lane, x_pixel = t->x_pixel;
     const int64_t w_ob = t->w_ob, w_block = t->w_block, w_row = t->w_row;
     const int64_t y_ob = t->y_ob, y_pixel = t->y_pixel;
-    const int accumulate = t->accumulate, clamp = t->clamp, residual_after = t->residual_after;
+    const int accumulate = t->accumulate, residual_after = t->residual_after;
     const float *bias = t->bias;
     const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
     int64_t line_x = 0, line_y = 0, k = 0;
@@ -214,6 +211,18 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                 }
             }
         }
+        /* max(lo, v), min(hi, v): a NaN in v comes through, as in the
+         * scalar epilogue.  The common case, no residual and the bias
+         * already in, is the clamp alone. */
+        if (!res && !(bias && accumulate)) {
+            UNROLL_FULL
+            for (int f = 0; f < fb; f++)
+                UNROLL_FULL
+                for (int q = 0; q < np; q++)
+                    _mm256_storeu_ps(y + f * y_ob + q * y_pixel,
+                                     _mm256_min_ps(hi, _mm256_max_ps(lo, acc[f][q])));
+            continue;
+        }
         UNROLL_FULL
         for (int f = 0; f < fb; f++) {
             __m256 late = bias && accumulate ? _mm256_loadu_ps(bias + f * BLOCK)
@@ -221,17 +230,10 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
             UNROLL_FULL
             for (int q = 0; q < np; q++) {
                 int64_t at = f * y_ob + q * y_pixel;
-                __m256 v = acc[f][q];
-                if (bias && accumulate)
-                    v = _mm256_add_ps(v, late);
+                __m256 v = _mm256_add_ps(acc[f][q], late);
                 if (res && !residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
-                /* max(lo, v), min(hi, v): a NaN in v comes through, as in
-                 * the scalar epilogue. */
-                if (clamp != CLAMP_NONE)
-                    v = _mm256_max_ps(lo, v);
-                if (clamp == CLAMP_BOTH)
-                    v = _mm256_min_ps(hi, v);
+                v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
                 if (res && residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 _mm256_storeu_ps(y + at, v);
@@ -366,8 +368,10 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
         t.bias = ep->bias ? ep->bias + s->ob * BLOCK : NULL;
         t.residual = cv->residual ? cv->residual + y_off : NULL;
     }
-    if (!register_epilogue)
-        t.clamp = CLAMP_NONE;
+    if (!register_epilogue) {
+        t.lo = -INFINITY;
+        t.hi = INFINITY;
+    }
 #ifdef FXRT_NCHWC_AVX2
     if (cv->avx2)
         tiles_avx2[s->fb][np](&t);
@@ -524,16 +528,14 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
                 &cv.inner_row1);
     inner_range(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &cv.inner_col0,
                 &cv.inner_col1);
+    t->lo = -INFINITY;
+    t->hi = INFINITY;
     if (cv.ep) {
         t->residual_after = cv.ep->residual_after;
         switch ((FxrtActivation)cv.ep->activation) {
         case FXRT_ACT_NONE: break;
-        case FXRT_ACT_RELU:
-            t->clamp = CLAMP_LOW;
-            t->lo = 0.0f;
-            break;
+        case FXRT_ACT_RELU: t->lo = 0.0f; break;
         case FXRT_ACT_CLIP:
-            t->clamp = CLAMP_BOTH;
             t->lo = cv.ep->alpha;
             t->hi = cv.ep->beta;
             break;
