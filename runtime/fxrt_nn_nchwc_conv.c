@@ -11,9 +11,11 @@
  * per pixel and multiplies it by fb weight vectors, which the packing laid
  * out in the order of this walk.  With X plain NCHW (a first layer of one
  * to three channels) the same walk sees a single "block" whose lanes are
- * the input channels, one plane apart.  One kernel call runs a whole
- * segment of equal tiles, so that the call and its set-up are paid once per
- * segment, not per tile.
+ * the input channels, one plane apart.  One kernel call runs a segment of
+ * equal tiles in each of several output rows, so that the call and its
+ * set-up are paid once per band of rows, not per tile.  Loop levels of the
+ * reduction that the strides make contiguous are merged into the lane loop
+ * (kernel columns of blocked input, input blocks of a 1x1 kernel).
  *
  * Padding is never tested per tap.  The pixels of a tile share their
  * clipped kernel ranges: a segment is either the interior columns of one
@@ -58,8 +60,8 @@
 enum { MAX_FB = 3, MAX_NP = 8 };
 static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4};
 
-/* Floats of weights one tile sweeps per chunk (32 KiB: L1's size, the
- * best of 8 to 64 KiB measured on Zen 2's 32 KiB L1), floats of
+/* Floats of weights one tile sweeps per chunk (32 KiB, L1's size: the best
+ * of 8 to 64 KiB measured on the AMD EPYC this was tuned on), floats of
  * input one band of output rows reads (128 KiB of L2), and the most pixels
  * a pointwise convolution puts in one row. */
 enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 256 };
@@ -146,8 +148,9 @@ typedef void (*TileFn)(const Tile *t);
 
 #ifdef FXRT_NCHWC_AVX2
 /* Unrolls a loop of constant trip count completely: GCC's pragma wants a
- * count, Clang's does without (and Clang leaves the loops rolled, the
- * accumulators in memory, without it). */
+ * count, Clang's does without.  Clang (14) unrolls only part of the body
+ * before inlining gives it the constants and keeps the accumulators in
+ * memory: its build of these kernels runs at a third of GCC's. */
 #ifdef __clang__
 #define UNROLL_FULL _Pragma("unroll")
 #else
