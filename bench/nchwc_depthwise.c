@@ -4,8 +4,8 @@
  * (fxrt_conv_depthwise_f32) on the depthwise layers of MobileNet-v2 (224)
  * and DS-CNN, each with its bias + ReLU6 / ReLU epilogue.  Prints, per
  * shape, the best time of several rounds for both kernels and the NCHWc
- * kernel's bandwidth (bytes of X and Y over time).  Run with
- * OPENBLAS_NUM_THREADS=1.  Build against the runtime of a cmake build:
+ * kernel's bandwidth (bytes of X and Y over time).  An argument keeps the
+ * shapes whose name contains it.  Run with OPENBLAS_NUM_THREADS=1.  Build against the runtime of a cmake build:
  *
  *   cc -std=c99 -O2 -Iruntime bench/nchwc_depthwise.c build/libfxrt.a \
  *      -lopenblas -lm -o /tmp/nchwc_depthwise
@@ -59,7 +59,7 @@ static float *filled(int64_t n)
     return v;
 }
 
-enum { ROUNDS = 7 };
+enum { ROUNDS = 15 };
 
 /* Best seconds per call over ROUNDS rounds of `reps` calls. */
 static double best_time(int blocked, int reps, const FxrtConvParams *p, const float *x,
@@ -80,12 +80,14 @@ static double best_time(int blocked, int reps, const FxrtConvParams *p, const fl
     return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     printf("%-18s %10s %10s %8s %10s\n", "shape", "nchw ms", "nchwc ms", "speedup", "GB/s");
     double total_nchw = 0.0, total_nchwc = 0.0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const Shape *sh = &shapes[s];
+        if (argc > 1 && !strstr(sh->name, argv[1]))
+            continue;
         int64_t h = sh->size ? sh->size : 25, wd = sh->size ? sh->size : 5;
         int64_t c = sh->channels, k = sh->kernel, pad = k / 2;
         int64_t oh = (h + 2 * pad - k) / sh->stride + 1, ow = (wd + 2 * pad - k) / sh->stride + 1;
@@ -116,7 +118,7 @@ int main(void)
         ep.alpha = 0.0f;
         ep.beta = 6.0f;
         double bytes = (double)(cb * 8 * (h * wd + oh * ow)) * sizeof(float);
-        int reps = (int)(2e8 / bytes) + 1; /* about 20 ms per round at 10 GB/s */
+        int reps = (int)(1e8 / bytes) + 1; /* about 5 ms per round at 20 GB/s */
         double t_nchw = best_time(0, reps, &p, x, w, &ep, y);
         double t_nchwc = best_time(1, reps, &p, xb, wb, &ep, yb);
         total_nchw += t_nchw;
