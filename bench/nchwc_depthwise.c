@@ -4,7 +4,9 @@
  * (fxrt_conv_depthwise_f32) on the depthwise layers of MobileNet-v2 (224)
  * and DS-CNN, each with its bias + ReLU6 / ReLU epilogue.  Prints, per
  * shape, the best time of several rounds for both kernels and the NCHWc
- * kernel's bandwidth (bytes of X and Y over time).  An argument keeps the
+ * kernel's bandwidth (bytes of X and Y over time).  Times are the thread's
+ * CPU time, so that other processes on a shared machine do not count
+ * while they hold the core (they still share its caches).  An argument keeps the
  * shapes whose name contains it.  Run with OPENBLAS_NUM_THREADS=1.  Build against the runtime of a cmake build:
  *
  *   cc -std=c99 -O2 -Iruntime bench/nchwc_depthwise.c build/libfxrt.a \
@@ -43,7 +45,7 @@ static const Shape shapes[] = {
 static double now_seconds(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
