@@ -196,15 +196,13 @@ typedef struct DwRowTaps {
     int64_t rows, row_step;
 } DwRowTaps;
 
-/* Stores pixels col .. col + run - 1 of acc into yrow with the epilogue;
- * one test per step for the whole run, not per pixel. */
+/* Stores pixels col .. col + run - 1 of acc (which started at the bias)
+ * into yrow with the rest of the epilogue; one test per step for the whole
+ * run, not per pixel. */
 DW_AVX2_INLINE void dw_store_run(__m256 *acc, int run, const DwVecEpilogue *ve,
                                  const float *res_row, int64_t col, float *yrow)
 {
     __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
-#pragma GCC unroll 8
-    for (int j = 0; j < run; j++)
-        acc[j] = _mm256_add_ps(acc[j], ve->bias);
     if (ve->residual_before)
 #pragma GCC unroll 8
         for (int j = 0; j < run; j++)
@@ -261,7 +259,7 @@ DW_AVX2_INLINE void dw_run_avx2(const DwGeom *g, const DwRowTaps *t, const DwVec
     __m256 acc[DW_AVX2_RUN];
 #pragma GCC unroll 8
     for (int j = 0; j < run; j++)
-        acc[j] = _mm256_setzero_ps();
+        acc[j] = ve->bias;
     const float *x0 = t->xr + (col * sw - g->pl) * BLOCK;
     for (int64_t r = 0; r < t->rows; r++) {
         const float *xrow = x0 + r * t->row_step, *wrow = t->w0 + r * kw * BLOCK;
@@ -289,7 +287,7 @@ DW_AVX2_INLINE void dw_run_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
     __m256 acc[DW_AVX2_RUN], wv[DW_FIXED_MAX_KW];
 #pragma GCC unroll 8
     for (int j = 0; j < run; j++)
-        acc[j] = _mm256_setzero_ps();
+        acc[j] = ve->bias;
     const float *x0 = t->xr + (col * sw - g->pl) * BLOCK;
     for (int64_t r = 0; r < t->rows; r++) {
         const float *xrow = x0 + r * t->row_step, *wrow = t->w0 + r * kw * BLOCK;
@@ -313,7 +311,7 @@ DW_AVX2_INLINE void dw_border_avx2(const DwGeom *g, const DwRowTaps *t, const Dw
     int64_t kw = g->kw, sw = g->sw, dw = g->dw;
     int64_t k0, k1;
     fxrt_window_range(col, sw, g->pl, dw, g->iw, kw, &k0, &k1);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = ve->bias;
     if (k1 > k0) {
         const float *x0 = t->xr + (col * sw - g->pl + k0 * dw) * BLOCK;
         for (int64_t r = 0; r < t->rows; r++)
@@ -337,8 +335,10 @@ DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
     for (; col < g->col_lo; col++)
         dw_border_avx2(g, t, ve, res_row, col, yrow);
     if (fixed_kw) {
-        for (; col + DW_AVX2_RUN <= g->col_hi; col += DW_AVX2_RUN)
-            dw_run_fixed_avx2(g, t, ve, res_row, col, DW_AVX2_RUN, fixed_kw, fixed_sw, yrow);
+        /* Five weights leave room for 6 accumulators only. */
+        int long_run = fixed_kw > 3 ? 6 : DW_AVX2_RUN;
+        for (; col + long_run <= g->col_hi; col += long_run)
+            dw_run_fixed_avx2(g, t, ve, res_row, col, long_run, fixed_kw, fixed_sw, yrow);
         for (; col + 4 <= g->col_hi; col += 4)
             dw_run_fixed_avx2(g, t, ve, res_row, col, 4, fixed_kw, fixed_sw, yrow);
         for (; col + 2 <= g->col_hi; col += 2)
