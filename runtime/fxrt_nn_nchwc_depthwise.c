@@ -282,14 +282,17 @@ enum { DW_FIXED_MAX_KW = 5 };
 
 DW_AVX2_INLINE void dw_run_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
                                       const DwVecEpilogue *ve, const float *res_row,
-                                      int64_t col, int run, int kw, int sw, float *yrow)
+                                      int64_t col, int run, int kw, int sw, int fixed_rows,
+                                      float *yrow)
 {
+    int64_t rows = fixed_rows ? fixed_rows : t->rows;
     __m256 acc[DW_AVX2_RUN], wv[DW_FIXED_MAX_KW];
 #pragma GCC unroll 8
     for (int j = 0; j < run; j++)
         acc[j] = ve->bias;
     const float *x0 = t->xr + (col * sw - g->pl) * BLOCK;
-    for (int64_t r = 0; r < t->rows; r++) {
+#pragma GCC unroll 5
+    for (int64_t r = 0; r < rows; r++) {
         const float *xrow = x0 + r * t->row_step, *wrow = t->w0 + r * kw * BLOCK;
 #pragma GCC unroll 5
         for (int k = 0; k < kw; k++)
@@ -323,6 +326,27 @@ DW_AVX2_INLINE void dw_border_avx2(const DwGeom *g, const DwRowTaps *t, const Dw
     dw_store_run(&acc, 1, ve, res_row, col, yrow);
 }
 
+/* The interior of a row from *col on with dw_run_fixed_avx2, all kernel
+ * rows when fixed_rows is that (constant) count. */
+DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
+                                       const DwVecEpilogue *ve, const float *res_row,
+                                       int64_t *col, int kw, int sw, int fixed_rows,
+                                       float *yrow)
+{
+    /* Five weights leave room for 6 accumulators only. */
+    int long_run = kw > 3 ? 6 : DW_AVX2_RUN;
+    int64_t c = *col;
+    for (; c + long_run <= g->col_hi; c += long_run)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, long_run, kw, sw, fixed_rows, yrow);
+    for (; c + 4 <= g->col_hi; c += 4)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 4, kw, sw, fixed_rows, yrow);
+    for (; c + 2 <= g->col_hi; c += 2)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 2, kw, sw, fixed_rows, yrow);
+    for (; c < g->col_hi; c++)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 1, kw, sw, fixed_rows, yrow);
+    *col = c;
+}
+
 /* One output row: left border, interior in runs of 8, 4, (2) and 1, right
  * border.  fixed_kw is 0, or the kernel width, a constant in the
  * specializations, which then take the dw_run_fixed_avx2 path with stride
@@ -334,18 +358,11 @@ DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
     int64_t col = 0;
     for (; col < g->col_lo; col++)
         dw_border_avx2(g, t, ve, res_row, col, yrow);
-    if (fixed_kw) {
-        /* Five weights leave room for 6 accumulators only. */
-        int long_run = fixed_kw > 3 ? 6 : DW_AVX2_RUN;
-        for (; col + long_run <= g->col_hi; col += long_run)
-            dw_run_fixed_avx2(g, t, ve, res_row, col, long_run, fixed_kw, fixed_sw, yrow);
-        for (; col + 4 <= g->col_hi; col += 4)
-            dw_run_fixed_avx2(g, t, ve, res_row, col, 4, fixed_kw, fixed_sw, yrow);
-        for (; col + 2 <= g->col_hi; col += 2)
-            dw_run_fixed_avx2(g, t, ve, res_row, col, 2, fixed_kw, fixed_sw, yrow);
-        for (; col < g->col_hi; col++)
-            dw_run_fixed_avx2(g, t, ve, res_row, col, 1, fixed_kw, fixed_sw, yrow);
-    } else {
+    if (fixed_kw && t->rows == fixed_kw)
+        dw_runs_fixed_avx2(g, t, ve, res_row, &col, fixed_kw, fixed_sw, fixed_kw, yrow);
+    else if (fixed_kw)
+        dw_runs_fixed_avx2(g, t, ve, res_row, &col, fixed_kw, fixed_sw, 0, yrow);
+    else {
         for (; col + DW_AVX2_RUN <= g->col_hi; col += DW_AVX2_RUN)
             dw_run_avx2(g, t, ve, res_row, col, DW_AVX2_RUN, yrow);
         for (; col + 4 <= g->col_hi; col += 4)
