@@ -374,32 +374,40 @@ DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
         dw_border_avx2(g, t, ve, res_row, col, yrow);
 }
 
-DW_AVX2 static void dw_row_avx2(const DwGeom *g, const DwRowTaps *t, const DwVecEpilogue *ve,
-                                const float *res_row, float *yrow)
+/* The rows of one plane; fixed_kw and fixed_sw as for dw_row_avx2_body. */
+DW_AVX2_INLINE void dw_plane_rows_avx2(const DwGeom *g, const float *xp, const float *wp,
+                                       const FxrtEpilogue *e, const DwVecEpilogue *ve,
+                                       int fixed_kw, int fixed_sw, float *yp)
 {
-    if (g->kw == 3 && g->dw == 1 && g->sw == 1)
-        dw_row_avx2_body(g, t, ve, res_row, 3, 1, yrow);
-    else if (g->kw == 3 && g->dw == 1 && g->sw == 2)
-        dw_row_avx2_body(g, t, ve, res_row, 3, 2, yrow);
-    else if (g->kw == 5 && g->dw == 1 && g->sw == 1)
-        dw_row_avx2_body(g, t, ve, res_row, 5, 1, yrow);
-    else if (g->kw == 5 && g->dw == 1 && g->sw == 2)
-        dw_row_avx2_body(g, t, ve, res_row, 5, 2, yrow);
-    else
-        dw_row_avx2_body(g, t, ve, res_row, 0, 0, yrow);
+    int later = !ve->in_registers && fxrt_epilogue_active(e);
+    for (int64_t row = 0; row < g->oh; row++) {
+        int64_t h0, h1;
+        fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
+        DwRowTaps t;
+        t.rows = h1 - h0;
+        t.row_step = g->dh * g->iw * BLOCK;
+        t.xr = t.rows > 0 ? xp + (row * g->sh - g->pt + h0 * g->dh) * g->iw * BLOCK : xp;
+        t.w0 = wp + h0 * g->kw * BLOCK;
+        float *yrow = yp + row * g->ow * BLOCK;
+        const float *res_row = e->residual ? e->residual + row * g->ow * BLOCK : NULL;
+        dw_row_avx2_body(g, &t, ve, res_row, fixed_kw, fixed_sw, yrow);
+        if (later)
+            fxrt_epilogue_apply_f32(e, row * g->ow, 0, g->ow, BLOCK, yrow, BLOCK);
+    }
 }
 
-/* Planes whose zero-padded input fits in this many pixels (16 KiB) are
- * first copied, padding included, into a buffer on the stack: then every
- * output pixel is interior, with no border columns and no clipped kernel
- * rows.  That pays on the small images (DS-CNN's 25x5, MobileNet's 14x14
- * and 7x7), where the border is a third of the pixels and rows are too
- * short to amortize their set-up; on larger ones the copy would cost more
- * than the border. */
+/* Stride-1 planes whose zero-padded input fits in this many pixels
+ * (16 KiB) are first copied, padding included, into a buffer on the stack:
+ * then every output pixel is interior, with no border columns and no
+ * clipped kernel rows.  That pays on the small images (DS-CNN's 25x5,
+ * MobileNet's 14x14 and 7x7), where the border is a third of the pixels
+ * and rows are too short to amortize their set-up; on larger ones, and at
+ * stride 2 (four input pixels to copy per output pixel), the copy costs
+ * more than the border. */
 enum { DW_PADDED_MAX_PIXELS = 512 };
 
 /* The geometry of the padded copy of g's input, as large as the output
- * reads, or 0 when that is over DW_PADDED_MAX_PIXELS or reads no padding. */
+ * reads; 0 when g is not a plane to copy (see above). */
 static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
 {
     *pg = *g;
@@ -409,7 +417,7 @@ static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
     pg->col_lo = 0;
     pg->col_hi = g->ow;
     int reads_padding = g->pt > 0 || g->pl > 0 || pg->ih > g->ih || pg->iw > g->iw;
-    return reads_padding && pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
+    return reads_padding && g->sh == 1 && g->sw == 1 && pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
 }
 
 DW_AVX2 static void dw_pad_plane(const DwGeom *g, const DwGeom *pg, const float *xp, float *buf)
@@ -444,21 +452,16 @@ DW_AVX2 static void dw_plane_avx2(const DwGeom *g, const float *xp, const float 
     }
     DwVecEpilogue ve;
     dw_vec_epilogue(e, &ve);
-    int later = !ve.in_registers && fxrt_epilogue_active(e);
-    for (int64_t row = 0; row < g->oh; row++) {
-        int64_t h0, h1;
-        fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
-        DwRowTaps t;
-        t.rows = h1 - h0;
-        t.row_step = g->dh * g->iw * BLOCK;
-        t.xr = t.rows > 0 ? xp + (row * g->sh - g->pt + h0 * g->dh) * g->iw * BLOCK : xp;
-        t.w0 = wp + h0 * g->kw * BLOCK;
-        float *yrow = yp + row * g->ow * BLOCK;
-        const float *res_row = e->residual ? e->residual + row * g->ow * BLOCK : NULL;
-        dw_row_avx2(g, &t, &ve, res_row, yrow);
-        if (later)
-            fxrt_epilogue_apply_f32(e, row * g->ow, 0, g->ow, BLOCK, yrow, BLOCK);
-    }
+    if (g->kw == 3 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 1, yp);
+    else if (g->kw == 3 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 2, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 1, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 2, yp);
+    else
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 0, 0, yp);
 }
 
 static int dw_cpu_has_avx2(void)
