@@ -9,10 +9,19 @@
  * lane, with no reduction across lanes and no dependence on how narrow the
  * image is.  The work is done one output row of one channel block at a time:
  * the kernel rows that fall inside the input are clipped once per row, the
- * interior columns (whose every kernel column lies inside the input) run in
- * runs of several output pixels that share each weight load, and the few
- * border columns clip their kernel columns one pixel at a time.  The
- * epilogue runs on the finished row while it is in L1.
+ * interior columns (whose every kernel column lies inside the input) need no
+ * test, and the few border columns clip their kernel columns.  The epilogue
+ * runs on each finished row while it is in L1.
+ *
+ * The portable path takes one pixel at a time with its eight sums in
+ * registers.  On x86-64 host builds (FXRT_USE_CBLAS, GCC or Clang) an
+ * AVX2/FMA path is chosen at run time, as in fxrt_nn_gemm.c: one __m256 per
+ * pixel, the interior in runs of up to 8 pixels (accumulators) that share
+ * each weight load, the taps' offsets constants for 3x3 and 5x5 kernels at
+ * stride 1 and 2, and the epilogue applied in registers before the store
+ * (sigmoid, tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
+ * Small stride-1 planes are first copied with their padding to the stack,
+ * so that all their pixels are interior.
  */
 #include "fxrt.h"
 
@@ -70,9 +79,9 @@ static FxrtEpilogue dw_plane_epilogue(const FxrtEpilogue *ep, int64_t cb, const 
     return e;
 }
 
-/* One output pixel (8 lanes) into out: kernel rows [h0, h1) over the input
- * rows from xr on (row_step floats apart), kernel columns [k0, k1) from
- * the input pixel x0 of tap k0 on.  The eight sums are named scalars, not
+/* One output pixel (8 lanes) into out: kernel rows [h0, h1) and columns
+ * [k0, k1), x0 being the input pixel of tap (h0, k0) (the next kernel row's
+ * row_step floats on, the next column's dw pixels on).  The eight sums are named scalars, not
  * an array: compilers keep them in registers and vectorize the eight
  * statements into one or two vectors, where an array (GCC) is stored and
  * reloaded at every tap, three times slower. */
@@ -268,9 +277,10 @@ DW_AVX2_INLINE void dw_run_avx2(const DwGeom *g, const DwRowTaps *t, const DwVec
 }
 
 /* The same for a constant kernel width kw <= DW_FIXED_MAX_KW, stride sw
- * and dilation 1: the kernel row's weights are held in registers and each
- * pixel takes its kw taps in turn, so that the input vectors shared by
- * neighbouring pixels (stride 1) are loaded once and live briefly. */
+ * and dilation 1, and, when fixed_rows is not 0, a constant number of
+ * kernel rows: the taps unroll completely, the kernel row's weights are
+ * held in registers, and an input vector that neighbouring pixels share
+ * (stride 1) can be loaded once. */
 enum { DW_FIXED_MAX_KW = 5 };
 
 DW_AVX2_INLINE void dw_run_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
@@ -319,8 +329,8 @@ DW_AVX2_INLINE void dw_border_avx2(const DwGeom *g, const DwRowTaps *t, const Dw
     dw_store_run(&acc, 1, ve, res_row, col, yrow);
 }
 
-/* The interior of a row from *col on with dw_run_fixed_avx2, all kernel
- * rows when fixed_rows is that (constant) count. */
+/* The interior of a row from *col on with dw_run_fixed_avx2; fixed_rows
+ * as there. */
 DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
                                        const DwVecEpilogue *ve, const float *res_row,
                                        int64_t *col, int kw, int sw, int fixed_rows,
@@ -340,10 +350,10 @@ DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
     *col = c;
 }
 
-/* One output row: left border, interior in runs of 8, 4, (2) and 1, right
- * border.  fixed_kw is 0, or the kernel width, a constant in the
- * specializations, which then take the dw_run_fixed_avx2 path with stride
- * fixed_sw. */
+/* One output row: left border, interior, right border.  fixed_kw is 0, or
+ * the kernel width, a constant in the specializations, which then take the
+ * dw_run_fixed_avx2 path with stride fixed_sw (runs of 8 or 6, 4, 2, 1);
+ * other kernels run dw_run_avx2 (runs of 8, 4, 1). */
 DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
                                      const DwVecEpilogue *ve, const float *res_row,
                                      int fixed_kw, int fixed_sw, float *yrow)
