@@ -3,32 +3,38 @@
  * channel-blocked layout NCHWc (see fxrt_nn.h); groups > 1 goes to
  * fxrt_conv_nchwc_depthwise_f32.
  *
- * A direct convolution, no im2col: each call of the tile kernel computes fb
- * output channel blocks (eight channels each) of np consecutive output
- * pixels of one row, fb x np vectors of partial sums that stay in
- * registers over the whole reduction.  The reduction runs over input
- * channel blocks, kernel rows, kernel columns and the eight lanes of an
- * input block; each step broadcasts one input value per pixel and
- * multiplies it by fb weight vectors, which the packing laid out
- * contiguously for exactly this walk.  With X plain NCHW (a first layer of
- * one to three channels) the same walk sees a single "block" whose lanes
- * are the input channels, one plane apart.
+ * A direct convolution, no im2col: the tile kernel computes fb output
+ * channel blocks (eight channels each) of np output pixels, fb x np vectors
+ * of partial sums that stay in registers over the whole reduction.  The
+ * reduction runs over input channel blocks, kernel rows, kernel columns and
+ * the eight lanes of an input block; each step broadcasts one input value
+ * per pixel and multiplies it by fb weight vectors, which the packing laid
+ * out in the order of this walk.  With X plain NCHW (a first layer of one
+ * to three channels) the same walk sees a single "block" whose lanes are
+ * the input channels, one plane apart.  One kernel call runs a segment of
+ * equal tiles in each of several output rows, so that the call and its
+ * set-up are paid once per band of rows, not per tile.  Loop levels of the
+ * reduction that the strides make contiguous are merged into the lane loop
+ * (kernel columns of blocked input, input blocks of a 1x1 kernel).
  *
- * Padding is never tested per tap: the kernel-row range is clipped once
- * per output row, and only the output columns whose window crosses the
- * left or right edge run with a clipped kernel-column range, one pixel at a
- * time; the interior columns run full tiles.
+ * Padding is never tested per tap.  The pixels of a tile share their
+ * clipped kernel ranges: a segment is either the interior columns of one
+ * output row (kernel rows clipped for that row, all kernel columns) or one
+ * border column over the interior rows (all kernel rows, kernel columns
+ * clipped for that column; its pixels lie an output row apart).  Only the
+ * corners, where both ranges are clipped, run one pixel at a time.  A
+ * pointwise convolution has no border at all and runs as rows of several
+ * image rows each, which leaves fewer short tiles at row ends.
  *
  * Cache blocking: the weights one tile sweeps are limited to a chunk of
  * input channel blocks that fits in L1 (partial sums go to Y between
  * chunks and come back for the next one), and the output rows are taken a
- * few at a time so that the input rows they read stay in L2 while every
- * output block group passes over them.
+ * band at a time so that the input rows they read stay in L2 while every
+ * group of output blocks passes over them.
  *
  * The epilogue is applied as the last chunk of a tile is stored: bias,
  * residual and relu / clip on the registers; other activations through
- * fxrt_epilogue_apply_f32 on the stored [np x 8] block of each output
- * channel block.
+ * fxrt_epilogue_apply_f32 on the stored [pixels x 8] blocks of the segment.
  *
  * On host (FXRT_USE_CBLAS, x86-64, GCC or Clang) the tile kernel is AVX2/FMA
  * intrinsics, one instance per (fb, np) so that the partial sums are named
@@ -48,131 +54,193 @@
 #define BLOCK FXRT_NCHWC_BLOCK
 
 /* Output channel blocks per tile, and the pixels per tile for each count:
- * twelve accumulators or so, the most AVX2's sixteen registers hold next to
- * the weight vectors and the broadcast. */
-enum { MAX_FB = 4, MAX_NP = 8 };
-static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4, 3};
+ * twelve accumulators or so, what AVX2's sixteen registers hold next to the
+ * weight vectors and the broadcast.  Four blocks of three pixels would need
+ * seventeen; measured, they run 10-25% slower than three of four. */
+enum { MAX_FB = 3, MAX_NP = 8 };
+static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4};
 
-/* Floats of weights one tile sweeps per chunk (16 KiB of L1), and floats of
- * input one band of output rows reads (128 KiB of L2). */
-enum { L1_WEIGHT_FLOATS = 1 << 12, L2_INPUT_FLOATS = 1 << 15 };
+/* Floats of weights one tile sweeps per chunk (32 KiB, L1's size: the best
+ * of 8 to 64 KiB measured on the AMD EPYC this was tuned on), floats of
+ * input one band of output rows reads (128 KiB of L2), and the most pixels
+ * a pointwise convolution puts in one row. */
+enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 256 };
 
-/* One tile: fb output blocks x np pixels.  x points at the input of the
- * first pixel for the first tap of the clipped ranges, w at that tap's
- * weights of the first output block; the strides are in floats. */
+/* `lines` segments of `count` tiles of fb output blocks x np pixels.  x
+ * points at the input of the first pixel for the first tap of the clipped
+ * ranges, w at that tap's weights of the first output block, y at the first
+ * pixel of the first output block; the strides are in floats, consecutive
+ * tiles are np pixels apart and consecutive segments x_line / y_line. */
 typedef struct Tile {
     const float *x;
     int64_t x_pixel, x_block, x_row, x_col, x_lane;
-    int64_t blocks, rows, cols, lanes;
+    int64_t blocks, rows, cols, lanes, count, lines, x_line;
     const float *w;
     int64_t w_ob, w_block, w_row; /* the column stride is lanes * 8 */
     float *y;
-    int64_t y_ob;
+    int64_t y_ob, y_pixel, y_line;
     int accumulate; /* start from the partial sums in Y instead of zero */
     /* The epilogue done on the registers (only with the last chunk): bias
-     * (at the first output block), residual (at the tile), and a clamp to
-     * [lo, hi] when `clamp` (relu and clip). */
+     * (at the first output block), residual (at y's pixel), and a clamp to
+     * [lo, hi], which is relu and clip, and with infinite bounds no
+     * activation. */
     const float *bias, *residual;
-    int residual_after, clamp;
+    int residual_after;
     float lo, hi;
 } Tile;
 
 static void tile_plain(const Tile *t, int64_t fb, int64_t np)
 {
     float acc[MAX_FB][MAX_NP][BLOCK];
-    for (int64_t f = 0; f < fb; f++)
-        for (int64_t q = 0; q < np; q++)
-            for (int o = 0; o < BLOCK; o++)
-                acc[f][q][o] = t->accumulate ? t->y[f * t->y_ob + q * BLOCK + o] : 0.0f;
-    for (int64_t b = 0; b < t->blocks; b++)
-        for (int64_t r = 0; r < t->rows; r++)
-            for (int64_t c = 0; c < t->cols; c++) {
-                const float *xs = t->x + b * t->x_block + r * t->x_row + c * t->x_col;
-                const float *ws = t->w + b * t->w_block + r * t->w_row + c * t->lanes * BLOCK;
-                for (int64_t l = 0; l < t->lanes; l++)
-                    for (int64_t f = 0; f < fb; f++) {
-                        const float *wv = ws + f * t->w_ob + l * BLOCK;
-                        for (int64_t q = 0; q < np; q++) {
-                            float xv = xs[q * t->x_pixel + l * t->x_lane];
-                            for (int o = 0; o < BLOCK; o++)
-                                acc[f][q][o] += xv * wv[o];
+    int64_t line_x = 0, line_y = 0, k = 0;
+    for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
+        const float *x = t->x + line_x + k * np * t->x_pixel;
+        float *y = t->y + line_y + k * np * t->y_pixel;
+        const float *res = t->residual ? t->residual + line_y + k * np * t->y_pixel : NULL;
+        if (++k == t->count) {
+            k = 0;
+            line_x += t->x_line;
+            line_y += t->y_line;
+        }
+        for (int64_t f = 0; f < fb; f++)
+            for (int64_t q = 0; q < np; q++)
+                for (int o = 0; o < BLOCK; o++)
+                    acc[f][q][o] = t->accumulate ? y[f * t->y_ob + q * t->y_pixel + o] : 0.0f;
+        for (int64_t b = 0; b < t->blocks; b++)
+            for (int64_t r = 0; r < t->rows; r++)
+                for (int64_t c = 0; c < t->cols; c++) {
+                    const float *xs = x + b * t->x_block + r * t->x_row + c * t->x_col;
+                    const float *ws =
+                        t->w + b * t->w_block + r * t->w_row + c * t->lanes * BLOCK;
+                    for (int64_t l = 0; l < t->lanes; l++)
+                        for (int64_t f = 0; f < fb; f++) {
+                            const float *wv = ws + f * t->w_ob + l * BLOCK;
+                            for (int64_t q = 0; q < np; q++) {
+                                float xv = xs[q * t->x_pixel + l * t->x_lane];
+                                for (int o = 0; o < BLOCK; o++)
+                                    acc[f][q][o] += xv * wv[o];
+                            }
                         }
-                    }
-            }
-    for (int64_t f = 0; f < fb; f++)
-        for (int64_t q = 0; q < np; q++) {
-            float *v = acc[f][q];
-            const float *res = t->residual ? t->residual + f * t->y_ob + q * BLOCK : NULL;
-            if (t->bias)
-                for (int o = 0; o < BLOCK; o++)
-                    v[o] += t->bias[f * BLOCK + o];
-            if (res && !t->residual_after)
-                for (int o = 0; o < BLOCK; o++)
-                    v[o] += res[o];
-            if (t->clamp)
+                }
+        for (int64_t f = 0; f < fb; f++)
+            for (int64_t q = 0; q < np; q++) {
+                float *v = acc[f][q];
+                const float *rv = res ? res + f * t->y_ob + q * t->y_pixel : NULL;
+                if (t->bias)
+                    for (int o = 0; o < BLOCK; o++)
+                        v[o] += t->bias[f * BLOCK + o];
+                if (rv && !t->residual_after)
+                    for (int o = 0; o < BLOCK; o++)
+                        v[o] += rv[o];
                 for (int o = 0; o < BLOCK; o++) {
                     float c = v[o] < t->lo ? t->lo : v[o];
                     v[o] = c > t->hi ? t->hi : c;
                 }
-            if (res && t->residual_after)
-                for (int o = 0; o < BLOCK; o++)
-                    v[o] += res[o];
-            memcpy(t->y + f * t->y_ob + q * BLOCK, v, sizeof acc[0][0]);
-        }
+                if (rv && t->residual_after)
+                    for (int o = 0; o < BLOCK; o++)
+                        v[o] += rv[o];
+                memcpy(y + f * t->y_ob + q * t->y_pixel, v, sizeof acc[0][0]);
+            }
+    }
 }
 
 typedef void (*TileFn)(const Tile *t);
 
 #ifdef FXRT_NCHWC_AVX2
+/* Unrolls a loop of constant trip count completely: GCC's pragma wants a
+ * count, Clang's does without.  Clang (14) unrolls only part of the body
+ * before inlining gives it the constants and keeps the accumulators in
+ * memory: its build of these kernels runs at a third of GCC's. */
+#ifdef __clang__
+#define UNROLL_FULL _Pragma("unroll")
+#else
+#define UNROLL_FULL _Pragma("GCC unroll 8")
+#endif
+
 /* The kernel body for a constant fb and np: once inlined into its instance
- * every loop over f and q unrolls and acc[f][q] is a register. */
+ * every loop over f and q unrolls and acc[f][q] is a register.  The lane
+ * loop stays a loop: unrolled, GCC runs out of registers for the pixel
+ * addresses and spills accumulators (a third slower). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 tile_avx2_body(const Tile *t, const int fb, const int np)
 {
-    __m256 acc[MAX_FB][MAX_NP];
-#pragma GCC unroll 4
-    for (int f = 0; f < fb; f++)
-#pragma GCC unroll 8
-        for (int q = 0; q < np; q++)
-            acc[f][q] = t->accumulate ? _mm256_loadu_ps(t->y + f * t->y_ob + q * BLOCK)
-                                      : _mm256_setzero_ps();
-    const int64_t lanes = t->lanes, x_lane = t->x_lane, x_pixel = t->x_pixel;
-    for (int64_t b = 0; b < t->blocks; b++)
-        for (int64_t r = 0; r < t->rows; r++) {
-            const float *xs = t->x + b * t->x_block + r * t->x_row;
-            const float *ws = t->w + b * t->w_block + r * t->w_row;
-            for (int64_t c = 0; c < t->cols; c++, xs += t->x_col)
-                for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
-                    __m256 wv[MAX_FB];
-#pragma GCC unroll 4
-                    for (int f = 0; f < fb; f++)
-                        wv[f] = _mm256_loadu_ps(ws + f * t->w_ob);
-#pragma GCC unroll 8
-                    for (int q = 0; q < np; q++) {
-                        __m256 xv = _mm256_broadcast_ss(xs + q * x_pixel + l * x_lane);
-#pragma GCC unroll 4
+    const int64_t blocks = t->blocks, rows = t->rows, cols = t->cols, lanes = t->lanes;
+    const int64_t x_block = t->x_block, x_row = t->x_row, x_col = t->x_col;
+    const int64_t x_lane = t->x_lane, x_pixel = t->x_pixel;
+    const int64_t w_ob = t->w_ob, w_block = t->w_block, w_row = t->w_row;
+    const int64_t y_ob = t->y_ob, y_pixel = t->y_pixel;
+    const int accumulate = t->accumulate, residual_after = t->residual_after;
+    const float *bias = t->bias;
+    const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
+    int64_t line_x = 0, line_y = 0, k = 0;
+    for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
+        const float *x = t->x + line_x + k * np * x_pixel;
+        float *y = t->y + line_y + k * np * y_pixel;
+        const float *res = t->residual ? t->residual + line_y + k * np * y_pixel : NULL;
+        if (++k == t->count) {
+            k = 0;
+            line_x += t->x_line;
+            line_y += t->y_line;
+        }
+        /* Starting from the bias saves the adds at the end. */
+        __m256 acc[MAX_FB][MAX_NP];
+        UNROLL_FULL
+        for (int f = 0; f < fb; f++) {
+            __m256 start =
+                bias && !accumulate ? _mm256_loadu_ps(bias + f * BLOCK) : _mm256_setzero_ps();
+            UNROLL_FULL
+            for (int q = 0; q < np; q++)
+                acc[f][q] = accumulate ? _mm256_loadu_ps(y + f * y_ob + q * y_pixel) : start;
+        }
+        const float *xb = x, *wb = t->w;
+        for (int64_t b = 0; b < blocks; b++, xb += x_block, wb += w_block) {
+            const float *xr = xb, *wr = wb;
+            for (int64_t r = 0; r < rows; r++, xr += x_row, wr += w_row) {
+                const float *xs = xr, *ws = wr;
+                for (int64_t c = 0; c < cols; c++, xs += x_col) {
+                    for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
+                        __m256 wv[MAX_FB];
+                        UNROLL_FULL
                         for (int f = 0; f < fb; f++)
-                            acc[f][q] = _mm256_fmadd_ps(xv, wv[f], acc[f][q]);
+                            wv[f] = _mm256_loadu_ps(ws + f * w_ob);
+                        UNROLL_FULL
+                        for (int q = 0; q < np; q++) {
+                            __m256 xv = _mm256_broadcast_ss(xs + q * x_pixel + l * x_lane);
+                            UNROLL_FULL
+                            for (int f = 0; f < fb; f++)
+                                acc[f][q] = _mm256_fmadd_ps(xv, wv[f], acc[f][q]);
+                        }
                     }
                 }
+            }
         }
-    __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
-#pragma GCC unroll 4
-    for (int f = 0; f < fb; f++) {
-        __m256 bias = t->bias ? _mm256_loadu_ps(t->bias + f * BLOCK) : _mm256_setzero_ps();
-#pragma GCC unroll 8
-        for (int q = 0; q < np; q++) {
-            __m256 v = _mm256_add_ps(acc[f][q], bias);
-            const float *res = t->residual ? t->residual + f * t->y_ob + q * BLOCK : NULL;
-            if (res && !t->residual_after)
-                v = _mm256_add_ps(v, _mm256_loadu_ps(res));
-            /* max(lo, v), min(hi, v): a NaN in v comes through as in the
-             * scalar epilogue. */
-            if (t->clamp)
+        /* max(lo, v), min(hi, v): a NaN in v comes through, as in the
+         * scalar epilogue.  The common case, no residual and the bias
+         * already in, is the clamp alone. */
+        if (!res && !(bias && accumulate)) {
+            UNROLL_FULL
+            for (int f = 0; f < fb; f++)
+                UNROLL_FULL
+                for (int q = 0; q < np; q++)
+                    _mm256_storeu_ps(y + f * y_ob + q * y_pixel,
+                                     _mm256_min_ps(hi, _mm256_max_ps(lo, acc[f][q])));
+            continue;
+        }
+        UNROLL_FULL
+        for (int f = 0; f < fb; f++) {
+            __m256 late = bias && accumulate ? _mm256_loadu_ps(bias + f * BLOCK)
+                                             : _mm256_setzero_ps();
+            UNROLL_FULL
+            for (int q = 0; q < np; q++) {
+                int64_t at = f * y_ob + q * y_pixel;
+                __m256 v = _mm256_add_ps(acc[f][q], late);
+                if (res && !residual_after)
+                    v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
-            if (res && t->residual_after)
-                v = _mm256_add_ps(v, _mm256_loadu_ps(res));
-            _mm256_storeu_ps(t->y + f * t->y_ob + q * BLOCK, v);
+                if (res && residual_after)
+                    v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
+                _mm256_storeu_ps(y + at, v);
+            }
         }
     }
 }
@@ -186,7 +254,6 @@ TILE_AVX2(1, 1) TILE_AVX2(1, 2) TILE_AVX2(1, 3) TILE_AVX2(1, 4)
 TILE_AVX2(1, 5) TILE_AVX2(1, 6) TILE_AVX2(1, 7) TILE_AVX2(1, 8)
 TILE_AVX2(2, 1) TILE_AVX2(2, 2) TILE_AVX2(2, 3) TILE_AVX2(2, 4) TILE_AVX2(2, 5) TILE_AVX2(2, 6)
 TILE_AVX2(3, 1) TILE_AVX2(3, 2) TILE_AVX2(3, 3) TILE_AVX2(3, 4)
-TILE_AVX2(4, 1) TILE_AVX2(4, 2) TILE_AVX2(4, 3)
 #undef TILE_AVX2
 
 /* tiles_avx2[fb][np], for np up to tile_pixels[fb]. */
@@ -197,7 +264,6 @@ static const TileFn tiles_avx2[MAX_FB + 1][MAX_NP + 1] = {
     {0, tile_avx2_2_1, tile_avx2_2_2, tile_avx2_2_3, tile_avx2_2_4, tile_avx2_2_5,
      tile_avx2_2_6},
     {0, tile_avx2_3_1, tile_avx2_3_2, tile_avx2_3_3, tile_avx2_3_4},
-    {0, tile_avx2_4_1, tile_avx2_4_2, tile_avx2_4_3},
 };
 
 static int cpu_has_avx2(void)
@@ -208,96 +274,198 @@ static int cpu_has_avx2(void)
 
 /* The convolution's shape, strides in floats, and the epilogue. */
 typedef struct Conv {
-    const FxrtConvParams *p;
     const FxrtEpilogue *ep;
     const float *residual; /* ep's, at the current image */
     int64_t in_h, in_w, out_h, out_w, kernel_h, kernel_w;
     int64_t stride_h, stride_w, dil_h, dil_w, pad_h, pad_w;
-    int64_t in_blocks, out_blocks, lanes;
-    int64_t x_image, x_row, x_col; /* x_row, x_col: one input row / column */
-    Tile proto;                    /* the strides every tile shares */
-    int generic_epilogue;          /* an activation the registers do not do */
+    int64_t in_blocks, out_blocks;
+    int64_t x_row, x_col; /* one input row / column */
+    /* Rows and columns whose window lies inside the input. */
+    int64_t inner_row0, inner_row1, inner_col0, inner_col1;
+    Tile proto; /* the strides every tile shares */
+    int generic_epilogue; /* an activation the registers do not do */
     int avx2;
 } Conv;
 
-/* Computes the tile of fb blocks from ob and np pixels from (oh, ow) with
- * kernel rows [r0, r1) and columns [c0, c1), input blocks [b0, b0 +
- * blocks); `last` when these are the last blocks, which finishes Y. */
-static void run_tile(const Conv *cv, const float *x, const float *w, float *y, int64_t ob,
-                     int64_t fb, int64_t oh, int64_t ow, int64_t np, int64_t r0, int64_t r1,
-                     int64_t c0, int64_t c1, int64_t b0, int64_t blocks, int last)
+/* [*lo, *hi): the outputs of a dimension whose whole window lies inside the
+ * input (an empty range at 0 when there are none). */
+static void inner_range(int64_t in, int64_t out, int64_t kernel, int64_t stride,
+                        int64_t dilation, int64_t pad, int64_t *lo, int64_t *hi)
+{
+    int64_t reach = (kernel - 1) * dilation;
+    int64_t l = (pad + stride - 1) / stride;
+    int64_t h = in - reach + pad > 0 ? (in - 1 - reach + pad) / stride + 1 : 0;
+    if (h > out)
+        h = out;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Where one call computes: output blocks [ob, ob + fb), pixels from (oh,
+ * ow) on, `step` floats of Y apart (8 along a row, a row's worth down a
+ * column), the same in `lines` rows from oh on (along a row only), over
+ * kernel rows [r0, r1), columns [c0, c1) and input blocks
+ * [b0, b0 + blocks); `last` when those are the last blocks, which
+ * finishes Y. */
+typedef struct Span {
+    int64_t ob, fb, oh, ow, step, lines, r0, r1, c0, c1, b0, blocks;
+    int last;
+} Span;
+
+/* Runs `count` tiles of np pixels from pixel `first` of span s, in each of
+ * its lines. */
+static void run_tiles(const Conv *cv, const Span *s, const float *x, const float *w, float *y,
+                      int64_t first, int64_t np, int64_t count)
 {
     Tile t = cv->proto;
-    int64_t y_off = ob * t.y_ob + (oh * cv->out_w + ow) * BLOCK;
+    int64_t along_row = s->step == BLOCK;
+    int64_t oh = s->oh + (along_row ? 0 : first), ow = s->ow + (along_row ? first : 0);
+    int64_t y_off = s->ob * t.y_ob + (oh * cv->out_w + ow) * BLOCK;
     t.y = y + y_off;
-    t.accumulate = b0 > 0;
-    t.blocks = blocks;
-    t.rows = r1 - r0;
-    t.cols = c1 - c0;
+    t.y_pixel = s->step;
+    t.count = count;
+    t.lines = s->lines;
+    t.x_line = cv->stride_h * cv->x_row;
+    t.y_line = cv->out_w * BLOCK;
+    t.accumulate = s->b0 > 0;
+    t.blocks = s->blocks;
+    t.rows = s->r1 - s->r0;
+    t.cols = s->c1 - s->c0;
+    if (!along_row)
+        t.x_pixel = cv->stride_h * cv->x_row;
     t.x = x;
     t.w = w;
     if (t.rows > 0 && t.cols > 0) {
-        t.x = x + b0 * t.x_block + (oh * cv->stride_h - cv->pad_h + r0 * cv->dil_h) * cv->x_row +
-              (ow * cv->stride_w - cv->pad_w + c0 * cv->dil_w) * cv->x_col;
-        t.w = w + ob * t.w_ob + b0 * t.w_block + r0 * t.w_row + c0 * t.lanes * BLOCK;
+        t.x = x + s->b0 * t.x_block +
+              (oh * cv->stride_h - cv->pad_h + s->r0 * cv->dil_h) * cv->x_row +
+              (ow * cv->stride_w - cv->pad_w + s->c0 * cv->dil_w) * cv->x_col;
+        t.w = w + s->ob * t.w_ob + s->b0 * t.w_block + s->r0 * t.w_row +
+              s->c0 * t.lanes * BLOCK;
     } else {
         t.rows = 0;
     }
+    /* When the input of consecutive kernel columns is as contiguous as
+     * that of lanes (blocked input with dilation 1, or a single plain
+     * channel), the column and lane loops are one longer loop, which
+     * halves the loop overhead of a 3x3 and removes most of a 1-channel
+     * layer's. */
+    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * BLOCK) {
+        /* A 1x1 kernel: the weights of consecutive input blocks follow
+         * each other like those of kernel columns, so the block loop can
+         * run as the column loop, one loop level less per tile. */
+        t.cols = t.blocks;
+        t.x_col = t.x_block;
+        t.blocks = 1;
+    }
+    if (t.lanes == 1)
+        t.x_lane = t.x_col;
+    if (t.x_col == t.lanes * t.x_lane) {
+        t.lanes *= t.cols;
+        t.cols = 1;
+    }
     const FxrtEpilogue *ep = cv->ep;
-    int register_epilogue = last && ep && !cv->generic_epilogue;
+    int register_epilogue = s->last && ep && !cv->generic_epilogue;
     if (register_epilogue) {
-        t.bias = ep->bias ? ep->bias + ob * BLOCK : NULL;
+        t.bias = ep->bias ? ep->bias + s->ob * BLOCK : NULL;
         t.residual = cv->residual ? cv->residual + y_off : NULL;
     }
-    t.clamp &= register_epilogue;
+    if (!register_epilogue) {
+        t.lo = -INFINITY;
+        t.hi = INFINITY;
+    }
 #ifdef FXRT_NCHWC_AVX2
     if (cv->avx2)
-        tiles_avx2[fb][np](&t);
+        tiles_avx2[s->fb][np](&t);
     else
 #endif
-        tile_plain(&t, fb, np);
-    if (last && ep && cv->generic_epilogue)
-        for (int64_t f = 0; f < fb; f++) {
-            FxrtEpilogue e = *ep;
-            e.bias = ep->bias ? ep->bias + (ob + f) * BLOCK : NULL;
-            e.bias_row_stride = 0;
-            e.bias_col_stride = 1;
-            e.residual = cv->residual ? cv->residual + y_off + f * t.y_ob : NULL;
-            e.residual_ld = BLOCK;
-            fxrt_epilogue_apply_f32(&e, 0, 0, np, BLOCK, t.y + f * t.y_ob, BLOCK);
-        }
+        tile_plain(&t, s->fb, np);
+    if (s->last && ep && cv->generic_epilogue)
+        for (int64_t line = 0; line < t.lines; line++)
+            for (int64_t f = 0; f < s->fb; f++) {
+                int64_t at = y_off + line * t.y_line + f * t.y_ob;
+                FxrtEpilogue e = *ep;
+                e.bias = ep->bias ? ep->bias + (s->ob + f) * BLOCK : NULL;
+                e.bias_row_stride = 0;
+                e.bias_col_stride = 1;
+                e.residual = cv->residual ? cv->residual + at : NULL;
+                e.residual_ld = s->step;
+                fxrt_epilogue_apply_f32(&e, 0, 0, count * np, BLOCK, y + at, s->step);
+            }
 }
 
-/* One output row of fb blocks from ob, input blocks [b0, b0 + blocks). */
-static void conv_row(const Conv *cv, const float *x, const float *w, float *y, int64_t ob,
-                     int64_t fb, int64_t oh, int64_t b0, int64_t blocks, int last)
+/* The `pixels` pixels of span s in as few tiles as the register block
+ * allows, of sizes that differ by at most one (7 pixels of at most 3 are
+ * 3 + 2 + 2, not 3 + 3 + 1: a lone pixel is a short dependency chain). */
+static void run_span(const Conv *cv, const Span *s, const float *x, const float *w, float *y,
+                     int64_t pixels)
 {
-    int64_t r0, r1, c0, c1;
-    fxrt_window_range(oh, cv->stride_h, cv->pad_h, cv->dil_h, cv->in_h, cv->kernel_h, &r0, &r1);
-    /* Columns [inner0, inner1) have their whole window inside the input. */
-    int64_t reach = (cv->kernel_w - 1) * cv->dil_w;
-    int64_t inner0 = (cv->pad_w + cv->stride_w - 1) / cv->stride_w;
-    int64_t inner1 = cv->in_w - reach + cv->pad_w > 0
-                         ? (cv->in_w - 1 - reach + cv->pad_w) / cv->stride_w + 1
-                         : 0;
-    if (inner0 > cv->out_w)
-        inner0 = cv->out_w;
-    if (inner1 > cv->out_w)
-        inner1 = cv->out_w;
-    if (inner1 < inner0)
-        inner1 = inner0;
-    for (int64_t ow = 0; ow < cv->out_w;) {
-        if (ow >= inner0 && ow < inner1) {
-            int64_t np = inner1 - ow < tile_pixels[fb] ? inner1 - ow : tile_pixels[fb];
-            run_tile(cv, x, w, y, ob, fb, oh, ow, np, r0, r1, 0, cv->kernel_w, b0, blocks,
-                     last);
-            ow += np;
-        } else {
+    if (pixels <= 0)
+        return;
+    int64_t per = tile_pixels[s->fb];
+    int64_t tiles = (pixels + per - 1) / per;
+    int64_t np = (pixels + tiles - 1) / tiles;
+    int64_t full = pixels - tiles * (np - 1); /* tiles of np; the rest have np - 1 */
+    run_tiles(cv, s, x, w, y, 0, np, full);
+    if (full < tiles)
+        run_tiles(cv, s, x, w, y, full * np, np - 1, tiles - full);
+}
+
+/* Output rows [oh0, oh1) of blocks [ob, ob + fb) over input blocks [b0, b0
+ * + blocks): the interior columns of the interior rows as one call, those
+ * of each border row (kernel rows clipped) as one call per row, the border
+ * columns of the interior rows as column spans, and the corners pixel by
+ * pixel. */
+static void conv_band(const Conv *cv, const float *x, const float *w, float *y, Span s,
+                      int64_t oh0, int64_t oh1)
+{
+    int64_t row0 = oh0 > cv->inner_row0 ? oh0 : cv->inner_row0;
+    int64_t row1 = oh1 < cv->inner_row1 ? oh1 : cv->inner_row1;
+    s.step = BLOCK;
+    s.lines = 1;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+        if (oh >= row0 && oh < row1)
+            continue;
+        fxrt_window_range(oh, cv->stride_h, cv->pad_h, cv->dil_h, cv->in_h, cv->kernel_h, &s.r0,
+                          &s.r1);
+        s.oh = oh;
+        s.ow = cv->inner_col0;
+        s.c0 = 0;
+        s.c1 = cv->kernel_w;
+        run_span(cv, &s, x, w, y, cv->inner_col1 - cv->inner_col0);
+        for (int64_t ow = 0; ow < cv->out_w; ow++) {
+            if (ow == cv->inner_col0)
+                ow = cv->inner_col1;
+            if (ow >= cv->out_w)
+                break;
             fxrt_window_range(ow, cv->stride_w, cv->pad_w, cv->dil_w, cv->in_w, cv->kernel_w,
-                              &c0, &c1);
-            run_tile(cv, x, w, y, ob, fb, oh, ow, 1, r0, r1, c0, c1, b0, blocks, last);
-            ow++;
+                              &s.c0, &s.c1);
+            s.ow = ow;
+            run_tiles(cv, &s, x, w, y, 0, 1, 1);
         }
+    }
+    if (row0 >= row1)
+        return;
+    s.oh = row0;
+    s.ow = cv->inner_col0;
+    s.lines = row1 - row0;
+    s.r0 = 0;
+    s.r1 = cv->kernel_h;
+    s.c0 = 0;
+    s.c1 = cv->kernel_w;
+    run_span(cv, &s, x, w, y, cv->inner_col1 - cv->inner_col0);
+    s.step = cv->out_w * BLOCK;
+    s.lines = 1;
+    for (int64_t ow = 0; ow < cv->out_w; ow++) {
+        if (ow == cv->inner_col0)
+            ow = cv->inner_col1;
+        if (ow >= cv->out_w)
+            break;
+        fxrt_window_range(ow, cv->stride_w, cv->pad_w, cv->dil_w, cv->in_w, cv->kernel_w,
+                          &s.c0, &s.c1);
+        s.ow = ow;
+        run_span(cv, &s, x, w, y, row1 - row0);
     }
 }
 
@@ -310,7 +478,6 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     }
     Conv cv;
     memset(&cv, 0, sizeof cv);
-    cv.p = p;
     cv.ep = fxrt_epilogue_active(ep) ? ep : NULL;
     cv.in_h = p->in_size[1];
     cv.in_w = p->in_size[2];
@@ -324,43 +491,54 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     cv.dil_w = p->dilation[2];
     cv.pad_h = p->pad_begin[1];
     cv.pad_w = p->pad_begin[2];
-    cv.out_blocks = fxrt_nchwc_blocks(p->out_channels);
     int64_t plane = cv.in_h * cv.in_w;
+    if (cv.kernel_h == 1 && cv.kernel_w == 1 && cv.stride_h == 1 && cv.stride_w == 1 &&
+        cv.pad_h == 0 && cv.pad_w == 0 && cv.out_h == cv.in_h && cv.out_w == cv.in_w) {
+        /* Pointwise: consecutive image rows are consecutive pixels, so
+         * rows of up to POINTWISE_ROW pixels (a whole number of image
+         * rows) compute the same. */
+        int64_t merge = 1;
+        for (int64_t r = 2; r <= cv.in_h && r * cv.in_w <= POINTWISE_ROW; r++)
+            if (cv.in_h % r == 0)
+                merge = r;
+        cv.in_w = cv.out_w = cv.in_w * merge;
+        cv.in_h = cv.out_h = cv.in_h / merge;
+    }
+    cv.out_blocks = fxrt_nchwc_blocks(p->out_channels);
     Tile *t = &cv.proto;
     if (x_blocked) {
         cv.in_blocks = fxrt_nchwc_blocks(p->in_channels);
-        cv.lanes = BLOCK;
         cv.x_col = BLOCK;
+        t->lanes = BLOCK;
         t->x_lane = 1;
         t->x_block = plane * BLOCK;
     } else {
         cv.in_blocks = 1;
-        cv.lanes = p->in_channels;
         cv.x_col = 1;
+        t->lanes = p->in_channels;
         t->x_lane = plane;
         t->x_block = 0;
     }
     cv.x_row = cv.in_w * cv.x_col;
-    cv.x_image = x_blocked ? cv.in_blocks * plane * BLOCK : p->in_channels * plane;
     t->x_pixel = cv.stride_w * cv.x_col;
     t->x_row = cv.dil_h * cv.x_row;
     t->x_col = cv.dil_w * cv.x_col;
-    t->lanes = cv.lanes;
-    t->w_row = cv.kernel_w * cv.lanes * BLOCK;
+    t->w_row = cv.kernel_w * t->lanes * BLOCK;
     t->w_block = cv.kernel_h * t->w_row;
     t->w_ob = cv.in_blocks * t->w_block;
     t->y_ob = cv.out_h * cv.out_w * BLOCK;
+    inner_range(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h, &cv.inner_row0,
+                &cv.inner_row1);
+    inner_range(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &cv.inner_col0,
+                &cv.inner_col1);
+    t->lo = -INFINITY;
+    t->hi = INFINITY;
     if (cv.ep) {
         t->residual_after = cv.ep->residual_after;
         switch ((FxrtActivation)cv.ep->activation) {
         case FXRT_ACT_NONE: break;
-        case FXRT_ACT_RELU:
-            t->clamp = 1;
-            t->lo = 0.0f;
-            t->hi = INFINITY;
-            break;
+        case FXRT_ACT_RELU: t->lo = 0.0f; break;
         case FXRT_ACT_CLIP:
-            t->clamp = 1;
             t->lo = cv.ep->alpha;
             t->hi = cv.ep->beta;
             break;
@@ -371,35 +549,34 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     cv.avx2 = cpu_has_avx2();
 #endif
 
-    /* Output block groups of at most MAX_FB blocks, as even as possible. */
+    /* Groups of at most MAX_FB output blocks, as even as possible. */
     int64_t groups = (cv.out_blocks + MAX_FB - 1) / MAX_FB;
     /* Bands of output rows whose input rows fit in L2. */
-    int64_t band = 1;
-    while (band < cv.out_h) {
-        int64_t in_rows = band * cv.stride_h + (cv.kernel_h - 1) * cv.dil_h + 1;
-        if (in_rows * cv.x_row * cv.in_blocks * (x_blocked ? 1 : cv.lanes) > L2_INPUT_FLOATS)
-            break;
+    int64_t band = 1, x_rows_floats = cv.x_row * cv.in_blocks * (x_blocked ? 1 : t->lanes);
+    while (band < cv.out_h &&
+           ((band + 1) * cv.stride_h + (cv.kernel_h - 1) * cv.dil_h) * x_rows_floats <=
+               L2_INPUT_FLOATS)
         band++;
-    }
+    int64_t x_image = cv.in_blocks * plane * (x_blocked ? BLOCK : t->lanes);
     int64_t y_image = cv.out_blocks * t->y_ob;
     for (int64_t n = 0; n < p->batch; n++) {
-        const float *xn = x + n * cv.x_image;
+        const float *xn = x + n * x_image;
         float *yn = y + n * y_image;
         cv.residual = cv.ep && cv.ep->residual ? cv.ep->residual + n * y_image : NULL;
         for (int64_t oh0 = 0; oh0 < cv.out_h; oh0 += band) {
             int64_t oh1 = oh0 + band < cv.out_h ? oh0 + band : cv.out_h;
-            for (int64_t g = 0, ob = 0; g < groups; g++) {
-                int64_t fb = cv.out_blocks / groups + (g < cv.out_blocks % groups);
-                int64_t chunk = L1_WEIGHT_FLOATS / (fb * t->w_block);
+            Span s;
+            memset(&s, 0, sizeof s);
+            for (int64_t g = 0; g < groups; g++, s.ob += s.fb) {
+                s.fb = cv.out_blocks / groups + (g < cv.out_blocks % groups);
+                int64_t chunk = L1_WEIGHT_FLOATS / (s.fb * t->w_block);
                 if (chunk < 1)
                     chunk = 1;
-                for (int64_t b0 = 0; b0 < cv.in_blocks; b0 += chunk) {
-                    int64_t blocks = cv.in_blocks - b0 < chunk ? cv.in_blocks - b0 : chunk;
-                    for (int64_t oh = oh0; oh < oh1; oh++)
-                        conv_row(&cv, xn, packed_w, yn, ob, fb, oh, b0, blocks,
-                                 b0 + blocks == cv.in_blocks);
+                for (s.b0 = 0; s.b0 < cv.in_blocks; s.b0 += chunk) {
+                    s.blocks = cv.in_blocks - s.b0 < chunk ? cv.in_blocks - s.b0 : chunk;
+                    s.last = s.b0 + s.blocks == cv.in_blocks;
+                    conv_band(&cv, xn, packed_w, yn, s, oh0, oh1);
                 }
-                ob += fb;
             }
         }
     }

@@ -9,18 +9,28 @@
  * lane, with no reduction across lanes and no dependence on how narrow the
  * image is.  The work is done one output row of one channel block at a time:
  * the kernel rows that fall inside the input are clipped once per row, the
- * interior columns (whose every kernel column lies inside the input) run in
- * runs of several output pixels that share each weight load, and the few
- * border columns clip their kernel columns one pixel at a time.  The
- * epilogue runs on the finished row while it is in L1.
+ * interior columns (whose every kernel column lies inside the input) need no
+ * test, and the few border columns clip their kernel columns.  The epilogue
+ * runs on each finished row while it is in L1.
+ *
+ * The portable path takes one pixel at a time with its eight sums in
+ * registers.  On x86-64 host builds (FXRT_USE_CBLAS, GCC or Clang) an
+ * AVX2/FMA path is chosen at run time, as in fxrt_nn_gemm.c: one __m256 per
+ * pixel, the interior in runs of up to 8 pixels (accumulators) that share
+ * each weight load, the taps' offsets constants for 3x3 and 5x5 kernels at
+ * stride 1 and 2, and the epilogue applied in registers before the store
+ * (sigmoid, tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
+ * Small stride-1 planes are first copied with their padding to the stack,
+ * so that all their pixels are interior.
  */
 #include "fxrt.h"
 
-#define BLOCK FXRT_NCHWC_BLOCK
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_DW_AVX2 1
+#include <immintrin.h>
+#endif
 
-/* Output pixels computed together in the interior of a row: each weight
- * vector is loaded once per run instead of once per pixel. */
-enum { DW_RUN = 4 };
+#define BLOCK FXRT_NCHWC_BLOCK
 
 /* The shape of one channel-block plane, from FxrtConvParams entries 1 and 2. */
 typedef struct DwGeom {
@@ -69,59 +79,400 @@ static FxrtEpilogue dw_plane_epilogue(const FxrtEpilogue *ep, int64_t cb, const 
     return e;
 }
 
-/* acc[l] += the taps [kw0, kw1) of kernel row wrow over the input pixels
- * from xpix on (dw pixels apart). */
-static void dw_taps_row(const float *xpix, const float *wrow, int64_t kw0, int64_t kw1,
-                        int64_t dw, float *acc)
+/* One output pixel (8 lanes) into out: kernel rows [h0, h1) and columns
+ * [k0, k1), x0 being the input pixel of tap (h0, k0) (the next kernel row's
+ * row_step floats on, the next column's dw pixels on).  The eight sums are named scalars, not
+ * an array: compilers keep them in registers and vectorize the eight
+ * statements into one or two vectors, where an array (GCC) is stored and
+ * reloaded at every tap, three times slower. */
+static void dw_pixel_portable(const float *x0, const float *wp, int64_t h0, int64_t h1,
+                              int64_t row_step, int64_t kw, int64_t k0, int64_t k1, int64_t dw,
+                              float *out)
 {
-    for (int64_t k = kw0; k < kw1; k++) {
-        const float *xv = xpix + k * dw * BLOCK, *wv = wrow + k * BLOCK;
-        for (int l = 0; l < BLOCK; l++)
-            acc[l] += wv[l] * xv[l];
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
+    for (int64_t kh = h0; kh < h1; kh++) {
+        const float *xr = x0 + (kh - h0) * row_step, *wr = wp + kh * kw * BLOCK;
+        for (int64_t k = k0; k < k1; k++) {
+            const float *xv = xr + (k - k0) * dw * BLOCK, *wv = wr + k * BLOCK;
+            s0 += wv[0] * xv[0];
+            s1 += wv[1] * xv[1];
+            s2 += wv[2] * xv[2];
+            s3 += wv[3] * xv[3];
+            s4 += wv[4] * xv[4];
+            s5 += wv[5] * xv[5];
+            s6 += wv[6] * xv[6];
+            s7 += wv[7] * xv[7];
+        }
     }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+    out[4] = s4;
+    out[5] = s5;
+    out[6] = s6;
+    out[7] = s7;
 }
 
-/* Output row `row` of one plane into yrow (ow pixels x 8 lanes). */
+/* Output row `row` of one plane into yrow (ow pixels x 8 lanes), without
+ * the epilogue; border columns clip their kernel columns. */
 static void dw_row_portable(const DwGeom *g, int64_t row, const float *xp, const float *wp,
                             float *yrow)
 {
     int64_t h0, h1;
     fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
-    int64_t ih0 = row * g->sh - g->pt;
-    int64_t col = 0;
-    while (col < g->ow) {
-        if (col >= g->col_lo && col + DW_RUN <= g->col_hi) {
-            float acc[DW_RUN][BLOCK] = {{0.0f}};
-            for (int64_t kh = h0; kh < h1; kh++) {
-                const float *xrow = xp + ((ih0 + kh * g->dh) * g->iw + col * g->sw - g->pl) * BLOCK;
-                const float *wrow = wp + kh * g->kw * BLOCK;
-                for (int64_t k = 0; k < g->kw; k++) {
-                    const float *wv = wrow + k * BLOCK;
-                    for (int j = 0; j < DW_RUN; j++) {
-                        const float *xv = xrow + (j * g->sw + k * g->dw) * BLOCK;
-                        for (int l = 0; l < BLOCK; l++)
-                            acc[j][l] += wv[l] * xv[l];
-                    }
-                }
-            }
-            for (int j = 0; j < DW_RUN; j++)
-                for (int l = 0; l < BLOCK; l++)
-                    yrow[(col + j) * BLOCK + l] = acc[j][l];
-            col += DW_RUN;
-            continue;
-        }
-        /* A border column, or the tail of the interior: one pixel. */
-        int64_t w0, w1;
-        fxrt_window_range(col, g->sw, g->pl, g->dw, g->iw, g->kw, &w0, &w1);
-        float acc[BLOCK] = {0.0f};
-        for (int64_t kh = h0; kh < h1; kh++)
-            dw_taps_row(xp + ((ih0 + kh * g->dh) * g->iw + col * g->sw - g->pl) * BLOCK,
-                        wp + kh * g->kw * BLOCK, w0, w1, g->dw, acc);
-        for (int l = 0; l < BLOCK; l++)
-            yrow[col * BLOCK + l] = acc[l];
-        col++;
+    /* Input row of kernel row h0 (only formed when there is one). */
+    int64_t ih = row * g->sh - g->pt + h0 * g->dh;
+    const float *xr = h1 > h0 ? xp + ih * g->iw * BLOCK : xp;
+    int64_t row_step = g->dh * g->iw * BLOCK;
+    for (int64_t col = 0; col < g->ow; col++) {
+        int64_t k0 = 0, k1 = g->kw;
+        if (col < g->col_lo || col >= g->col_hi)
+            fxrt_window_range(col, g->sw, g->pl, g->dw, g->iw, g->kw, &k0, &k1);
+        float *out = yrow + col * BLOCK;
+        if (k1 > k0)
+            dw_pixel_portable(xr + (col * g->sw - g->pl + k0 * g->dw) * BLOCK, wp, h0, h1,
+                              row_step, g->kw, k0, k1, g->dw, out);
+        else
+            for (int l = 0; l < BLOCK; l++)
+                out[l] = 0.0f;
     }
 }
+
+/* One plane; e is its epilogue (dw_plane_epilogue), applied to each
+ * finished row. */
+static void dw_plane_portable(const DwGeom *g, const float *xp, const float *wp,
+                              const FxrtEpilogue *e, float *yp)
+{
+    int active = fxrt_epilogue_active(e);
+    for (int64_t row = 0; row < g->oh; row++) {
+        float *yrow = yp + row * g->ow * BLOCK;
+        dw_row_portable(g, row, xp, wp, yrow);
+        if (active)
+            fxrt_epilogue_apply_f32(e, row * g->ow, 0, g->ow, BLOCK, yrow, BLOCK);
+    }
+}
+
+#ifdef FXRT_DW_AVX2
+/* The AVX2/FMA path: one __m256 is one pixel of a block.  The row body is
+ * inlined into specializations for the common kernel widths and strides, so
+ * that the taps' offsets are constants and the run's accumulators stay in
+ * registers. */
+#define DW_AVX2 __attribute__((target("avx2,fma")))
+#define DW_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* Interior pixels per run: 8 accumulators, leaving registers for the
+ * weight and the input loads. */
+enum { DW_AVX2_RUN = 8 };
+
+/* The part of the epilogue applied in registers before the store: bias,
+ * residual and the activations that take a few instructions.  The others
+ * (sigmoid, tanh, GELU) leave this empty and run fxrt_epilogue_apply_f32 on
+ * the stored row instead. */
+typedef struct DwVecEpilogue {
+    __m256 bias, alpha, beta;
+    int32_t activation;
+    int residual_before, residual_after;
+    int in_registers;
+} DwVecEpilogue;
+
+DW_AVX2 static void dw_vec_epilogue(const FxrtEpilogue *e, DwVecEpilogue *ve)
+{
+    FxrtActivation act = (FxrtActivation)e->activation;
+    ve->in_registers = act == FXRT_ACT_NONE || act == FXRT_ACT_RELU || act == FXRT_ACT_CLIP ||
+                       act == FXRT_ACT_LEAKY_RELU || act == FXRT_ACT_HARD_SIGMOID ||
+                       act == FXRT_ACT_HARD_SWISH;
+    int use = ve->in_registers;
+    ve->bias = use && e->bias ? _mm256_loadu_ps(e->bias) : _mm256_setzero_ps();
+    ve->alpha = _mm256_set1_ps(act == FXRT_ACT_HARD_SWISH ? 1.0f / 6.0f : e->alpha);
+    ve->beta = _mm256_set1_ps(act == FXRT_ACT_HARD_SWISH ? 0.5f : e->beta);
+    ve->activation = use ? e->activation : FXRT_ACT_NONE;
+    ve->residual_before = use && e->residual && !e->residual_after;
+    ve->residual_after = use && e->residual && e->residual_after;
+}
+
+/* Where one output row reads: `rows` kernel rows from w0 on (kw taps of 8
+ * each), over the input rows from xr on, row_step floats apart. */
+typedef struct DwRowTaps {
+    const float *xr, *w0;
+    int64_t rows, row_step;
+} DwRowTaps;
+
+/* Stores pixels col .. col + run - 1 of acc (which started at the bias)
+ * into yrow with the rest of the epilogue; one test per step for the whole
+ * run, not per pixel. */
+DW_AVX2_INLINE void dw_store_run(__m256 *acc, int run, const DwVecEpilogue *ve,
+                                 const float *res_row, int64_t col, float *yrow)
+{
+    __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    if (ve->residual_before)
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res_row + (col + j) * BLOCK));
+    switch ((FxrtActivation)ve->activation) {
+    case FXRT_ACT_RELU:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = _mm256_max_ps(zero, acc[j]);
+        break;
+    case FXRT_ACT_CLIP:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = _mm256_min_ps(ve->beta, _mm256_max_ps(ve->alpha, acc[j]));
+        break;
+    case FXRT_ACT_LEAKY_RELU:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = _mm256_blendv_ps(acc[j], _mm256_mul_ps(ve->alpha, acc[j]),
+                                      _mm256_cmp_ps(acc[j], zero, _CMP_LT_OQ));
+        break;
+    case FXRT_ACT_HARD_SIGMOID:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++) {
+            __m256 t = _mm256_add_ps(_mm256_mul_ps(ve->alpha, acc[j]), ve->beta);
+            acc[j] = _mm256_min_ps(one, _mm256_max_ps(zero, t));
+        }
+        break;
+    case FXRT_ACT_HARD_SWISH:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++) {
+            __m256 t = _mm256_add_ps(_mm256_mul_ps(ve->alpha, acc[j]), ve->beta);
+            acc[j] = _mm256_mul_ps(acc[j], _mm256_min_ps(one, _mm256_max_ps(zero, t)));
+        }
+        break;
+    default: break;
+    }
+    if (ve->residual_after)
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res_row + (col + j) * BLOCK));
+#pragma GCC unroll 8
+    for (int j = 0; j < run; j++)
+        _mm256_storeu_ps(yrow + (col + j) * BLOCK, acc[j]);
+}
+
+/* Interior pixels col .. col + run - 1 into yrow, with the epilogue, for
+ * a kernel width known only at run time: every tap is one weight load and
+ * `run` input loads, one FMA each. */
+DW_AVX2_INLINE void dw_run_avx2(const DwGeom *g, const DwRowTaps *t, const DwVecEpilogue *ve,
+                                const float *res_row, int64_t col, int run, float *yrow)
+{
+    int64_t kw = g->kw, sw = g->sw, dw = g->dw;
+    __m256 acc[DW_AVX2_RUN];
+#pragma GCC unroll 8
+    for (int j = 0; j < run; j++)
+        acc[j] = ve->bias;
+    const float *x0 = t->xr + (col * sw - g->pl) * BLOCK;
+    for (int64_t r = 0; r < t->rows; r++) {
+        const float *xrow = x0 + r * t->row_step, *wrow = t->w0 + r * kw * BLOCK;
+        for (int64_t k = 0; k < kw; k++) {
+            __m256 wv = _mm256_loadu_ps(wrow + k * BLOCK);
+#pragma GCC unroll 8
+            for (int j = 0; j < run; j++)
+                acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xrow + (j * sw + k * dw) * BLOCK),
+                                         acc[j]);
+        }
+    }
+    dw_store_run(acc, run, ve, res_row, col, yrow);
+}
+
+/* The same for a constant kernel width kw <= DW_FIXED_MAX_KW, stride sw
+ * and dilation 1, and, when fixed_rows is not 0, a constant number of
+ * kernel rows: the taps unroll completely, the kernel row's weights are
+ * held in registers, and an input vector that neighbouring pixels share
+ * (stride 1) can be loaded once. */
+enum { DW_FIXED_MAX_KW = 5 };
+
+DW_AVX2_INLINE void dw_run_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
+                                      const DwVecEpilogue *ve, const float *res_row,
+                                      int64_t col, int run, int kw, int sw, int fixed_rows,
+                                      float *yrow)
+{
+    int64_t rows = fixed_rows ? fixed_rows : t->rows;
+    __m256 acc[DW_AVX2_RUN], wv[DW_FIXED_MAX_KW];
+#pragma GCC unroll 8
+    for (int j = 0; j < run; j++)
+        acc[j] = ve->bias;
+    const float *x0 = t->xr + (col * sw - g->pl) * BLOCK;
+#pragma GCC unroll 5
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xrow = x0 + r * t->row_step, *wrow = t->w0 + r * kw * BLOCK;
+#pragma GCC unroll 5
+        for (int k = 0; k < kw; k++)
+            wv[k] = _mm256_loadu_ps(wrow + k * BLOCK);
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+#pragma GCC unroll 5
+            for (int k = 0; k < kw; k++)
+                acc[j] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(xrow + (j * sw + k) * BLOCK),
+                                         acc[j]);
+    }
+    dw_store_run(acc, run, ve, res_row, col, yrow);
+}
+
+/* A border pixel: only the kernel columns that fall inside the input. */
+DW_AVX2_INLINE void dw_border_avx2(const DwGeom *g, const DwRowTaps *t, const DwVecEpilogue *ve,
+                                   const float *res_row, int64_t col, float *yrow)
+{
+    int64_t kw = g->kw, sw = g->sw, dw = g->dw;
+    int64_t k0, k1;
+    fxrt_window_range(col, sw, g->pl, dw, g->iw, kw, &k0, &k1);
+    __m256 acc = ve->bias;
+    if (k1 > k0) {
+        const float *x0 = t->xr + (col * sw - g->pl + k0 * dw) * BLOCK;
+        for (int64_t r = 0; r < t->rows; r++)
+            for (int64_t k = k0; k < k1; k++)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(t->w0 + (r * kw + k) * BLOCK),
+                                      _mm256_loadu_ps(x0 + r * t->row_step + (k - k0) * dw * BLOCK),
+                                      acc);
+    }
+    dw_store_run(&acc, 1, ve, res_row, col, yrow);
+}
+
+/* The interior of a row from *col on with dw_run_fixed_avx2; fixed_rows
+ * as there. */
+DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
+                                       const DwVecEpilogue *ve, const float *res_row,
+                                       int64_t *col, int kw, int sw, int fixed_rows,
+                                       float *yrow)
+{
+    /* Five weights leave room for 6 accumulators only. */
+    int long_run = kw > 3 ? 6 : DW_AVX2_RUN;
+    int64_t c = *col;
+    for (; c + long_run <= g->col_hi; c += long_run)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, long_run, kw, sw, fixed_rows, yrow);
+    for (; c + 4 <= g->col_hi; c += 4)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 4, kw, sw, fixed_rows, yrow);
+    for (; c + 2 <= g->col_hi; c += 2)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 2, kw, sw, fixed_rows, yrow);
+    for (; c < g->col_hi; c++)
+        dw_run_fixed_avx2(g, t, ve, res_row, c, 1, kw, sw, fixed_rows, yrow);
+    *col = c;
+}
+
+/* One output row: left border, interior, right border.  fixed_kw is 0, or
+ * the kernel width, a constant in the specializations, which then take the
+ * dw_run_fixed_avx2 path with stride fixed_sw (runs of 8 or 6, 4, 2, 1);
+ * other kernels run dw_run_avx2 (runs of 8, 4, 1). */
+DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
+                                     const DwVecEpilogue *ve, const float *res_row,
+                                     int fixed_kw, int fixed_sw, float *yrow)
+{
+    int64_t col = 0;
+    for (; col < g->col_lo; col++)
+        dw_border_avx2(g, t, ve, res_row, col, yrow);
+    if (fixed_kw && t->rows == fixed_kw)
+        dw_runs_fixed_avx2(g, t, ve, res_row, &col, fixed_kw, fixed_sw, fixed_kw, yrow);
+    else if (fixed_kw)
+        dw_runs_fixed_avx2(g, t, ve, res_row, &col, fixed_kw, fixed_sw, 0, yrow);
+    else {
+        for (; col + DW_AVX2_RUN <= g->col_hi; col += DW_AVX2_RUN)
+            dw_run_avx2(g, t, ve, res_row, col, DW_AVX2_RUN, yrow);
+        for (; col + 4 <= g->col_hi; col += 4)
+            dw_run_avx2(g, t, ve, res_row, col, 4, yrow);
+        for (; col < g->col_hi; col++)
+            dw_run_avx2(g, t, ve, res_row, col, 1, yrow);
+    }
+    for (; col < g->ow; col++)
+        dw_border_avx2(g, t, ve, res_row, col, yrow);
+}
+
+/* The rows of one plane; fixed_kw and fixed_sw as for dw_row_avx2_body. */
+DW_AVX2_INLINE void dw_plane_rows_avx2(const DwGeom *g, const float *xp, const float *wp,
+                                       const FxrtEpilogue *e, const DwVecEpilogue *ve,
+                                       int fixed_kw, int fixed_sw, float *yp)
+{
+    int later = !ve->in_registers && fxrt_epilogue_active(e);
+    for (int64_t row = 0; row < g->oh; row++) {
+        int64_t h0, h1;
+        fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
+        DwRowTaps t;
+        t.rows = h1 - h0;
+        t.row_step = g->dh * g->iw * BLOCK;
+        t.xr = t.rows > 0 ? xp + (row * g->sh - g->pt + h0 * g->dh) * g->iw * BLOCK : xp;
+        t.w0 = wp + h0 * g->kw * BLOCK;
+        float *yrow = yp + row * g->ow * BLOCK;
+        const float *res_row = e->residual ? e->residual + row * g->ow * BLOCK : NULL;
+        dw_row_avx2_body(g, &t, ve, res_row, fixed_kw, fixed_sw, yrow);
+        if (later)
+            fxrt_epilogue_apply_f32(e, row * g->ow, 0, g->ow, BLOCK, yrow, BLOCK);
+    }
+}
+
+/* Stride-1 planes whose zero-padded input fits in this many pixels
+ * (16 KiB) are first copied, padding included, into a buffer on the stack:
+ * then every output pixel is interior, with no border columns and no
+ * clipped kernel rows.  That pays on the small images (DS-CNN's 25x5,
+ * MobileNet's 14x14 and 7x7), where the border is a third of the pixels
+ * and rows are too short to amortize their set-up; on larger ones, and at
+ * stride 2 (four input pixels to copy per output pixel), the copy costs
+ * more than the border. */
+enum { DW_PADDED_MAX_PIXELS = 512 };
+
+/* The geometry of the padded copy of g's input, as large as the output
+ * reads; 0 when g is not a plane to copy (see above). */
+static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
+{
+    *pg = *g;
+    pg->ih = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
+    pg->iw = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    pg->pt = pg->pl = 0;
+    pg->col_lo = 0;
+    pg->col_hi = g->ow;
+    int reads_padding = g->pt > 0 || g->pl > 0 || pg->ih > g->ih || pg->iw > g->iw;
+    return reads_padding && g->sh == 1 && g->sw == 1 && pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
+}
+
+DW_AVX2 static void dw_pad_plane(const DwGeom *g, const DwGeom *pg, const float *xp, float *buf)
+{
+    __m256 zero = _mm256_setzero_ps();
+    for (int64_t r = 0; r < pg->ih; r++) {
+        float *dst = buf + r * pg->iw * BLOCK;
+        int64_t ir = r - g->pt, c0 = 0, c1 = 0; /* [c0, c1): input columns c - pl */
+        if (ir >= 0 && ir < g->ih) {
+            c0 = g->pl < pg->iw ? g->pl : pg->iw;
+            c1 = g->pl + g->iw < pg->iw ? g->pl + g->iw : pg->iw;
+        }
+        /* One loop for zeros and copy: as three, GCC makes them memset and
+         * memcpy calls, which cost more than these rows of a few pixels. */
+        for (int64_t c = 0; c < pg->iw; c++) {
+            __m256 v = c >= c0 && c < c1
+                           ? _mm256_loadu_ps(xp + (ir * g->iw + c - g->pl) * BLOCK)
+                           : zero;
+            _mm256_storeu_ps(dst + c * BLOCK, v);
+        }
+    }
+}
+
+DW_AVX2 static void dw_plane_avx2(const DwGeom *g, const float *xp, const float *wp,
+                                  const FxrtEpilogue *e, float *yp)
+{
+    float padded[DW_PADDED_MAX_PIXELS * BLOCK];
+    DwGeom pg;
+    if (dw_padded_geom(g, &pg)) {
+        dw_pad_plane(g, &pg, xp, padded);
+        g = &pg;
+        xp = padded;
+    }
+    DwVecEpilogue ve;
+    dw_vec_epilogue(e, &ve);
+    if (g->kw == 3 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 1, yp);
+    else if (g->kw == 3 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 2, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 1, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 2, yp);
+    else
+        dw_plane_rows_avx2(g, xp, wp, e, &ve, 0, 0, yp);
+}
+
+static int dw_cpu_has_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
 
 void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
                                    const float *packed_w, const FxrtEpilogue *ep, float *y)
@@ -131,6 +482,9 @@ void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
     int64_t blocks = fxrt_nchwc_blocks(p->out_channels);
     int64_t in_plane = g.ih * g.iw * BLOCK, out_plane = g.oh * g.ow * BLOCK;
     int active = fxrt_epilogue_active(ep);
+#ifdef FXRT_DW_AVX2
+    int avx2 = dw_cpu_has_avx2();
+#endif
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t cb = 0; cb < blocks; cb++) {
             int64_t plane = n * blocks + cb;
@@ -141,11 +495,12 @@ void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
             if (active)
                 e = dw_plane_epilogue(ep, cb, ep->residual ? ep->residual + plane * out_plane
                                                            : NULL);
-            for (int64_t row = 0; row < g.oh; row++) {
-                float *yrow = yp + row * g.ow * BLOCK;
-                dw_row_portable(&g, row, xp, wp, yrow);
-                if (active)
-                    fxrt_epilogue_apply_f32(&e, row * g.ow, 0, g.ow, BLOCK, yrow, BLOCK);
+#ifdef FXRT_DW_AVX2
+            if (avx2) {
+                dw_plane_avx2(&g, xp, wp, &e, yp);
+                continue;
             }
+#endif
+            dw_plane_portable(&g, xp, wp, &e, yp);
         }
 }

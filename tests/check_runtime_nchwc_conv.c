@@ -285,6 +285,8 @@ START_TEST(test_plain_input)
                603u);
     check_case(&(Case){1, 2, 12, 8, 7, 3, 3, 1, 1, 2, 2, 2, 1, 2, 1, 0, 0, FXRT_ACT_NONE, 0},
                604u);
+    check_case(&(Case){1, 1, 16, 9, 11, 3, 5, 2, 1, 2, 2, 2, 3, 1, 3, 0, 1, FXRT_ACT_NONE, 0},
+               605u);
 }
 END_TEST
 
@@ -299,6 +301,17 @@ START_TEST(test_epilogues)
                           blocked, 1, (FxrtActivation)act, residual};
                 check_case(&c, (uint32_t)(700 + act * 10 + residual * 2 + blocked));
             }
+    /* The activations applied after the store, on the paths that split the
+     * work differently: several weight chunks (3x3 and 1x1), pointwise rows
+     * of several image rows, batch 2. */
+    check_case(&(Case){1, 72, 24, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_SIGMOID, 2},
+               790u);
+    check_case(&(Case){1, 400, 20, 3, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_TANH, 1},
+               791u);
+    check_case(&(Case){2, 16, 24, 30, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_GELU, 1},
+               792u);
+    check_case(&(Case){2, 40, 12, 30, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_CLIP, 2},
+               793u);
 }
 END_TEST
 

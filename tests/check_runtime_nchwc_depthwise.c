@@ -19,7 +19,21 @@
 
 #include "runtime/fxrt.h"
 
+/* The kernel once more, built as the portable target builds it (no
+ * FXRT_USE_CBLAS, so no AVX2 path) under another name: on a machine with
+ * AVX2 the library's kernel never runs its plain C loop. */
+void portable_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
+                                  const float *packed_w, const FxrtEpilogue *ep, float *y);
+#undef FXRT_USE_CBLAS
+#define fxrt_conv_nchwc_depthwise_f32 portable_nchwc_depthwise_f32
+#include "runtime/fxrt_nn_nchwc_depthwise.c"
+#undef fxrt_conv_nchwc_depthwise_f32
+
+#undef BLOCK
 #define BLOCK FXRT_NCHWC_BLOCK
+
+typedef void (*DwKernel)(const FxrtConvParams *p, const float *x, const float *packed_w,
+                         const FxrtEpilogue *ep, float *y);
 
 enum { RESIDUAL_NONE, RESIDUAL_BEFORE, RESIDUAL_AFTER };
 
@@ -99,9 +113,10 @@ static FxrtEpilogue make_epilogue(const DwEpilogue *de, const float *bias, const
     return ep;
 }
 
-/* Runs one case through both kernels and compares.  no_ep passes a NULL
- * epilogue to the NCHWc kernel (de must then change nothing). */
-static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const char *label)
+/* Runs one case through the reference and `kernel` and compares.  no_ep
+ * passes a NULL epilogue to the NCHWc kernel (de must then change nothing). */
+static void check_kernel(DwKernel kernel, const DwCase *c, const DwEpilogue *de, int no_ep,
+                         const char *label)
 {
     FxrtConvParams p = dw_params(c);
     int64_t ch = c->channels, cb = fxrt_nchwc_blocks(ch);
@@ -145,7 +160,7 @@ static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const c
     float *yb = alloc_floats(c->batch * cb * out_sp * BLOCK);
     for (int64_t i = 0; i < c->batch * cb * out_sp * BLOCK; i++)
         yb[i] = NAN;
-    fxrt_conv_nchwc_depthwise_f32(&p, xb, wb, no_ep ? NULL : &epb, yb);
+    kernel(&p, xb, wb, no_ep ? NULL : &epb, yb);
 
     /* Padding lanes: act(0 + 0 + 0), the padded bias, weights and residual
      * being zero. */
@@ -188,6 +203,17 @@ static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const c
     free(rb);
     free(yb);
     free(got);
+}
+
+/* Both builds of the kernel: the library's (AVX2 when the CPU has it) and
+ * the portable one. */
+static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const char *label)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s [library]", label);
+    check_kernel(fxrt_conv_nchwc_depthwise_f32, c, de, no_ep, full);
+    snprintf(full, sizeof full, "%s [portable]", label);
+    check_kernel(portable_nchwc_depthwise_f32, c, de, no_ep, full);
 }
 
 /* batch, channels, h, w, kh, kw, sh, sw, dh, dw, pad top, left, bottom, right */

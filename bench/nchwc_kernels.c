@@ -1,0 +1,220 @@
+/*
+ * nchwc_kernels.c - times the NCHWc convolution (fxrt_conv_nchwc_f32)
+ * against the NCHW one (fxrt_conv_f32, im2col or 1x1 GEMM through
+ * OpenBLAS) on the convolution layers of the bench models, one thread:
+ *
+ *   cc -std=c99 -O2 -DFXRT_USE_CBLAS -I. -Iruntime runtime/fxrt*.c bench/nchwc_kernels.c \
+ *      -o /tmp/nchwc_kernels $(pkg-config --cflags --libs openblas) -lm
+ *   OPENBLAS_NUM_THREADS=1 /tmp/nchwc_kernels [NAME-SUBSTRING]
+ *
+ * Each layer runs with a bias and relu.  Each time is the best of many
+ * short trials (a few ms each), so that a slow spell of a shared machine
+ * is skipped rather than averaged in; GFLOP/s count a multiply-add as two.
+ * The AVX2/FMA peak is measured the same way, with independent FMA chains.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/fxrt.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+enum { TRIALS = 60 };
+static const double TRIAL_SECONDS = 0.002;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Best time per call of fn(arg) over TRIALS trials of about TRIAL_SECONDS. */
+static double best_seconds(void (*fn)(void *), void *arg)
+{
+    fn(arg);
+    double t0 = now();
+    int calls = 0;
+    while (now() - t0 < TRIAL_SECONDS) {
+        fn(arg);
+        calls++;
+    }
+    int per_trial = calls > 0 ? calls : 1;
+    double best = 1e30;
+    for (int r = 0; r < TRIALS; r++) {
+        double a = now();
+        for (int i = 0; i < per_trial; i++)
+            fn(arg);
+        double t = (now() - a) / per_trial;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Ten independent FMA chains: enough to cover the FMA latency on two
+ * pipes, so this runs at the FMA throughput. */
+__attribute__((target("avx2,fma"))) static void fma_chains(void *arg)
+{
+    float *out = arg;
+    __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    /* Distinct starting values, or the compiler merges the chains. */
+    __m256 a0 = _mm256_set1_ps(1.0f), a1 = _mm256_set1_ps(1.1f), a2 = _mm256_set1_ps(1.2f);
+    __m256 a3 = _mm256_set1_ps(1.3f), a4 = _mm256_set1_ps(1.4f), a5 = _mm256_set1_ps(1.5f);
+    __m256 a6 = _mm256_set1_ps(1.6f), a7 = _mm256_set1_ps(1.7f), a8 = _mm256_set1_ps(1.8f);
+    __m256 a9 = _mm256_set1_ps(1.9f);
+    for (int k = 0; k < 100000; k++) {
+        a0 = _mm256_fmadd_ps(a0, m, c);
+        a1 = _mm256_fmadd_ps(a1, m, c);
+        a2 = _mm256_fmadd_ps(a2, m, c);
+        a3 = _mm256_fmadd_ps(a3, m, c);
+        a4 = _mm256_fmadd_ps(a4, m, c);
+        a5 = _mm256_fmadd_ps(a5, m, c);
+        a6 = _mm256_fmadd_ps(a6, m, c);
+        a7 = _mm256_fmadd_ps(a7, m, c);
+        a8 = _mm256_fmadd_ps(a8, m, c);
+        a9 = _mm256_fmadd_ps(a9, m, c);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
+    _mm256_storeu_ps(out, s);
+}
+
+static double peak_gflops(void)
+{
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0.0;
+    float sink[8];
+    return 100000.0 * 10 * 16 / best_seconds(fma_chains, sink) / 1e9;
+}
+#else
+static double peak_gflops(void) { return 0.0; }
+#endif
+
+typedef struct Layer {
+    const char *name;
+    int plain; /* X in NCHW (a first layer), else NCHWc */
+    int64_t in_c, out_c, h, w, kernel_h, kernel_w, stride, pad_t, pad_l, pad_b, pad_r;
+} Layer;
+
+static const Layer layers[] = {
+    {"resnet8 stem 3-16 3x3 @32", 1, 3, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet8 16-16 3x3 @32", 0, 16, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet8 16-32 3x3 s2 @32", 0, 16, 32, 32, 32, 3, 3, 2, 1, 1, 1, 1},
+    {"resnet8 32-32 3x3 @16", 0, 32, 32, 16, 16, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet8 32-64 3x3 s2 @16", 0, 32, 64, 16, 16, 3, 3, 2, 1, 1, 1, 1},
+    {"resnet8 64-64 3x3 @8", 0, 64, 64, 8, 8, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet8 16-32 1x1 s2 @32", 0, 16, 32, 32, 32, 1, 1, 2, 0, 0, 0, 0},
+    {"resnet8 32-64 1x1 s2 @16", 0, 32, 64, 16, 16, 1, 1, 2, 0, 0, 0, 0},
+    {"mobilenetv2 stem 3-32 s2 @224", 1, 3, 32, 224, 224, 3, 3, 2, 0, 0, 1, 1},
+    {"mobilenetv2 16-96 1x1 @112", 0, 16, 96, 112, 112, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 96-24 1x1 @56", 0, 96, 24, 56, 56, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 24-144 1x1 @56", 0, 24, 144, 56, 56, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 32-192 1x1 @28", 0, 32, 192, 28, 28, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 64-384 1x1 @14", 0, 64, 384, 14, 14, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 384-64 1x1 @14", 0, 384, 64, 14, 14, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 160-960 1x1 @7", 0, 160, 960, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 960-160 1x1 @7", 0, 960, 160, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 320-1280 1x1 @7", 0, 320, 1280, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"dscnn stem 1-64 10x4 s2 @49x10", 1, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
+    {"dscnn 64-64 1x1 @25x5", 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
+};
+
+typedef struct Run {
+    FxrtConvParams p;
+    int plain;
+    float *x, *x_blocked, *w, *w_packed, *y, *y_blocked, *scratch, *bias;
+    FxrtEpilogue ep;
+} Run;
+
+static void run_nchw(void *arg)
+{
+    Run *r = arg;
+    fxrt_conv_f32(&r->p, r->x, r->w, &r->ep, r->y, r->scratch);
+}
+
+static void run_nchwc(void *arg)
+{
+    Run *r = arg;
+    fxrt_conv_nchwc_f32(&r->p, !r->plain, r->plain ? r->x : r->x_blocked, r->w_packed, &r->ep,
+                        r->y_blocked);
+}
+
+static float *random_floats(int64_t n)
+{
+    float *a = malloc((size_t)n * sizeof *a);
+    if (!a) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++)
+        a[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+    return a;
+}
+
+int main(int argc, char **argv)
+{
+    double peak = peak_gflops();
+    printf("AVX2/FMA peak (measured): %.1f GFLOP/s\n", peak);
+    printf("%-32s %8s %12s %12s %7s\n", "layer", "MFLOP", "NCHW GF/s", "NCHWc GF/s", "% peak");
+    for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
+        const Layer *l = &layers[i];
+        if (argc > 1 && !strstr(l->name, argv[1]))
+            continue;
+        Run r;
+        memset(&r, 0, sizeof r);
+        FxrtConvParams *p = &r.p;
+        p->batch = 1;
+        p->in_channels = l->in_c;
+        p->out_channels = l->out_c;
+        p->groups = 1;
+        int64_t size[3] = {1, l->h, l->w}, kernel[3] = {1, l->kernel_h, l->kernel_w};
+        int64_t pad_b[3] = {0, l->pad_t, l->pad_l}, pad_e[3] = {0, l->pad_b, l->pad_r};
+        for (int d = 0; d < 3; d++) {
+            p->in_size[d] = size[d];
+            p->kernel[d] = kernel[d];
+            p->stride[d] = d ? l->stride : 1;
+            p->dilation[d] = 1;
+            p->pad_begin[d] = pad_b[d];
+            p->out_size[d] = (size[d] + pad_b[d] + pad_e[d] - kernel[d]) / p->stride[d] + 1;
+        }
+        r.plain = l->plain;
+        int64_t in_sp = l->h * l->w, out_sp = p->out_size[1] * p->out_size[2];
+        int64_t icb = fxrt_nchwc_blocks(l->in_c), ocb = fxrt_nchwc_blocks(l->out_c);
+        r.x = random_floats(l->in_c * in_sp);
+        r.x_blocked = random_floats(icb * 8 * in_sp);
+        r.w = random_floats(l->out_c * l->in_c * l->kernel_h * l->kernel_w);
+        r.w_packed = random_floats(fxrt_conv_nchwc_packed_floats(p, !r.plain));
+        r.y = random_floats(l->out_c * out_sp);
+        r.y_blocked = random_floats(ocb * 8 * out_sp);
+        r.scratch = random_floats(fxrt_conv_scratch_floats(p) + 1);
+        r.bias = calloc((size_t)(ocb * 8), sizeof *r.bias);
+        if (!r.bias)
+            return 1;
+        fxrt_to_nchwc_f32(1, l->in_c, in_sp, r.x, r.x_blocked);
+        fxrt_conv_nchwc_pack_f32(p, !r.plain, r.w, r.w_packed);
+        r.ep.bias = r.bias;
+        r.ep.bias_row_stride = 1;
+        r.ep.activation = FXRT_ACT_RELU;
+        double flops = 2.0 * (double)(l->in_c * l->out_c * l->kernel_h * l->kernel_w * out_sp);
+        double nchw = flops / best_seconds(run_nchw, &r) / 1e9;
+        double nchwc = flops / best_seconds(run_nchwc, &r) / 1e9;
+        printf("%-32s %8.2f %12.1f %12.1f %6.0f%%\n", l->name, flops / 1e6, nchw, nchwc,
+               peak > 0 ? 100 * nchwc / peak : 0.0);
+        free(r.x);
+        free(r.x_blocked);
+        free(r.w);
+        free(r.w_packed);
+        free(r.y);
+        free(r.y_blocked);
+        free(r.scratch);
+        free(r.bias);
+    }
+    return 0;
+}
