@@ -383,6 +383,10 @@ void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const flo
  * the axis: call these with inner = 1 and len = the product of the trailing
  * dims. */
 void fxrt_softmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+/* y[l * stride] = exp(x[l * stride] - shift) for l < len, where no
+ * x - shift is above 0 (shift is the row's maximum); returns their sum.
+ * Softmax's exponentials and sum, in the interpreter and in fused loops. */
+float fxrt_softmax_exp_f32(const float *x, float *y, int64_t len, int64_t stride, float shift);
 void fxrt_logsoftmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
 /* 1 at the first maximum, 0 elsewhere. */
 void fxrt_hardmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
