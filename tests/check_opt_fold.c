@@ -6,9 +6,12 @@
  * compared with a reviewed golden file under tests/golden/opt/fold/.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "codegen/codegen.h"
 #include "opt_check_util.h"
 
 /* --- building graphs -------------------------------------------------------- */
@@ -323,9 +326,8 @@ static Node *input4(Graph *g, const char *name, int64_t d0, int64_t d1, int64_t 
  * a permutation that moves the stored last axis into the batch, an output
  * Transpose that moves the columns, a transposed constant, and operands of
  * two ranks. */
-START_TEST(test_layout_batched_matmul_transpose)
+static void build_batched_matmuls(Graph *g)
 {
-    Graph *g = graph_new();
     Node *x = input(g, "x", 3, 2, 5, 6);
     Node *u = input(g, "u", 3, 2, 4, 3), *w = input(g, "w", 3, 2, 5, 4);
     Node *s = input(g, "s", 3, 1, 4, 3), *z = input(g, "z", 3, 3, 5, 2);
@@ -350,19 +352,55 @@ START_TEST(test_layout_batched_matmul_transpose)
     Node *broadcast = tu_op3(g, "MatMul", transpose(g, s, swap12, 3), u, NULL); /* [2, 3, 3] */
 
     Node *moved_last = tu_op3(g, "MatMul", transpose(g, z, last_first, 3), w, NULL);
-    Node *cols_moved = transpose(g, tu_op3(g, "MatMul", u, c, NULL),
-                                 swap12, 3);
+    Node *cols_moved = transpose(g, tu_op3(g, "MatMul", u, c, NULL), swap12, 3);
     Node *of_constant =
         tu_op3(g, "MatMul", u, transpose(g, weights(g, "k", 3, 2, 2, 3), swap12, 3), NULL);
     Node *ranks = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), r, NULL);
     Node *results[7] = {attn, both_t, broadcast, moved_last, cols_moved, of_constant, ranks};
     tu_finish(g, results, 7);
+}
+
+/* The pass on build_batched_matmuls's graph, then its compiled code for
+ * both targets (the strided GEMM calls) against the interpreter on the
+ * graph as built. */
+START_TEST(test_layout_batched_matmul_transpose)
+{
+    Graph *g = graph_new(), *ref = graph_new();
+    build_batched_matmuls(g);
+    build_batched_matmuls(ref);
     ck_assert_int_eq(run(g, pass_layout_cleanup), 4);
     ck_assert_int_eq(tu_count_op(g, "TransposedMatMul"), 4);
     ck_assert_int_eq(tu_count_op(g, "MatMul"), 4);
     /* those of moved_last, cols_moved, of_constant and ranks */
     ck_assert_int_eq(tu_count_op(g, "Transpose"), 4);
     golden(g, "layout_batched_matmul_transpose");
+
+    int ni = graph_num_placeholders(g);
+    Tensor *in[8] = {0};
+    uint64_t seed = 0x5eedu;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &tu_diag));
+    static const FxTarget targets[2] = {FX_TARGET_HOST, FX_TARGET_PORTABLE};
+    for (int t = 0; t < 2; t++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "/tmp/fxcc_fold_batched_%d_%ld", t, (long)getpid());
+        CgVerifyOptions vo = {.cg = {.name = "model", .target = targets[t]},
+                              .build = {.target = targets[t]},
+                              .rtol = 1e-5, .atol = 1e-6, .keep_dir = dir};
+        FILE *report = fopen("/dev/null", "w");
+        FxStatus st = cg_verify(g, ref, in, ni, &vo, report, &tu_diag);
+        fclose(report);
+        if (st != FX_OK)
+            diag_print(&tu_diag, stderr);
+        ck_assert_msg(st == FX_OK, "compiled code differs or does not build (see %s)", dir);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
+    graph_free(ref);
     graph_free(g);
 }
 END_TEST
