@@ -16,6 +16,13 @@
  *     Gemm reading the Transpose's input with transA / transB set.  Transposes
  *     of constants are left alone: constant folding turns them into the
  *     transposed weights, which needs no flag at all.
+ *   - A batched float32 MatMul (operands of one rank >= 3) whose operands are
+ *     Transposes, or whose only reader is one, becomes a TransposedMatMul
+ *     (ir/ops/nn_gemm.c): a strided batched GEMM over the Transposes' inputs
+ *     that writes the final layout, as long as each permutation keeps the
+ *     stored last axis a matrix axis (a BLAS operand, plain or transposed)
+ *     and the output's columns last.  Attention's head split, K^T and head
+ *     merge then cost no copy.
  *
  * Bypassed and superseded nodes are erased at the end with the dead code
  * they leave.  The views that remain are call_method nodes the memory planner
@@ -172,9 +179,64 @@ static Node *transposed_matrix(const Node *a)
     return x;
 }
 
+/* The Transpose of a computed value that a TransposedMatMul operand can
+ * read in place (its stored last axis stays a matrix axis), or NULL. */
+static Node *batched_operand(Node *a, int64_t *perm)
+{
+    if (a->op != &fx_op_Transpose || !has_single_output(a) || node_const_value(a->args[0]))
+        return NULL;
+    int rank = a->out_types[0].rank;
+    transpose_perm(a, perm);
+    return perm[rank - 1] == rank - 1 || perm[rank - 2] == rank - 1 ? a->args[0] : NULL;
+}
+
+/* A float32 MatMul of two operands of one rank >= 3 with a Transpose as an
+ * operand or as its only reader becomes a TransposedMatMul reading and
+ * writing the transposed tensors in place; the Transposes it leaves without
+ * readers go with the dead code. */
+static FxStatus absorb_batched_transposes(Node *n, int *changes, Diag *d)
+{
+    const TensorType *a = node_input_type(n, 0), *b = node_input_type(n, 1);
+    int rank = a->rank;
+    if (a->dtype != FXRT_DTYPE_FLOAT32 || b->dtype != FXRT_DTYPE_FLOAT32 || b->rank != rank)
+        return FX_OK;
+    int64_t perm_a[FX_MAX_RANK], perm_b[FX_MAX_RANK], perm_y[FX_MAX_RANK];
+    Node *src_a = batched_operand(n->args[0], perm_a);
+    Node *src_b = batched_operand(n->args[1], perm_b);
+    Node *out_t = n->num_users == 1 ? n->users[0] : NULL;
+    if (out_t && (out_t->op != &fx_op_Transpose || !has_single_output(out_t)))
+        out_t = NULL;
+    if (out_t) {
+        transpose_perm(out_t, perm_y);
+        if (perm_y[rank - 1] != rank - 1)
+            out_t = NULL;
+    }
+    if (!src_a && !src_b && !out_t)
+        return FX_OK;
+    FxStatus st = retarget(n, &fx_op_TransposedMatMul, d);
+    if (st != FX_OK)
+        return st;
+    if ((src_a && !node_set_attr_ints(n, "perm_a", perm_a, rank)) ||
+        (src_b && !node_set_attr_ints(n, "perm_b", perm_b, rank)) ||
+        (out_t && !node_set_attr_ints(n, "perm_y", perm_y, rank)))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    if (src_a)
+        node_set_arg(n, 0, src_a);
+    if (src_b)
+        node_set_arg(n, 1, src_b);
+    if ((st = node_infer_shapes(n, d)) != FX_OK)
+        return st;
+    if (out_t)
+        bypass(out_t, n);
+    (*changes)++;
+    return FX_OK;
+}
+
 static FxStatus absorb_transposes(Node *n, int *changes, Diag *d)
 {
     const TensorType *a = node_input_type(n, 0), *b = node_input_type(n, 1);
+    if (a && b && a->rank >= 3)
+        return absorb_batched_transposes(n, changes, d);
     if (!a || !b || a->rank != 2 || b->rank != 2)
         return FX_OK;
     Node *ta = transposed_matrix(n->args[0]), *tb = transposed_matrix(n->args[1]);

@@ -141,6 +141,25 @@ int64_t fxrt_matmul_batch_count(const FxrtMatMulParams *p);
 void fxrt_matmul_batch_offsets(const FxrtMatMulParams *p, int64_t index, int64_t *a_off,
                                int64_t *b_off);
 void fxrt_matmul_f32(const FxrtMatMulParams *p, const float *a, const float *b, float *y);
+/* A batch of products whose operands and result are strided views, so
+ * that transposes around a MatMul need no copies (ir/ops/nn_gemm.c's
+ * TransposedMatMul): product e (batch dims walked row-major) is
+ * Y_e = op(A_e) op(B_e), each matrix in BLAS layout at its own offset:
+ * A_e at a + sum_r i_r * a_strides[r] (op(A) m x k, lda, trans_a), B_e
+ * likewise (op(B) k x n), Y_e at y + sum_r i_r * y_strides[r] (m x n, row
+ * stride ldc).  A zero stride broadcasts that operand. */
+typedef struct FxrtStridedMatMul {
+    int32_t batch_rank;
+    int64_t batch_dims[FXRT_MAX_RANK];
+    int64_t a_strides[FXRT_MAX_RANK];
+    int64_t b_strides[FXRT_MAX_RANK];
+    int64_t y_strides[FXRT_MAX_RANK];
+    int64_t m, n, k;
+    int32_t trans_a, trans_b;
+    int64_t lda, ldb, ldc;
+} FxrtStridedMatMul;
+void fxrt_matmul_strided_f32(const FxrtStridedMatMul *p, const float *a, const float *b,
+                             float *y);
 /* Type-generic matmul (float64 and the integer types). */
 void fxrt_matmul_generic(FxrtDType t, const FxrtMatMulParams *p, const void *a, const void *b,
                          void *y);
@@ -389,6 +408,10 @@ void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const flo
  * the axis: call these with inner = 1 and len = the product of the trailing
  * dims. */
 void fxrt_softmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
+/* y[l * stride] = exp(x[l * stride] - shift) for l < len, where no
+ * x - shift is above 0 (shift is the row's maximum); returns their sum.
+ * Softmax's exponentials and sum, in the interpreter and in fused loops. */
+float fxrt_softmax_exp_f32(const float *x, float *y, int64_t len, int64_t stride, float shift);
 void fxrt_logsoftmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
 /* 1 at the first maximum, 0 elsewhere. */
 void fxrt_hardmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);

@@ -1,7 +1,8 @@
 /*
  * fxrt_nn_gemm.c - matrix products: GEMM (a register-blocked microkernel,
  * or OpenBLAS), its double and integer variants, Gemm's bias broadcast, and
- * ONNX MatMul's batched, broadcasting product built on GEMM.
+ * ONNX MatMul's batched, broadcasting product built on GEMM, and its
+ * strided form that reads transposed operands in place.
  *
  * Every float GEMM ends with an epilogue (fxrt_nn_epilogue.c) applied to
  * each tile of C as soon as the tile is final, so that bias, residual and
@@ -255,6 +256,21 @@ static void gemm_portable_f32(int trans_a, int trans_b, int64_t m, int64_t n, in
  * packing and dispatch on one core (measured on the bench's CNN layers). */
 enum { GEMM_SMALL_MACS = 1 << 22 };
 
+/* The rows x cols block of C at (row0, col0) = ep's bias there. */
+static void bias_block(const FxrtEpilogue *ep, int64_t row0, int64_t col0, int64_t rows,
+                       int64_t cols, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        const float *b = ep->bias + (row0 + i) * ep->bias_row_stride + col0 * ep->bias_col_stride;
+        float *row = c + i * ldc;
+        if (ep->bias_col_stride == 1)
+            memcpy(row, b, (size_t)cols * sizeof *row);
+        else
+            for (int64_t t = 0; t < cols; t++)
+                row[t] = b[t * ep->bias_col_stride];
+    }
+}
+
 /* cblas_sgemm / sgemv, or 0 when a size does not fit BLAS's int. */
 static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                           float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
@@ -283,6 +299,17 @@ static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_
         fxrt_epilogue_apply_f32(ep, 0, 0, 1, n, c, ldc);
         return 1;
     }
+    /* A bias is written into C before the call, which then adds the
+     * product to it (beta 1): that is the bias step of the epilogue in its
+     * order, acc + bias, and it replaces the pass in which BLAS would zero C
+     * for beta 0 (the rest of the epilogue follows the call as usual). */
+    const FxrtEpilogue *bias = ep && ep->bias && beta == 0.0f ? ep : NULL;
+    FxrtEpilogue after_bias;
+    if (bias) {
+        after_bias = *ep;
+        after_bias.bias = NULL;
+        ep = fxrt_epilogue_active(&after_bias) ? &after_bias : NULL;
+    }
     /* Without an epilogue one call does it all; with one, blocks of C that
      * stay in L2 until their epilogue has run.  Each call packs its slice
      * of A and B again, so the blocks split the dimension whose operand is
@@ -302,9 +329,11 @@ static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_
             const float *ap = a + (trans_a ? i0 : i0 * lda);
             const float *bp = b + (trans_b ? j0 * ldb : j0);
             float *cp = c + i0 * ldc + j0;
+            if (bias)
+                bias_block(bias, i0, j0, mr, nc, cp, ldc);
             cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                         trans_b ? CblasTrans : CblasNoTrans, (int)mr, (int)nc, (int)k, alpha, ap,
-                        ilda, bp, ildb, beta, cp, ildc);
+                        ilda, bp, ildb, bias ? 1.0f : beta, cp, ildc);
             fxrt_epilogue_apply_f32(ep, i0, j0, mr, nc, cp, ldc);
         }
     return 1;
@@ -500,6 +529,26 @@ void fxrt_matmul_f32(const FxrtMatMulParams *p, const float *a, const float *b, 
         fxrt_matmul_batch_offsets(p, e, &oa, &ob);
         fxrt_gemm_f32(0, 0, p->m, p->n, p->k, 1.0f, a + oa, p->k, b + ob, p->n, 0.0f,
                       y + e * mn, p->n);
+    }
+}
+
+void fxrt_matmul_strided_f32(const FxrtStridedMatMul *p, const float *a, const float *b,
+                             float *y)
+{
+    int64_t count = 1;
+    for (int r = 0; r < p->batch_rank; r++)
+        count *= p->batch_dims[r];
+    for (int64_t e = 0; e < count; e++) {
+        int64_t oa = 0, ob = 0, oy = 0, index = e;
+        for (int r = p->batch_rank - 1; r >= 0; r--) {
+            int64_t i = index % p->batch_dims[r];
+            index /= p->batch_dims[r];
+            oa += i * p->a_strides[r];
+            ob += i * p->b_strides[r];
+            oy += i * p->y_strides[r];
+        }
+        fxrt_gemm_f32(p->trans_a, p->trans_b, p->m, p->n, p->k, 1.0f, a + oa, p->lda, b + ob,
+                      p->ldb, 0.0f, y + oy, p->ldc);
     }
 }
 

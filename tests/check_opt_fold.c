@@ -6,9 +6,12 @@
  * compared with a reviewed golden file under tests/golden/opt/fold/.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "codegen/codegen.h"
 #include "opt_check_util.h"
 
 /* --- building graphs -------------------------------------------------------- */
@@ -308,6 +311,115 @@ START_TEST(test_layout_matmul_transpose)
 }
 END_TEST
 
+/* A float32 placeholder of rank 4. */
+static Node *input4(Graph *g, const char *name, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    int64_t dims[4] = {d0, d1, d2, d3};
+    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
+}
+
+/* Attention's layout (batch 2, 5 positions, 2 heads of 3): the Transposes
+ * of the head split, K^T and the head merge go into two TransposedMatMuls
+ * (K^T as a transposed B, the merge as the output's permutation).  Also
+ * rewritten: both operands transposed in their last two axes (op(A) and
+ * op(B) transposed), and a batch dim of 1 broadcast against 2.  Left alone:
+ * a permutation that moves the stored last axis into the batch, an output
+ * Transpose that moves the columns, a transposed constant, and operands of
+ * two ranks. */
+static void build_batched_matmuls(Graph *g)
+{
+    Node *x = input(g, "x", 3, 2, 5, 6);
+    Node *u = input(g, "u", 3, 2, 4, 3), *w = input(g, "w", 3, 2, 5, 4);
+    Node *s = input(g, "s", 3, 1, 4, 3), *z = input(g, "z", 3, 3, 5, 2);
+    Node *c = input(g, "c", 3, 2, 3, 4), *r = input(g, "r", 2, 4, 2, 0);
+    int64_t heads[4] = {2, 5, 2, 3}, merged[3] = {2, 5, 6};
+    int64_t split[4] = {0, 2, 1, 3}, k_t[4] = {0, 2, 3, 1};
+    Node *heads_shape = ints(g, "heads_shape", heads, 4);
+    Node *q_in = tu_op3(g, "Relu", x, NULL, NULL);
+    Node *q = transpose(g, tu_op3(g, "Reshape", q_in, heads_shape, NULL), split, 4);
+    Node *k_in = tu_op3(g, "Neg", x, NULL, NULL);
+    Node *k = transpose(g, tu_op3(g, "Reshape", k_in, heads_shape, NULL), k_t, 4);
+    Node *scores = tu_op3(g, "MatMul", q, k, NULL);
+    Node *p = tu_op3(g, "Softmax", scores, NULL, NULL);
+    Node *v_in = tu_op3(g, "Sigmoid", x, NULL, NULL);
+    Node *v = transpose(g, tu_op3(g, "Reshape", v_in, heads_shape, NULL), split, 4);
+    Node *context = transpose(g, tu_op3(g, "MatMul", p, v, NULL), split, 4);
+    Node *attn = tu_op3(g, "Reshape", context, ints(g, "merged_shape", merged, 3), NULL);
+
+    int64_t swap12[3] = {0, 2, 1}, last_first[3] = {2, 0, 1};
+    Node *both_t = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), transpose(g, w, swap12, 3),
+                          NULL); /* [2, 3, 5] */
+    Node *broadcast = tu_op3(g, "MatMul", transpose(g, s, swap12, 3), u, NULL); /* [2, 3, 3] */
+
+    Node *moved_last = tu_op3(g, "MatMul", transpose(g, z, last_first, 3), w, NULL);
+    Node *cols_moved = transpose(g, tu_op3(g, "MatMul", u, c, NULL), swap12, 3);
+    Node *of_constant =
+        tu_op3(g, "MatMul", u, transpose(g, weights(g, "k", 3, 2, 2, 3), swap12, 3), NULL);
+    Node *ranks = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), r, NULL);
+    Node *results[7] = {attn, both_t, broadcast, moved_last, cols_moved, of_constant, ranks};
+    tu_finish(g, results, 7);
+}
+
+/* The pass on build_batched_matmuls's graph, then its compiled code for
+ * both targets (the strided GEMM calls) against the interpreter on the
+ * graph as built. */
+START_TEST(test_layout_batched_matmul_transpose)
+{
+    Graph *g = graph_new(), *ref = graph_new();
+    build_batched_matmuls(g);
+    build_batched_matmuls(ref);
+    ck_assert_int_eq(run(g, pass_layout_cleanup), 4);
+    ck_assert_int_eq(tu_count_op(g, "TransposedMatMul"), 4);
+    ck_assert_int_eq(tu_count_op(g, "MatMul"), 4);
+    /* those of moved_last, cols_moved, of_constant and ranks */
+    ck_assert_int_eq(tu_count_op(g, "Transpose"), 4);
+    golden(g, "layout_batched_matmul_transpose");
+
+    int ni = graph_num_placeholders(g);
+    Tensor *in[8] = {0};
+    uint64_t seed = 0x5eedu;
+    for (int i = 0; i < ni; i++)
+        ck_assert_ptr_nonnull(in[i] = tensor_new_random(&graph_placeholder(g, i)->out_types[0],
+                                                      &seed, &tu_diag));
+    static const FxTarget targets[2] = {FX_TARGET_HOST, FX_TARGET_PORTABLE};
+    for (int t = 0; t < 2; t++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "/tmp/fxcc_fold_batched_%d_%ld", t, (long)getpid());
+        CgVerifyOptions vo = {.cg = {.name = "model", .target = targets[t]},
+                              .build = {.target = targets[t]},
+                              .rtol = 1e-5, .atol = 1e-6, .keep_dir = dir};
+        FILE *report = fopen("/dev/null", "w");
+        FxStatus st = cg_verify(g, ref, in, ni, &vo, report, &tu_diag);
+        fclose(report);
+        if (st != FX_OK)
+            diag_print(&tu_diag, stderr);
+        ck_assert_msg(st == FX_OK, "compiled code differs or does not build (see %s)", dir);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    for (int i = 0; i < ni; i++)
+        tensor_free(in[i]);
+    graph_free(ref);
+    graph_free(g);
+}
+END_TEST
+
+/* The TransposedMatMul checks its permutations: one that moves a matrix's
+ * stored last axis out of the product's matrix axes is refused. */
+START_TEST(test_transposed_matmul_refuses_bad_perm)
+{
+    Graph *g = graph_new();
+    Node *a = input4(g, "a", 1, 2, 3, 4), *b = input4(g, "b", 1, 2, 4, 5);
+    Node *mm = tu_op3(g, "TransposedMatMul", a, b, NULL);
+    ck_assert_int_eq(mm->out_types[0].dims[3], 5);
+    int64_t bad[4] = {0, 3, 1, 2};
+    ck_assert_ptr_nonnull(node_set_attr_ints(mm, "perm_a", bad, 4));
+    ck_assert_int_ne(node_infer_shapes(mm, &tu_diag), FX_OK);
+    graph_free(g);
+}
+END_TEST
+
 /* --- cse --------------------------------------------------------------------- */
 
 /* Repeated computations merge, chains of them too, and a commutative op
@@ -402,7 +514,8 @@ END_TEST
 
 /* An attention-style head split as exported (Shape chains for both the
  * query and the key) through -O1 with the pass manager's own check: one
- * shape constant, one Reshape per head, the key's transposes composed. */
+ * shape constant, one Reshape per head, the key's transposes composed and
+ * then read in place, with the query's, by one TransposedMatMul. */
 START_TEST(test_level1_pipeline)
 {
     Graph *g = graph_new();
@@ -431,7 +544,8 @@ START_TEST(test_level1_pipeline)
     ck_assert_int_eq(st, FX_OK);
     ck_assert_int_eq(tu_count_op(g, "Shape"), 0);
     ck_assert_int_eq(tu_count_op(g, "Reshape"), 2);
-    ck_assert_int_eq(tu_count_op(g, "Transpose"), 2);
+    ck_assert_int_eq(tu_count_op(g, "Transpose"), 0);
+    ck_assert_int_eq(tu_count_op(g, "TransposedMatMul"), 1);
     golden(g, "level1_pipeline");
     graph_free(g);
 }
@@ -451,6 +565,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_layout_transposes);
     tcase_add_test(t, test_layout_reshape_chains);
     tcase_add_test(t, test_layout_matmul_transpose);
+    tcase_add_test(t, test_layout_batched_matmul_transpose);
+    tcase_add_test(t, test_transposed_matmul_refuses_bad_perm);
     tcase_add_test(t, test_cse_computations);
     tcase_add_test(t, test_cse_constants);
     tcase_add_test(t, test_cse_getitems);

@@ -34,10 +34,10 @@
  * epilogue and overwrites the row.  A Reduce takes one pass, then its
  * epilogue once per row, then with a broadcast tail one pass writing the
  * row.  The reductions proper follow the runtime kernels' arithmetic step
- * by step (runtime/fxrt_nn_softmax.c, fxrt_nn_norm.c's row_stats,
- * fxrt_reduce.c's four-chain sum), so that the compiled loop and the
- * interpreter (which runs the body with those kernels) agree to the last
- * bit or nearly so.  Nothing is allocated: no arena, no scratch.
+ * by step (runtime/fxrt_nn_softmax.c, whose exp-and-sum Softmax calls,
+ * fxrt_nn_norm.c's row_stats, fxrt_reduce.c's four-chain sum), so that
+ * the compiled loop and the interpreter (which runs the body with those
+ * kernels) agree to the last bit or nearly so.  Nothing is allocated: no arena, no scratch.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -450,12 +450,8 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
         if ((st = emit_prologue_pass(c, p, body, ind,
                                      "y[j] = v_%s; mx = v_%s > mx ? v_%s : mx;")) != FX_OK)
             return st;
-        c->line(c, "%*sfloat sum = 0.0f;", ind, "");
-        c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
-        c->line(c, "%*sconst float e = expf(y[j] - mx);", ind + 4, "");
-        c->line(c, "%*sy[j] = e;", ind + 4, "");
-        c->line(c, "%*ssum += e;", ind + 4, "");
-        c->line(c, "%*s}", ind, "");
+        c->line(c, "%*sconst float sum = fxrt_softmax_exp_f32(y, y, %lld, 1, mx);", ind, "",
+                (long long)p->cols);
         c->line(c, "%*sconst float inv = 1.0f / sum;", ind, "");
         return emit_epilogue_pass(c, p, body, ind, "y[j] * inv");
     case KIND_LOG_SOFTMAX:

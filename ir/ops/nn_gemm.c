@@ -1,6 +1,7 @@
 /*
  * nn_gemm.c - the matrix-product ops: Gemm, MatMul, MatMulInteger and
- * QLinearMatMul.
+ * QLinearMatMul, and TransposedMatMul, the strided MatMul that the
+ * layout-cleanup pass makes of a MatMul between Transposes.
  *
  * Gemm is alpha * op(A) op(B) + beta * C with C broadcast to [M, N]; MatMul
  * is numpy's batched, broadcasting product with 1-D operands promoted to a
@@ -368,6 +369,201 @@ const OpDef fx_op_MatMul = {
     .infer = matmul_infer,
     .eval = matmul_eval,
     .emit = matmul_emit,
+};
+
+/* --- TransposedMatMul -------------------------------------------------------- */
+
+/* TransposedMatMul(A, B) = Transpose(MatMul(Transpose(A, perm_a),
+ * Transpose(B, perm_b)), perm_y): the layout-cleanup pass's form of a
+ * batched MatMul between Transposes (attention's head split, K^T and head
+ * merge), which reads and writes the transposed tensors in place through a
+ * strided batched GEMM instead of copying them.  An absent perm is the
+ * identity.  A and B have one rank r >= 2, float32; the batch dims of the
+ * permuted operands broadcast as in MatMul.  Each permuted operand keeps its
+ * stored last axis among its two matrix axes (so that op(A) and op(B) are
+ * BLAS matrices, plain or transposed), and perm_y keeps the columns last. */
+
+typedef struct TransposedShape {
+    int rank;
+    int64_t perm[3][FX_MAX_RANK]; /* A, B, Y */
+} TransposedShape;
+
+static FxStatus transposed_perms(const Node *n, Diag *d, int rank, TransposedShape *s)
+{
+    static const char *const names[3] = {"perm_a", "perm_b", "perm_y"};
+    s->rank = rank;
+    for (int w = 0; w < 3; w++) {
+        const int64_t *p;
+        int64_t count = node_attr_ints(n, names[w], &p);
+        if (count <= 0) {
+            for (int i = 0; i < rank; i++)
+                s->perm[w][i] = i;
+            continue;
+        }
+        uint32_t seen = 0;
+        for (int i = 0; i < rank && count == rank; i++)
+            if (p[i] >= 0 && p[i] < rank)
+                seen |= 1u << p[i];
+        if (count != rank || seen != (1u << rank) - 1u)
+            return diag_node_error(d, FX_ERR_INVALID, n, "%s is not a permutation of %d axes",
+                                   names[w], rank);
+        memcpy(s->perm[w], p, (size_t)rank * sizeof *p);
+    }
+    return FX_OK;
+}
+
+/* Row-major element strides of a tensor of the given dims. */
+static void contiguous_strides(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+/* op(X) of one permuted operand: logical axes rows (r - 2) and cols
+ * (r - 1) read stored axes perm[r - 2] and perm[r - 1]; one of them must be
+ * the stored last axis.  0 when neither is. */
+static int operand_matrix(const int64_t *perm, const int64_t *strides, int rank, int32_t *trans,
+                          int64_t *ld)
+{
+    if (perm[rank - 1] == rank - 1) {
+        *trans = 0;
+        *ld = strides[perm[rank - 2]];
+        return 1;
+    }
+    if (perm[rank - 2] == rank - 1) {
+        *trans = 1;
+        *ld = strides[perm[rank - 1]];
+        return 1;
+    }
+    return 0;
+}
+
+/* The output type and the kernel parameters of n for operands a and b. */
+static FxStatus transposed_matmul_plan(const Node *n, Diag *d, const TensorType *a,
+                                       const TensorType *b, TensorType *out,
+                                       FxrtStridedMatMul *p)
+{
+    if (a->dtype != FXRT_DTYPE_FLOAT32 || b->dtype != FXRT_DTYPE_FLOAT32)
+        return diag_node_error(d, FX_ERR_INVALID, n, "TransposedMatMul takes float32, not %s",
+                               dtype_name(a->dtype != FXRT_DTYPE_FLOAT32 ? a->dtype : b->dtype));
+    int r = a->rank;
+    if (r < 2 || b->rank != r)
+        return diag_node_error(d, FX_ERR_SHAPE, n,
+                               "TransposedMatMul operands must have one rank >= 2, got %d and %d",
+                               a->rank, b->rank);
+    TransposedShape s;
+    FxStatus st = transposed_perms(n, d, r, &s);
+    if (st != FX_OK)
+        return st;
+    int64_t sa[FX_MAX_RANK], sb[FX_MAX_RANK], la[FX_MAX_RANK], lb[FX_MAX_RANK];
+    contiguous_strides(r, a->dims, sa);
+    contiguous_strides(r, b->dims, sb);
+    for (int i = 0; i < r; i++) {
+        la[i] = a->dims[s.perm[0][i]];
+        lb[i] = b->dims[s.perm[1][i]];
+    }
+    memset(p, 0, sizeof *p);
+    if (!operand_matrix(s.perm[0], sa, r, &p->trans_a, &p->lda) ||
+        !operand_matrix(s.perm[1], sb, r, &p->trans_b, &p->ldb) || s.perm[2][r - 1] != r - 1)
+        return diag_node_error(d, FX_ERR_INVALID, n,
+                               "a permutation moves a matrix's stored last axis out of the "
+                               "product's two matrix axes");
+    p->m = la[r - 2];
+    p->k = la[r - 1];
+    p->n = lb[r - 1];
+    if (lb[r - 2] != p->k)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "inner dimensions differ: %lld and %lld",
+                               (long long)p->k, (long long)lb[r - 2]);
+    /* Y's logical dims, then its stored (permuted) dims and their strides */
+    int64_t ly[FX_MAX_RANK], sy[FX_MAX_RANK], y_axis[FX_MAX_RANK];
+    for (int i = 0; i < r - 2; i++) {
+        if (la[i] != lb[i] && la[i] != 1 && lb[i] != 1)
+            return diag_node_error(d, FX_ERR_SHAPE, n, "batch dims %lld and %lld do not broadcast",
+                                   (long long)la[i], (long long)lb[i]);
+        ly[i] = la[i] == 1 ? lb[i] : la[i];
+    }
+    ly[r - 2] = p->m;
+    ly[r - 1] = p->n;
+    *out = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = r};
+    for (int i = 0; i < r; i++) {
+        out->dims[i] = ly[s.perm[2][i]];
+        y_axis[s.perm[2][i]] = i;
+    }
+    contiguous_strides(r, out->dims, sy);
+    p->ldc = sy[y_axis[r - 2]];
+    for (int i = 0; i < r - 2; i++) {
+        if (ly[i] == 1)
+            continue;
+        int k = p->batch_rank++;
+        p->batch_dims[k] = ly[i];
+        p->a_strides[k] = la[i] == 1 ? 0 : sa[s.perm[0][i]];
+        p->b_strides[k] = lb[i] == 1 ? 0 : sb[s.perm[1][i]];
+        p->y_strides[k] = sy[y_axis[i]];
+    }
+    return FX_OK;
+}
+
+static FxStatus transposed_matmul_infer(InferCtx *c)
+{
+    FxrtStridedMatMul p;
+    return transposed_matmul_plan(c->node, c->diag, c->in[0], c->in[1], &c->out[0], &p);
+}
+
+static FxStatus transposed_matmul_eval(EvalCtx *c)
+{
+    TensorType out;
+    FxrtStridedMatMul p;
+    FxStatus st = transposed_matmul_plan(c->node, c->diag, &c->in[0]->type, &c->in[1]->type,
+                                         &out, &p);
+    if (st == FX_OK && tensor_numel(c->out[0]) > 0)
+        fxrt_matmul_strided_f32(&p, c->in[0]->data, c->in[1]->data, c->out[0]->data);
+    return st;
+}
+
+static FxStatus transposed_matmul_emit(EmitCtx *c)
+{
+    TensorType out;
+    FxrtStridedMatMul p;
+    FxStatus st = transposed_matmul_plan(c->node, c->diag, node_input_type(c->node, 0),
+                                         node_input_type(c->node, 1), &out, &p);
+    if (st != FX_OK || type_numel(&out) == 0)
+        return st;
+    char d[256], sa[256], sb[256], sy[256];
+    c->line(c, "static const FxrtStridedMatMul p = {");
+    if (p.batch_rank > 0) {
+        c->line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p.batch_rank,
+                nn_format_ints(p.batch_dims, p.batch_rank, d, sizeof d));
+        c->line(c, "    .a_strides = %s, .b_strides = %s, .y_strides = %s,",
+                nn_format_ints(p.a_strides, p.batch_rank, sa, sizeof sa),
+                nn_format_ints(p.b_strides, p.batch_rank, sb, sizeof sb),
+                nn_format_ints(p.y_strides, p.batch_rank, sy, sizeof sy));
+    }
+    c->line(c, "    .m = %lld, .n = %lld, .k = %lld, .trans_a = %d, .trans_b = %d,",
+            (long long)p.m, (long long)p.n, (long long)p.k, (int)p.trans_a, (int)p.trans_b);
+    c->line(c, "    .lda = %lld, .ldb = %lld, .ldc = %lld};", (long long)p.lda, (long long)p.ldb,
+            (long long)p.ldc);
+    c->line(c, "fxrt_matmul_strided_f32(&p, %s, %s, %s);", c->in[0], c->in[1], c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec transposed_matmul_attrs[] = {
+    {"perm_a", FX_ATTR_INTS, NULL, false},
+    {"perm_b", FX_ATTR_INTS, NULL, false},
+    {"perm_y", FX_ATTR_INTS, NULL, false},
+    {NULL},
+};
+
+const OpDef fx_op_TransposedMatMul = {
+    .name = "TransposedMatMul",
+    .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = transposed_matmul_attrs,
+    .infer = transposed_matmul_infer,
+    .eval = transposed_matmul_eval,
+    .emit = transposed_matmul_emit,
 };
 
 /* --- quantization parameters ---------------------------------------------- */

@@ -1,0 +1,110 @@
+/*
+ * check_runtime_epilogue.c - the GEMM epilogue: its GELU against erf in
+ * double, over rows of every length (so that the vector loops' remainders
+ * run too), with the scale the linear fold leaves (0.5) and none (1); and a
+ * product large enough for BLAS, whose bias goes into C before the call,
+ * against a double-precision product with bias, residual and activation.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "runtime/fxrt.h"
+
+static void check_gelu_rows(float scale)
+{
+    enum { ROWS = 5, LD = 70 };
+    float c[ROWS * LD], x[ROWS * LD];
+    for (int i = 0; i < ROWS * LD; i++)
+        x[i] = c[i] = -6.5f + 13.0f * (float)((i * 37) % (ROWS * LD)) / (float)(ROWS * LD);
+    const FxrtEpilogue ep = {.activation = FXRT_ACT_GELU, .alpha = scale};
+    /* row r holds 13 * r + 5 values of the block, the rest stays untouched */
+    for (int r = 0; r < ROWS; r++)
+        fxrt_epilogue_apply_f32(&ep, r, 0, 1, 13 * r + 5, c + r * LD, LD);
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < LD; j++) {
+            double v = x[r * LD + j];
+            double want = j < 13 * r + 5 ? v * (erf(v / sqrt(2.0)) + 1.0) * scale : v;
+            ck_assert_msg(fabs(c[r * LD + j] - want) <= 1e-6 * (fabs(v) + 1.0),
+                          "scale %g, row %d, column %d: gelu(%.9g) = %.9g, want %.9g",
+                          (double)scale, r, j, v, (double)c[r * LD + j], want);
+        }
+}
+
+START_TEST(test_gelu_scaled) { check_gelu_rows(0.5f); }
+END_TEST
+
+START_TEST(test_gelu_unscaled) { check_gelu_rows(1.0f); }
+END_TEST
+
+/* C = act(alpha * A B + bias + R) for A m x k, B k x n, bias per column
+ * (per_row 0) or per row (1), in double. */
+static void check_large_gemm(int per_row, int trans_b)
+{
+    enum { M = 96, N = 200, K = 300 }; /* 5.8M multiply-adds: the BLAS path */
+    float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b);
+    float *c = malloc(M * N * sizeof *c), *res = malloc(M * N * sizeof *res);
+    float bias[N > M ? N : M];
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(res);
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)((i * 7) % 13 - 6) / 8.0f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)((i * 5) % 11 - 5) / 16.0f;
+    for (int i = 0; i < M * N; i++) {
+        res[i] = (float)(i % 9 - 4) / 4.0f;
+        c[i] = NAN; /* beta 0: C must not be read */
+    }
+    for (int i = 0; i < (N > M ? N : M); i++)
+        bias[i] = (float)(i % 17 - 8) / 2.0f;
+    const FxrtEpilogue ep = {.bias = bias, .bias_row_stride = per_row, .bias_col_stride = !per_row,
+                             .residual = res, .residual_ld = N, .activation = FXRT_ACT_RELU};
+    /* B as stored: K x N, or N x K when transposed */
+    fxrt_gemm_ep_f32(0, trans_b, M, N, K, 0.5f, a, K, b, trans_b ? K : N, 0.0f, c, N, &ep);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0.0;
+            for (int p = 0; p < K; p++)
+                s += (double)a[i * K + p] * b[trans_b ? j * K + p : p * N + j];
+            double v = 0.5 * s + bias[per_row ? i : j] + res[i * N + j];
+            double want = v < 0.0 ? 0.0 : v;
+            ck_assert_msg(fabs(c[i * N + j] - want) <= 1e-4 * (fabs(want) + 1.0),
+                          "per_row %d trans_b %d: c[%d][%d] = %.9g, want %.9g", per_row,
+                          trans_b, i, j, (double)c[i * N + j], want);
+        }
+    free(a);
+    free(b);
+    free(c);
+    free(res);
+}
+
+START_TEST(test_large_gemm_bias_per_column) { check_large_gemm(0, 0); }
+END_TEST
+
+START_TEST(test_large_gemm_bias_per_row_trans_b) { check_large_gemm(1, 1); }
+END_TEST
+
+static Suite *epilogue_suite(void)
+{
+    Suite *s = suite_create("runtime_epilogue");
+    TCase *t = tcase_create("gelu");
+    tcase_add_test(t, test_gelu_scaled);
+    tcase_add_test(t, test_gelu_unscaled);
+    suite_add_tcase(s, t);
+    TCase *g = tcase_create("gemm");
+    tcase_add_test(g, test_large_gemm_bias_per_column);
+    tcase_add_test(g, test_large_gemm_bias_per_row_trans_b);
+    suite_add_tcase(s, g);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(epilogue_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
