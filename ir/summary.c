@@ -44,6 +44,13 @@ int64_t node_macs(const Node *n)
         int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
         return type_numel(y) * k;
     }
+    if (strcmp(op, "TransposedMatMul") == 0) {
+        /* A is read through perm_a: its last axis there is the reduction */
+        const int64_t *perm;
+        int64_t rank = node_attr_ints(n, "perm_a", &perm);
+        int64_t axis = rank == a->rank && rank > 0 ? perm[rank - 1] : a->rank - 1;
+        return axis >= 0 && axis < a->rank ? type_numel(y) * a->dims[axis] : 0;
+    }
     if (strcmp(op, "MatMul") == 0 || strcmp(op, "MatMulInteger") == 0 ||
         strcmp(op, "FusedGemm") == 0) {
         int64_t k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
@@ -60,8 +67,8 @@ void graph_summarize(const Graph *g, GraphSummary *s)
             s->parameters += tensor_numel(n->value);
             s->parameter_bytes += (int64_t)tensor_nbytes(n->value);
         }
-        /* getitem is plumbing; a Leaf is a real op of the model */
-        if (n->op && (!(n->op->flags & FX_OPF_INTERNAL) || n->op == &fx_op_Leaf))
+        /* getitem is plumbing; every other op, internal or not, is work */
+        if (n->op && n->op != &fx_op_getitem)
             s->op_counts[op_kind(n->op)]++;
         s->macs += node_macs(n);
     }
