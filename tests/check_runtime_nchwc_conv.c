@@ -1,6 +1,7 @@
 /*
- * check_runtime_nchwc_conv.c - the NCHWc convolution (groups 1,
- * fxrt_conv_nchwc_f32) against the NCHW kernel fxrt_conv_f32 on random
+ * check_runtime_nchwc_conv.c - the NCHWc convolution (fxrt_conv_nchwc_f32,
+ * groups 1; groups > 1 only as far as the dispatch to the depthwise kernel)
+ * against the NCHW kernel fxrt_conv_f32 on random
  * inputs: X (blocked or plain) and the residual go through the reorders, W
  * through the packing, Y comes back through fxrt_from_nchwc_f32.  The
  * shapes cover the kernel's paths: tiles narrower than the image and wider,
@@ -15,15 +16,6 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
-
-/* Until fxrt_nn_nchwc_depthwise.c is on this branch: fxrt_conv_nchwc_f32
- * refers to it for groups > 1, which these tests never run. */
-void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
-                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
-{
-    (void)p, (void)x, (void)packed_w, (void)ep, (void)y;
-    ck_abort_msg("depthwise is not under test here");
-}
 
 typedef struct Case {
     int64_t batch, in_c, out_c, in_h, in_w, kernel_h, kernel_w;
@@ -52,14 +44,14 @@ static float *rnd_array(int64_t n)
     return a;
 }
 
-static FxrtConvParams params_of(const Case *c)
+static FxrtConvParams params_of(const Case *c, int64_t groups)
 {
     FxrtConvParams p;
     memset(&p, 0, sizeof p);
     p.batch = c->batch;
     p.in_channels = c->in_c;
     p.out_channels = c->out_c;
-    p.groups = 1;
+    p.groups = groups;
     int64_t in[3] = {1, c->in_h, c->in_w}, k[3] = {1, c->kernel_h, c->kernel_w};
     int64_t s[3] = {1, c->stride_h, c->stride_w}, d[3] = {1, c->dil_h, c->dil_w};
     int64_t pb[3] = {0, c->pad_top, c->pad_left}, pe[3] = {0, c->pad_bottom, c->pad_right};
@@ -74,10 +66,11 @@ static FxrtConvParams params_of(const Case *c)
     return p;
 }
 
-static void check_case(const Case *c, uint32_t seed)
+/* Case c with `groups` groups (1, or in_c for a depthwise convolution). */
+static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
 {
     rng_state = seed;
-    FxrtConvParams p = params_of(c);
+    FxrtConvParams p = params_of(c, groups);
     int64_t out_h = p.out_size[1], out_w = p.out_size[2], out_sp = out_h * out_w;
     int64_t in_sp = c->in_h * c->in_w;
     ck_assert_int_gt(out_h, 0);
@@ -85,7 +78,7 @@ static void check_case(const Case *c, uint32_t seed)
     int64_t icb = fxrt_nchwc_blocks(c->in_c), ocb = fxrt_nchwc_blocks(c->out_c);
     int64_t y_n = c->batch * c->out_c * out_sp, yb_n = c->batch * ocb * out_sp * 8;
     float *x = rnd_array(c->batch * c->in_c * in_sp);
-    float *w = rnd_array(c->out_c * c->in_c * c->kernel_h * c->kernel_w);
+    float *w = rnd_array(c->out_c * (c->in_c / p.groups) * c->kernel_h * c->kernel_w);
     float *bias = rnd_array(ocb * 8);
     for (int64_t i = c->out_c; i < ocb * 8; i++)
         bias[i] = 0.0f;
@@ -179,6 +172,8 @@ static void check_case(const Case *c, uint32_t seed)
     free(yb);
     free(got);
 }
+
+static void check_case(const Case *c, uint32_t seed) { check_grouped(c, 1, seed); }
 
 /* A stride-1 "same" conv of the given size with no epilogue. */
 static Case simple(int64_t in_c, int64_t out_c, int64_t h, int64_t w, int64_t k)
@@ -333,6 +328,17 @@ START_TEST(test_bench_shapes)
 }
 END_TEST
 
+START_TEST(test_depthwise_dispatch)
+{
+    /* groups > 1 goes to fxrt_conv_nchwc_depthwise_f32 (tested in depth by
+     * its own suite); here only that the dispatch gets it right. */
+    check_grouped(&(Case){1, 20, 20, 9, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 1},
+                  20, 900u);
+    check_grouped(&(Case){2, 32, 32, 8, 8, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1, FXRT_ACT_CLIP, 0},
+                  32, 901u);
+}
+END_TEST
+
 static Suite *nchwc_conv_suite(void)
 {
     Suite *s = suite_create("nchwc_conv");
@@ -346,6 +352,7 @@ static Suite *nchwc_conv_suite(void)
     tcase_add_test(tc, test_plain_input);
     tcase_add_test(tc, test_epilogues);
     tcase_add_test(tc, test_bench_shapes);
+    tcase_add_test(tc, test_depthwise_dispatch);
     suite_add_tcase(s, tc);
     return s;
 }
