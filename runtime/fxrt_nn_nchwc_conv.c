@@ -346,19 +346,19 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
     } else {
         t.rows = 0;
     }
+    /* A 1x1 kernel: the weights of consecutive input blocks follow each
+     * other like those of kernel columns, so the block loop can run as the
+     * column loop, one loop level less per tile. */
+    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * BLOCK) {
+        t.cols = t.blocks;
+        t.x_col = t.x_block;
+        t.blocks = 1;
+    }
     /* When the input of consecutive kernel columns is as contiguous as
      * that of lanes (blocked input with dilation 1, or a single plain
      * channel), the column and lane loops are one longer loop, which
      * halves the loop overhead of a 3x3 and removes most of a 1-channel
      * layer's. */
-    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * BLOCK) {
-        /* A 1x1 kernel: the weights of consecutive input blocks follow
-         * each other like those of kernel columns, so the block loop can
-         * run as the column loop, one loop level less per tile. */
-        t.cols = t.blocks;
-        t.x_col = t.x_block;
-        t.blocks = 1;
-    }
     if (t.lanes == 1)
         t.x_lane = t.x_col;
     if (t.x_col == t.lanes * t.x_lane) {
@@ -370,8 +370,7 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
     if (register_epilogue) {
         t.bias = ep->bias ? ep->bias + s->ob * BLOCK : NULL;
         t.residual = cv->residual ? cv->residual + y_off : NULL;
-    }
-    if (!register_epilogue) {
+    } else {
         t.lo = -INFINITY;
         t.hi = INFINITY;
     }
