@@ -63,11 +63,14 @@ __attribute__((target("avx2,fma"))) static void fma_chains(void *arg)
 {
     float *out = arg;
     __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    /* Distinct starting values, or the compiler merges the chains. */
-    __m256 a0 = _mm256_set1_ps(1.0f), a1 = _mm256_set1_ps(1.1f), a2 = _mm256_set1_ps(1.2f);
-    __m256 a3 = _mm256_set1_ps(1.3f), a4 = _mm256_set1_ps(1.4f), a5 = _mm256_set1_ps(1.5f);
-    __m256 a6 = _mm256_set1_ps(1.6f), a7 = _mm256_set1_ps(1.7f), a8 = _mm256_set1_ps(1.8f);
-    __m256 a9 = _mm256_set1_ps(1.9f);
+    /* Distinct starting values, or the compiler merges the chains; they
+     * depend on the previous call's result, or GCC -O3 drops repeated
+     * calls as redundant. */
+    __m256 a0 = _mm256_set1_ps(1.0f + 1e-3f * out[0]);
+    __m256 a1 = _mm256_add_ps(a0, _mm256_set1_ps(0.1f)), a2 = _mm256_add_ps(a1, a1);
+    __m256 a3 = _mm256_add_ps(a2, a0), a4 = _mm256_add_ps(a3, a0), a5 = _mm256_add_ps(a4, a0);
+    __m256 a6 = _mm256_add_ps(a5, a0), a7 = _mm256_add_ps(a6, a0), a8 = _mm256_add_ps(a7, a0);
+    __m256 a9 = _mm256_add_ps(a8, a0);
     for (int k = 0; k < 100000; k++) {
         a0 = _mm256_fmadd_ps(a0, m, c);
         a1 = _mm256_fmadd_ps(a1, m, c);
@@ -83,14 +86,14 @@ __attribute__((target("avx2,fma"))) static void fma_chains(void *arg)
     __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
                              _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
     s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
-    _mm256_storeu_ps(out, s);
+    _mm256_storeu_ps(out, _mm256_mul_ps(s, _mm256_set1_ps(1e-2f)));
 }
 
 static double peak_gflops(void)
 {
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
         return 0.0;
-    float sink[8];
+    float sink[8] = {0};
     return 100000.0 * 10 * 16 / best_seconds(fma_chains, sink) / 1e9;
 }
 #else
