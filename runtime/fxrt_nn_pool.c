@@ -254,7 +254,31 @@ void fxrt_global_lppool_f32(int64_t planes, int64_t size, float p, const float *
 
 #define LANES FXRT_NCHWC_BLOCK
 
-void fxrt_maxpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
+/* The taps of window win of plane xp reduced into acc[8], by max or sum. */
+static void window_reduce_nchwc(const FxrtPoolParams *p, const float *xp, const Window *win,
+                                int take_max, float *acc)
+{
+    const int64_t *is = p->in_size;
+    for (int64_t kd = win->lo[0]; kd < win->hi[0]; kd++) {
+        int64_t id = win->start[0] + kd * p->dilation[0];
+        for (int64_t kh = win->lo[1]; kh < win->hi[1]; kh++) {
+            int64_t ih = win->start[1] + kh * p->dilation[1];
+            const float *row = xp + (id * is[1] + ih) * is[2] * LANES;
+            for (int64_t kw = win->lo[2]; kw < win->hi[2]; kw++) {
+                const float *v = row + (win->start[2] + kw * p->dilation[2]) * LANES;
+                if (take_max)
+                    for (int l = 0; l < LANES; l++)
+                        acc[l] = v[l] > acc[l] ? v[l] : acc[l];
+                else
+                    for (int l = 0; l < LANES; l++)
+                        acc[l] += v[l];
+            }
+        }
+    }
+}
+
+/* MaxPool (take_max) or AveragePool over every output pixel. */
+static void pool_nchwc(const FxrtPoolParams *p, const float *x, float *y, int take_max)
 {
     const int64_t *is = p->in_size;
     int64_t in_n = spatial_numel(is), q = 0;
@@ -266,65 +290,34 @@ void fxrt_maxpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
                 for (o[2] = 0; o[2] < p->out_size[2]; o[2]++, q++) {
                     Window win;
                     window_at(p, o, &win);
-                    float best[LANES];
+                    float acc[LANES];
                     for (int l = 0; l < LANES; l++)
-                        best[l] = -FLT_MAX;
-                    for (int64_t kd = win.lo[0]; kd < win.hi[0]; kd++) {
-                        int64_t id = win.start[0] + kd * p->dilation[0];
-                        for (int64_t kh = win.lo[1]; kh < win.hi[1]; kh++) {
-                            int64_t ih = win.start[1] + kh * p->dilation[1];
-                            const float *row = xp + (id * is[1] + ih) * is[2] * LANES;
-                            for (int64_t kw = win.lo[2]; kw < win.hi[2]; kw++) {
-                                const float *v =
-                                    row + (win.start[2] + kw * p->dilation[2]) * LANES;
-                                for (int l = 0; l < LANES; l++)
-                                    best[l] = v[l] > best[l] ? v[l] : best[l];
-                            }
-                        }
-                    }
+                        acc[l] = take_max ? -FLT_MAX : 0.0f;
+                    window_reduce_nchwc(p, xp, &win, take_max, acc);
+                    int64_t count = 1;
+                    if (!take_max)
+                        for (int i = 0; i < SP; i++)
+                            count *= p->count_include_pad
+                                         ? taps_inside(o[i], p->stride[i], p->dilation[i],
+                                                       p->kernel[i],
+                                                       is[i] + p->pad_begin[i] + p->pad_end[i])
+                                         : win.hi[i] - win.lo[i];
                     for (int l = 0; l < LANES; l++)
-                        y[q * LANES + l] = best[l];
+                        y[q * LANES + l] = take_max    ? acc[l]
+                                           : count > 0 ? acc[l] / (float)count
+                                                       : 0.0f;
                 }
     }
 }
 
+void fxrt_maxpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
+{
+    pool_nchwc(p, x, y, 1);
+}
+
 void fxrt_avgpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
 {
-    const int64_t *is = p->in_size;
-    int64_t in_n = spatial_numel(is), q = 0;
-    for (int64_t plane = 0; plane < p->planes; plane++) {
-        const float *xp = x + plane * in_n * LANES;
-        int64_t o[SP];
-        for (o[0] = 0; o[0] < p->out_size[0]; o[0]++)
-            for (o[1] = 0; o[1] < p->out_size[1]; o[1]++)
-                for (o[2] = 0; o[2] < p->out_size[2]; o[2]++, q++) {
-                    Window win;
-                    window_at(p, o, &win);
-                    float s[LANES] = {0};
-                    for (int64_t kd = win.lo[0]; kd < win.hi[0]; kd++) {
-                        int64_t id = win.start[0] + kd * p->dilation[0];
-                        for (int64_t kh = win.lo[1]; kh < win.hi[1]; kh++) {
-                            int64_t ih = win.start[1] + kh * p->dilation[1];
-                            const float *row = xp + (id * is[1] + ih) * is[2] * LANES;
-                            for (int64_t kw = win.lo[2]; kw < win.hi[2]; kw++) {
-                                const float *v =
-                                    row + (win.start[2] + kw * p->dilation[2]) * LANES;
-                                for (int l = 0; l < LANES; l++)
-                                    s[l] += v[l];
-                            }
-                        }
-                    }
-                    int64_t count = 1;
-                    for (int i = 0; i < SP; i++)
-                        count *= p->count_include_pad
-                                     ? taps_inside(o[i], p->stride[i], p->dilation[i],
-                                                   p->kernel[i],
-                                                   is[i] + p->pad_begin[i] + p->pad_end[i])
-                                     : win.hi[i] - win.lo[i];
-                    for (int l = 0; l < LANES; l++)
-                        y[q * LANES + l] = count > 0 ? s[l] / (float)count : 0.0f;
-                }
-    }
+    pool_nchwc(p, x, y, 0);
 }
 
 void fxrt_global_avgpool_nchwc_f32(int64_t planes, int64_t size, const float *x, float *y)
