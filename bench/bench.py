@@ -324,7 +324,8 @@ def header(args, torch):
         f"- CPU: {cpu_model()}",
         f"- OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE') or 'auto'}",
         f"- threads: 1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, ORT intra/inter op 1)",
-        f"- repeat: {args.repeat} runs per round, best of {args.rounds} alternating rounds; "
+        f"- repeat: {args.repeat} runs per round (more for fast models, so that a round lasts "
+        f"about {args.min_round_ms:g} ms), best of {args.rounds} alternating rounds; "
         f"onnxruntime {ort.__version__}"
         + (f", torch {torch.__version__}" if torch else ", torch not installed"),
     ]
@@ -332,6 +333,17 @@ def header(args, torch):
 
 
 # Main ---------------------------------------------------------------------------
+
+def model_repeat(args, sess, feed):
+    """--repeat, raised for a model of microseconds until one round of one
+    backend lasts about --min-round-ms: a median of 50 runs of 20 us is one
+    millisecond of machine time, which a slow spell of the machine covers
+    whole.  ORT's time estimates the model's."""
+    if sess is None or args.min_round_ms <= 0:
+        return args.repeat
+    est = _median_ms(lambda: sess.run(None, feed), 5, 1)
+    return max(args.repeat, min(5000, int(args.min_round_ms / max(est, 1e-3))))
+
 
 def ensure_models(names, models_dir):
     missing = [n for n in names if n in DEFAULT_MODELS and not (
@@ -362,6 +374,9 @@ def main():
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
                     help="comma-separated; known: " + ", ".join(DEFAULT_MODELS + list(EXTRA_MODELS)))
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per backend (default 20)")
+    ap.add_argument("--min-round-ms", type=float, default=200.0,
+                    help="raise a fast model's repeat count until a round lasts this long "
+                         "(estimated from ONNX Runtime; default 200)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs before ORT/torch timing")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternating timing rounds per model; each backend keeps its best "
@@ -420,19 +435,20 @@ def main():
             sess = ort_session(model)
             feed = {sess.get_inputs()[0].name: x}
             (ref,) = sess.run(None, feed)[:1]
+        repeat = model_repeat(args, sess, feed)
         runners = {}
         for key, level in (("c", 2), ("c0", 0)):
             if key in skip:
                 continue
             try:
                 exe = build_c(fxcc, model, work, level)
-                runners[key] = (lambda e=exe, lv=level: run_c(e, inp, work, lv, args.repeat))
+                runners[key] = (lambda e=exe, lv=level: run_c(e, inp, work, lv, repeat))
             except BenchError as e:
                 r[key] = r["err_" + key] = "FAIL"
                 failures.append(f"{name} [{key}]: {e}")
                 log(f"  {key}: {e}")
         if "interp" not in skip:
-            runners["interp"] = lambda: bench_interp(fxcc, model, inp, work, args.repeat)
+            runners["interp"] = lambda: bench_interp(fxcc, model, inp, work, repeat)
         if torch is not None:
             try:
                 tgraph = TorchGraph(torch, onnx.load(model))
@@ -442,7 +458,7 @@ def main():
         best = {}
         for round_ in range(args.rounds):
             if sess is not None:
-                ms = _median_ms(lambda: sess.run(None, feed), args.repeat, args.warmup)
+                ms = _median_ms(lambda: sess.run(None, feed), repeat, args.warmup)
                 best["ort"] = min(best.get("ort", ms), ms)
             for key in list(runners):
                 try:
@@ -459,7 +475,7 @@ def main():
                     del runners[key]
             if tgraph is not None:
                 try:
-                    ms, yt = time_torch(torch, tgraph, x, args.repeat, args.warmup)
+                    ms, yt = time_torch(torch, tgraph, x, repeat, args.warmup)
                     if round_ == 0:
                         compare(yt, ref, "torch")
                     best["torch"] = min(best.get("torch", ms), ms)
