@@ -70,7 +70,6 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
     return n;
 }
 
-/* Completes n (attributes set) and infers its types, or erases it. */
 /* Erases n, which nothing reads yet. */
 static void discard(Graph *g, Node *n)
 {
@@ -79,6 +78,7 @@ static void discard(Graph *g, Node *n)
     graph_erase_node(g, n);
 }
 
+/* Completes n (attributes set) and infers its types, or erases it. */
 static FxStatus finish_op(Graph *g, Node *n, Diag *d)
 {
     FxStatus st = op_apply_attr_specs(n->op, n, d);
