@@ -149,6 +149,19 @@ static int64_t taps_inside(int64_t o, int64_t stride, int64_t dilation, int64_t 
     return hi - lo;
 }
 
+/* AveragePool's divisor for output position o with window win: the taps
+ * inside the input, or with count_include_pad inside the padded input. */
+static int64_t avgpool_count(const FxrtPoolParams *p, const int64_t *o, const Window *win)
+{
+    int64_t count = 1;
+    for (int i = 0; i < SP; i++)
+        count *= p->count_include_pad
+                     ? taps_inside(o[i], p->stride[i], p->dilation[i], p->kernel[i],
+                                   p->in_size[i] + p->pad_begin[i] + p->pad_end[i])
+                     : win->hi[i] - win->lo[i];
+    return count;
+}
+
 void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y)
 {
     const int64_t *is = p->in_size;
@@ -172,13 +185,7 @@ void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y)
                                 s += row[win.start[2] + kw * p->dilation[2]];
                         }
                     }
-                    int64_t count = 1;
-                    for (int i = 0; i < SP; i++)
-                        count *= p->count_include_pad
-                                     ? taps_inside(o[i], p->stride[i], p->dilation[i],
-                                                   p->kernel[i],
-                                                   is[i] + p->pad_begin[i] + p->pad_end[i])
-                                     : win.hi[i] - win.lo[i];
+                    int64_t count = avgpool_count(p, o, &win);
                     y[q] = count > 0 ? s / (float)count : 0.0f;
                 }
     }
@@ -294,14 +301,7 @@ static void pool_nchwc(const FxrtPoolParams *p, const float *x, float *y, int ta
                     for (int l = 0; l < LANES; l++)
                         acc[l] = take_max ? -FLT_MAX : 0.0f;
                     window_reduce_nchwc(p, xp, &win, take_max, acc);
-                    int64_t count = 1;
-                    if (!take_max)
-                        for (int i = 0; i < SP; i++)
-                            count *= p->count_include_pad
-                                         ? taps_inside(o[i], p->stride[i], p->dilation[i],
-                                                       p->kernel[i],
-                                                       is[i] + p->pad_begin[i] + p->pad_end[i])
-                                         : win.hi[i] - win.lo[i];
+                    int64_t count = take_max ? 1 : avgpool_count(p, o, &win);
                     for (int l = 0; l < LANES; l++)
                         y[q * LANES + l] = take_max    ? acc[l]
                                            : count > 0 ? acc[l] / (float)count
