@@ -11,7 +11,7 @@
 #ifndef FXCC_CODEGEN_H
 #define FXCC_CODEGEN_H
 
-#include "../ir/ir.h"
+#include "../ir/ops/ops.h"
 
 /* ------------------------------------------------------------------------- */
 /* Memory plan (plan.c)                                                       */

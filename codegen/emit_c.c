@@ -102,19 +102,7 @@ typedef struct Gen {
     CgPlan *plan;
     Diag *d;
     Text body;      /* node blocks */
-    Text *emit_to;  /* where EmitCtx.line writes */
 } Gen;
-
-static void emit_line(EmitCtx *c, const char *fmt, ...)
-{
-    Gen *gen = c->impl;
-    va_list ap;
-    text_printf(gen->emit_to, "        ");
-    va_start(ap, fmt);
-    text_vprintf(gen->emit_to, fmt, ap);
-    va_end(ap);
-    text_printf(gen->emit_to, "\n");
-}
 
 static const Tensor *value_tensor(const CgValue *v)
 {
@@ -299,11 +287,13 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     const CgValue *scratch = gen->plan->node_scratch[pos];
     EmitCtx c = {.node = n, .num_inputs = ni, .in = in, .in_value = vals, .num_outputs = no,
                  .out = out, .scratch = scratch ? scratch->cname : NULL, .target = gen->o->target,
-                 .diag = gen->d, .line = emit_line, .impl = gen};
-    text_printf(&gen->body, "    {\n");
-    gen->emit_to = &gen->body;
+                 .diag = gen->d};
     st = n->op->emit(&c);
-    text_printf(&gen->body, "    }\n");
+    if (st == FX_OK && c.text.failed)
+        st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
+    if (st == FX_OK)
+        text_printf(&gen->body, "    {\n%s    }\n", c.text.data ? c.text.data : "");
+    emit_text_free(&c.text);
 done:
     if (st == FX_ERR_NOMEM && (!exprs || !in || !out || !vals))
         diag_node_error(gen->d, st, n, "out of memory");

@@ -374,31 +374,9 @@ typedef struct EvalCtx {
     Diag *diag;
 } EvalCtx;
 
-/* Which runtime the generated code links: host (GEMM through OpenBLAS) or
- * portable (pure C99, for microcontrollers). */
-typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE } FxTarget;
-
-/* What an op's emitter sees.  Buffers are C expressions of typed pointers
- * (e.g. `t_conv1`, `(const float *)inputs[0]`, `NAME_w_fc1_weight`), already
- * declared by the code generator; the emitter writes the statements of the
- * node's block with c->line, calling fxrt_ kernels.  An output may be the
- * same buffer as an input of the same type when the op is elementwise (the
- * planner's in-place reuse), so elementwise kernels must tolerate y == x. */
+/* The emit context an op's emitter writes through; defined by the op
+ * library (ir/ops/ops.h), which owns everything about writing C. */
 typedef struct EmitCtx EmitCtx;
-struct EmitCtx {
-    const Node *node;
-    int num_inputs;
-    const char *const *in;         /* NULL entries: omitted inputs */
-    const Tensor *const *in_value; /* compile-time values (weights, folded shapes) or NULL */
-    int num_outputs;
-    const char *const *out;
-    const char *scratch; /* `void *` to op->scratch_bytes(node) bytes, 64-aligned, or NULL */
-    FxTarget target;
-    Diag *diag;
-    /* One line of C in the node's block; indentation is added. */
-    void (*line)(EmitCtx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-    void *impl; /* the code generator's state */
-};
 
 enum {
     FX_OPF_ELEMENTWISE = 1u << 0, /* output[i] depends on input[i] (with broadcasting) */
@@ -499,21 +477,6 @@ const char *leaf_function_name(const Node *n, char *buf, size_t cap);
 /* The C prototype of n's function, without the ';' (malloc'd, NULL on
  * out of memory); n's shapes must be known. */
 char *leaf_prototype(const Node *n);
-
-/* ------------------------------------------------------------------------- */
-/* Helpers for emitters (emit.c): built on EmitCtx.line only                   */
-/* ------------------------------------------------------------------------- */
-
-/* "float", "int64_t", "uint8_t" (bool), ... */
-const char *c_type_name(DType t);
-/* "FXRT_DTYPE_FLOAT32", ... */
-const char *c_dtype_enum(DType t);
-/* Writes `static const int64_t NAME[] = {v0, v1, ...};` (a zero-length list
- * becomes {0} so that the array is valid C). */
-void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count);
-void emit_float_array(EmitCtx *c, const char *name, const float *v, int64_t count);
-/* A float as a C99 literal that round-trips exactly ("1.5f", "-INFINITY", "NAN"). */
-char *c_float_literal(float v, char *buf, size_t cap);
 
 /* ------------------------------------------------------------------------- */
 /* Printers (print.c)                                                         */

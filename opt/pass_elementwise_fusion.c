@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir/ops/fused_elementwise.h"
+#include "../ir/ops/ops.h"
 #include "opt.h"
 
 typedef struct Group {

@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir/ops/fused_nn.h"
+#include "../ir/ops/ops.h"
 #include "opt.h"
 
 typedef enum AnchorKind { ANCHOR_CONV, ANCHOR_GEMM, ANCHOR_MATMUL } AnchorKind;

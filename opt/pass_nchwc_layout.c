@@ -29,7 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../ir/ops/fused_nn.h"
+#include "../ir/ops/ops.h"
 #include "opt.h"
 
 #define BLOCK FXRT_NCHWC_BLOCK

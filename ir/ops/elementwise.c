@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- element type classes -------------------------------------------------- */
 
@@ -384,14 +384,14 @@ static FxStatus unary_emit(EmitCtx *c)
     if (dt == FXRT_DTYPE_FLOAT32) {
         if (np > 0)
             emit_float_array(c, "p", p, 2);
-        c->line(c, "fxrt_unary_f32(%s, %s, %s, %lld, %s);", opname, c->in[0], c->out[0], count,
+        emit_line(c, "fxrt_unary_f32(%s, %s, %s, %lld, %s);", opname, c->in[0], c->out[0], count,
                 np > 0 ? "p" : "NULL");
         return FX_OK;
     }
     /* float literals: params[] holds the float attribute widened, as in eval */
     if (np > 0)
-        c->line(c, "static const double p[2] = {%s, %s};", l0, l1);
-    c->line(c, "if (fxrt_unary(%s, %s, %s, %s, %lld, %s) != 0) return 1;", opname,
+        emit_line(c, "static const double p[2] = {%s, %s};", l0, l1);
+    emit_line(c, "if (fxrt_unary(%s, %s, %s, %s, %lld, %s) != 0) return 1;", opname,
             c_dtype_enum(dt), c->in[0], c->out[0], count, np > 0 ? "p" : "NULL");
     return FX_OK;
 }
@@ -414,20 +414,20 @@ static FxStatus predicate_emit(EmitCtx *c)
     long long count = (long long)type_numel(&n->out_types[0]);
     const char *x = c->in[0], *y = c->out[0];
     if (n->op == &fx_op_Not) {
-        c->line(c, "fxrt_not_bool(%s, %s, %lld);", x, y, count);
+        emit_line(c, "fxrt_not_bool(%s, %s, %lld);", x, y, count);
     } else if (n->op == &fx_op_IsNaN) {
         if (dt == FXRT_DTYPE_FLOAT32)
-            c->line(c, "fxrt_isnan_f32(%s, %s, %lld);", x, y, count);
+            emit_line(c, "fxrt_isnan_f32(%s, %s, %lld);", x, y, count);
         else
-            c->line(c, "if (fxrt_isnan(%s, %s, %s, %lld) != 0) return 1;", c_dtype_enum(dt), x,
+            emit_line(c, "if (fxrt_isnan(%s, %s, %s, %lld) != 0) return 1;", c_dtype_enum(dt), x,
                     y, count);
     } else {
         int neg = node_attr_int(n, "detect_negative", 1) != 0;
         int pos = node_attr_int(n, "detect_positive", 1) != 0;
         if (dt == FXRT_DTYPE_FLOAT32)
-            c->line(c, "fxrt_isinf_f32(%s, %s, %lld, %d, %d);", x, y, count, neg, pos);
+            emit_line(c, "fxrt_isinf_f32(%s, %s, %lld, %d, %d);", x, y, count, neg, pos);
         else
-            c->line(c, "if (fxrt_isinf(%s, %s, %s, %lld, %d, %d) != 0) return 1;",
+            emit_line(c, "if (fxrt_isinf(%s, %s, %s, %lld, %d, %d) != 0) return 1;",
                     c_dtype_enum(dt), x, y, count, neg, pos);
     }
     return FX_OK;
@@ -558,19 +558,19 @@ static FxStatus binary_emit(EmitCtx *c)
     const char *x0 = c->in[0], *x1 = c->in[1], *y = c->out[0];
     switch (p.kernel) {
     case BK_POW_MIXED:
-        c->line(c, "if (fxrt_pow(%d, dims, %s, %s, sa, %s, %s, sb, %s) != 0) return 1;", p.rank,
+        emit_line(c, "if (fxrt_pow(%d, dims, %s, %s, sa, %s, %s, sb, %s) != 0) return 1;", p.rank,
                 c_dtype_enum(a->dtype), x0, c_dtype_enum(b->dtype), x1, y);
         break;
     case BK_F32:
-        c->line(c, "fxrt_binary_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0, x1,
+        emit_line(c, "fxrt_binary_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0, x1,
                 y);
         break;
     case BK_COMPARE_F32:
-        c->line(c, "fxrt_compare_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0,
+        emit_line(c, "fxrt_compare_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0,
                 x1, y);
         break;
     case BK_GENERIC:
-        c->line(c, "if (fxrt_binary(%s, %s, %d, dims, %s, sa, %s, sb, %s) != 0) return 1;",
+        emit_line(c, "if (fxrt_binary(%s, %s, %d, dims, %s, sa, %s, sb, %s) != 0) return 1;",
                 opname, c_dtype_enum(a->dtype), p.rank, x0, x1, y);
         break;
     }
@@ -673,19 +673,19 @@ static FxStatus variadic_emit(EmitCtx *c)
             ls += (size_t)snprintf(sl + ls, sizeof sl - ls, "%ss%d", i ? ", " : "", i);
             lx += (size_t)snprintf(xl + lx, sizeof xl - lx, "%s%s", i ? ", " : "", c->in[i]);
         }
-        c->line(c, "static const int64_t *const st[%d] = {%s};", count, sl);
-        c->line(c, "const void *const x[%d] = {%s};", count, xl);
+        emit_line(c, "static const int64_t *const st[%d] = {%s};", count, sl);
+        emit_line(c, "const void *const x[%d] = {%s};", count, xl);
     } else {
-        c->line(c, "static const int64_t *const st[%d] = {", count);
+        emit_line(c, "static const int64_t *const st[%d] = {", count);
         for (int i = 0; i < count; i++)
-            c->line(c, "    s%d%s", i, i + 1 < count ? "," : "");
-        c->line(c, "};");
-        c->line(c, "const void *const x[%d] = {", count);
+            emit_line(c, "    s%d%s", i, i + 1 < count ? "," : "");
+        emit_line(c, "};");
+        emit_line(c, "const void *const x[%d] = {", count);
         for (int i = 0; i < count; i++)
-            c->line(c, "    %s%s", c->in[i], i + 1 < count ? "," : "");
-        c->line(c, "};");
+            emit_line(c, "    %s%s", c->in[i], i + 1 < count ? "," : "");
+        emit_line(c, "};");
     }
-    c->line(c, "if (fxrt_variadic(%s, %d, %s, %d, dims, %d, x, st, %s) != 0) return 1;",
+    emit_line(c, "if (fxrt_variadic(%s, %d, %s, %d, dims, %d, x, st, %s) != 0) return 1;",
             binary_names[e->rt_op], n->op == &fx_op_Mean, c_dtype_enum(n->out_types[0].dtype),
             rank, count, c->out[0]);
     free(ins);
@@ -731,7 +731,7 @@ static FxStatus where_emit(EmitCtx *c)
     int rank = walk_compute(&n->out_types[0], 3, ins, dims, st);
     static const char *const names[3] = {"sc", "sx", "sy"};
     emit_walk(c, rank, dims, 3, (const int64_t(*)[FX_MAX_RANK])st, names);
-    c->line(c, "fxrt_where(%zu, %d, dims, %s, sc, %s, sx, %s, sy, %s);",
+    emit_line(c, "fxrt_where(%zu, %d, dims, %s, sc, %s, sx, %s, sy, %s);",
             fxrt_dtype_size(n->out_types[0].dtype), rank, c->in[0], c->in[1], c->in[2],
             c->out[0]);
     return FX_OK;
@@ -867,7 +867,7 @@ static FxStatus clip_emit(EmitCtx *c)
             snprintf(lit[k], sizeof lit[k], "(%s)[0]", c->in[i]);
     }
     if (literal) {
-        c->line(c, "fxrt_clip_f32(%s, %s, %lld, %s, %s);", c->in[0], c->out[0], count, lit[0],
+        emit_line(c, "fxrt_clip_f32(%s, %s, %lld, %s, %s);", c->in[0], c->out[0], count, lit[0],
                 lit[1]);
         return FX_OK;
     }
@@ -876,11 +876,11 @@ static FxStatus clip_emit(EmitCtx *c)
         int i = k + 1;
         if (i >= c->num_inputs || !c->in[i] || node_input_type(n, i)->dtype == dt)
             continue;
-        c->line(c, "const double %s = (double)(%s)[0];", local[k], c->in[i]);
+        emit_line(c, "const double %s = (double)(%s)[0];", local[k], c->in[i]);
         snprintf(addr[k], sizeof addr[k], "&%s", local[k]);
         ptr[k] = addr[k];
     }
-    c->line(c, "if (fxrt_clip(%s, %s, %s, %lld, %s, %s) != 0) return 1;", c_dtype_enum(dt),
+    emit_line(c, "if (fxrt_clip(%s, %s, %s, %lld, %s, %s) != 0) return 1;", c_dtype_enum(dt),
             c->in[0], c->out[0], count, ptr[0], ptr[1]);
     return FX_OK;
 }

@@ -22,7 +22,7 @@
  */
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* Types the kernels compute on (the runtime's fxrt_cast set). */
 static bool cast_type_ok(DType t)
@@ -113,7 +113,7 @@ static FxStatus cast_infer(InferCtx *c)
 static FxStatus cast_emit(EmitCtx *c)
 {
     const Node *n = c->node;
-    c->line(c, "if (fxrt_cast(%s, %s, %s, %s, %lld) != 0) return 1;",
+    emit_line(c, "if (fxrt_cast(%s, %s, %s, %s, %lld) != 0) return 1;",
             c_dtype_enum(node_input_type(n, 0)->dtype), c->in[0],
             c_dtype_enum(n->out_types[0].dtype), c->out[0],
             (long long)type_numel(&n->out_types[0]));
@@ -279,12 +279,12 @@ static FxStatus quant_emit(EmitCtx *c)
     quant_split(n, x, s, &outer, &channels, &inner);
     const char *zp = c->num_inputs > 2 && c->in[2] ? c->in[2] : "NULL";
     if (n->op == &fx_op_QuantizeLinear)
-        c->line(c,
+        emit_line(c,
                 "if (fxrt_quantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s, %s) != 0) return 1;",
                 c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1],
                 c_dtype_enum(n->out_types[0].dtype), zp, c->out[0]);
     else
-        c->line(c, "if (fxrt_dequantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s) != 0) return 1;",
+        emit_line(c, "if (fxrt_dequantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s) != 0) return 1;",
                 c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1], zp,
                 c->out[0]);
     return FX_OK;

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused_elementwise.h"
+#include "ops.h"
 
 /* --- scalar forms ----------------------------------------------------------- */
 
@@ -281,14 +281,14 @@ void fused_offset_expr(int rank, const int64_t *dims, const int64_t *st, const c
 void fused_emit_body_comment(EmitCtx *c, const Graph *body)
 {
     char line[1024];
-    c->line(c, "/* fused body:");
+    emit_line(c, "/* fused body:");
     for (const Node *b = body->root.next; b != &body->root; b = b->next) {
         node_format(b, line, sizeof line);
         for (char *p = strstr(line, "*/"); p; p = strstr(p, "*/"))
             p[0] = ' ';
-        c->line(c, " *   %s", line);
+        emit_line(c, " *   %s", line);
     }
-    c->line(c, " */");
+    emit_line(c, " */");
 }
 
 static FxStatus fused_emit(EmitCtx *c)
@@ -316,9 +316,9 @@ static FxStatus fused_emit(EmitCtx *c)
     int rank = fused_loop_walk(out, nops, ins, dims, st);
 
     fused_emit_body_comment(c, body);
-    c->line(c, "int64_t o = 0;");
+    emit_line(c, "int64_t o = 0;");
     for (int d = 0; d < rank; d++)
-        c->line(c, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++) {", 4 * d, "", d, d,
+        emit_line(c, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++) {", 4 * d, "", d, d,
                 (long long)dims[d], d);
     int ind = 4 * rank;
     /* Loads of the placeholders, then one local per computed node. */
@@ -328,7 +328,7 @@ static FxStatus fused_emit(EmitCtx *c)
         if (b->opcode == FX_OPCODE_PLACEHOLDER) {
             char off[256];
             fused_offset_expr(rank, dims, st[k], "o", off, sizeof off);
-            c->line(c, "%*sconst float v_%s = %s[%s];", ind, "", b->name, c->in[k], off);
+            emit_line(c, "%*sconst float v_%s = %s[%s];", ind, "", b->name, c->in[k], off);
             k++;
         } else if (b->opcode == FX_OPCODE_GET_ATTR) {
             char lit[48];
@@ -338,7 +338,7 @@ static FxStatus fused_emit(EmitCtx *c)
                                          "fused constant %s is not a float32 scalar", b->name);
                 goto done;
             }
-            c->line(c, "%*sconst float v_%s = %s;", ind, "", b->name,
+            emit_line(c, "%*sconst float v_%s = %s;", ind, "", b->name,
                     c_float_literal(*(const float *)b->value->data, lit, sizeof lit));
         } else if (b->opcode == FX_OPCODE_CALL_FUNCTION) {
             char names[3][200];
@@ -354,12 +354,12 @@ static FxStatus fused_emit(EmitCtx *c)
                                          "%s has no scalar form for a fused loop", b->op->name);
                 goto done;
             }
-            c->line(c, "%*sconst float v_%s = %s;", ind, "", b->name, expr);
+            emit_line(c, "%*sconst float v_%s = %s;", ind, "", b->name, expr);
         }
     }
-    c->line(c, "%*s%s[o++] = v_%s;", ind, "", c->out[0], last->name);
+    emit_line(c, "%*s%s[o++] = v_%s;", ind, "", c->out[0], last->name);
     for (int d = rank - 1; d >= 0; d--)
-        c->line(c, "%*s}", 4 * d, "");
+        emit_line(c, "%*s}", 4 * d, "");
 done:
     free(ins);
     free(st);

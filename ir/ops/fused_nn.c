@@ -24,8 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused_nn.h"
-#include "nn_emit.h"
+#include "ops.h"
 
 static const char *const activation_names[] = {
     "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish", "hardsigmoid", "tanh", "gelu",
@@ -66,14 +65,14 @@ const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *
     if (!bias && !residual && shape->activation == FXRT_ACT_NONE)
         return "NULL";
     char a[48], b[48];
-    c->line(c, "const FxrtEpilogue ep = {");
+    emit_line(c, "const FxrtEpilogue ep = {");
     if (bias)
-        c->line(c, "    .bias = %s, .bias_row_stride = %lld, .bias_col_stride = %lld,", bias,
+        emit_line(c, "    .bias = %s, .bias_row_stride = %lld, .bias_col_stride = %lld,", bias,
                 (long long)shape->bias_row_stride, (long long)shape->bias_col_stride);
     if (residual)
-        c->line(c, "    .residual = %s, .residual_ld = %lld, .residual_after = %d,", residual,
+        emit_line(c, "    .residual = %s, .residual_ld = %lld, .residual_after = %d,", residual,
                 (long long)shape->residual_ld, (int)shape->residual_after);
-    c->line(c, "    .activation = %s, .alpha = %s, .beta = %s};",
+    emit_line(c, "    .activation = %s, .alpha = %s, .beta = %s};",
             activation_enums[shape->activation], c_float_literal(shape->alpha, a, sizeof a),
             c_float_literal(shape->beta, b, sizeof b));
     return "&ep";
@@ -298,7 +297,7 @@ static FxStatus fused_gemm_emit(EmitCtx *c)
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     char alpha[48];
     c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
-    c->line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
+    emit_line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
                "%lld, %s);",
             s.trans_a, s.trans_b, (long long)s.m, (long long)s.n, (long long)s.k, alpha,
             c->in[0], (long long)s.lda, c->in[1], (long long)s.ldb, c->out[0], (long long)s.n,

@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused_elementwise.h"
+#include "ops.h"
 
 typedef enum Kind {
     KIND_NONE,
@@ -371,7 +371,7 @@ static FxStatus emit_phase(EmitCtx *c, const Plan *p, const Graph *body, int pha
     for (int k = 0; k < p->nops; k++) {
         const Operand *o = &p->ops[k];
         if (o->phase == phase)
-            c->line(c, "%*sconst float v_%s = %s%s[%s];", ind, "", o->ph->name,
+            emit_line(c, "%*sconst float v_%s = %s%s[%s];", ind, "", o->ph->name,
                     phase_prefix(phase), o->ph->name, o->along_row ? "j" : "0");
     }
     for (const Node *b = body->root.next; b != &body->root; b = b->next) {
@@ -388,7 +388,7 @@ static FxStatus emit_phase(EmitCtx *c, const Plan *p, const Graph *body, int pha
         if (b->num_args > 3 || !fused_scalar_expr(b, x, expr, sizeof expr))
             return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                    "%s has no scalar form for a fused loop", b->op->name);
-        c->line(c, "%*sconst float v_%s = %s;", ind, "", b->name, expr);
+        emit_line(c, "%*sconst float v_%s = %s;", ind, "", b->name, expr);
     }
     return FX_OK;
 }
@@ -398,15 +398,15 @@ static FxStatus emit_phase(EmitCtx *c, const Plan *p, const Graph *body, int pha
 static FxStatus emit_prologue_pass(EmitCtx *c, const Plan *p, const Graph *body, int ind,
                                    const char *then_fmt)
 {
-    c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
+    emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
     FxStatus st = emit_phase(c, p, body, PHASE_PROLOGUE, ind + 4);
     if (st != FX_OK)
         return st;
     const char *v = p->red->args[0]->name;
     char stmt[600];
     snprintf(stmt, sizeof stmt, then_fmt, v, v, v, v);
-    c->line(c, "%*s%s", ind + 4, "", stmt);
-    c->line(c, "%*s}", ind, "");
+    emit_line(c, "%*s%s", ind + 4, "", stmt);
+    emit_line(c, "%*s}", ind, "");
     return FX_OK;
 }
 
@@ -415,13 +415,13 @@ static FxStatus emit_prologue_pass(EmitCtx *c, const Plan *p, const Graph *body,
 static FxStatus emit_epilogue_pass(EmitCtx *c, const Plan *p, const Graph *body, int ind,
                                    const char *value)
 {
-    c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
-    c->line(c, "%*sconst float v_%s = %s;", ind + 4, "", p->red->name, value);
+    emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
+    emit_line(c, "%*sconst float v_%s = %s;", ind + 4, "", p->red->name, value);
     FxStatus st = emit_phase(c, p, body, PHASE_EPILOGUE, ind + 4);
     if (st != FX_OK)
         return st;
-    c->line(c, "%*sy[j] = v_%s;", ind + 4, "", fused_body_result(body)->name);
-    c->line(c, "%*s}", ind, "");
+    emit_line(c, "%*sy[j] = v_%s;", ind + 4, "", fused_body_result(body)->name);
+    emit_line(c, "%*s}", ind, "");
     return FX_OK;
 }
 
@@ -446,40 +446,40 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
     FxStatus st = FX_OK;
     switch (p->kind) {
     case KIND_SOFTMAX:
-        c->line(c, "%*sfloat mx = -INFINITY;", ind, "");
+        emit_line(c, "%*sfloat mx = -INFINITY;", ind, "");
         if ((st = emit_prologue_pass(c, p, body, ind,
                                      "y[j] = v_%s; mx = v_%s > mx ? v_%s : mx;")) != FX_OK)
             return st;
-        c->line(c, "%*sconst float sum = fxrt_softmax_exp_f32(y, y, %lld, 1, mx);", ind, "",
+        emit_line(c, "%*sconst float sum = fxrt_softmax_exp_f32(y, y, %lld, 1, mx);", ind, "",
                 (long long)p->cols);
-        c->line(c, "%*sconst float inv = 1.0f / sum;", ind, "");
+        emit_line(c, "%*sconst float inv = 1.0f / sum;", ind, "");
         return emit_epilogue_pass(c, p, body, ind, "y[j] * inv");
     case KIND_LOG_SOFTMAX:
-        c->line(c, "%*sfloat mx = -INFINITY;", ind, "");
+        emit_line(c, "%*sfloat mx = -INFINITY;", ind, "");
         if ((st = emit_prologue_pass(c, p, body, ind,
                                      "y[j] = v_%s; mx = v_%s > mx ? v_%s : mx;")) != FX_OK)
             return st;
-        c->line(c, "%*sfloat sum = 0.0f;", ind, "");
-        c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++)", ind, "", (long long)p->cols);
-        c->line(c, "%*ssum += expf(y[j] - mx);", ind + 4, "");
-        c->line(c, "%*sconst float shift = mx + logf(sum);", ind, "");
+        emit_line(c, "%*sfloat sum = 0.0f;", ind, "");
+        emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++)", ind, "", (long long)p->cols);
+        emit_line(c, "%*ssum += expf(y[j] - mx);", ind + 4, "");
+        emit_line(c, "%*sconst float shift = mx + logf(sum);", ind, "");
         return emit_epilogue_pass(c, p, body, ind, "y[j] - shift");
     case KIND_LAYER_NORM: {
         if ((st = emit_prologue_pass(c, p, body, ind, "y[j] = v_%s;")) != FX_OK)
             return st;
         /* row_stats: the mean relative to the first element, then the
          * mean squared deviation */
-        c->line(c, "%*sconst float pivot = y[0];", ind, "");
-        c->line(c, "%*sfloat sum = 0.0f;", ind, "");
-        c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++)", ind, "", (long long)p->cols);
-        c->line(c, "%*ssum += y[j] - pivot;", ind + 4, "");
-        c->line(c, "%*sconst float mean = pivot + sum / %s;", ind, "", cols_f);
-        c->line(c, "%*sfloat sq = 0.0f;", ind, "");
-        c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
-        c->line(c, "%*sconst float dv = y[j] - mean;", ind + 4, "");
-        c->line(c, "%*ssq += dv * dv;", ind + 4, "");
-        c->line(c, "%*s}", ind, "");
-        c->line(c, "%*sconst float inv = 1.0f / sqrtf(sq / %s + %s);", ind, "", cols_f,
+        emit_line(c, "%*sconst float pivot = y[0];", ind, "");
+        emit_line(c, "%*sfloat sum = 0.0f;", ind, "");
+        emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++)", ind, "", (long long)p->cols);
+        emit_line(c, "%*ssum += y[j] - pivot;", ind + 4, "");
+        emit_line(c, "%*sconst float mean = pivot + sum / %s;", ind, "", cols_f);
+        emit_line(c, "%*sfloat sq = 0.0f;", ind, "");
+        emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
+        emit_line(c, "%*sconst float dv = y[j] - mean;", ind + 4, "");
+        emit_line(c, "%*ssq += dv * dv;", ind + 4, "");
+        emit_line(c, "%*s}", ind, "");
+        emit_line(c, "%*sconst float inv = 1.0f / sqrtf(sq / %s + %s);", ind, "", cols_f,
                 c_float_literal(node_attr_float(p->red, "epsilon", 1e-5f), lit, sizeof lit));
         char scale[240], bias[240];
         param_term(p->red, 1, p->cols, "*", scale, sizeof scale);
@@ -491,7 +491,7 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
     case KIND_MEAN: {
         /* fxrt_reduce's contiguous sum: four chains, the tail on the first */
         int64_t whole = p->cols / 4 * 4;
-        c->line(c, "%*sfloat acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};", ind, "");
+        emit_line(c, "%*sfloat acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};", ind, "");
         char then[200];
         if (whole == p->cols)
             snprintf(then, sizeof then, "acc[j & 3] += v_%%s;");
@@ -508,8 +508,8 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
     case KIND_MAX:
     case KIND_MIN: {
         bool max = p->kind == KIND_MAX;
-        c->line(c, "%*sfloat m = %sINFINITY;", ind, "", max ? "-" : "");
-        c->line(c, "%*sint has_nan = 0;", ind, "");
+        emit_line(c, "%*sfloat m = %sINFINITY;", ind, "", max ? "-" : "");
+        emit_line(c, "%*sint has_nan = 0;", ind, "");
         if ((st = emit_prologue_pass(c, p, body, ind,
                                      max ? "m = v_%s > m ? v_%s : m; has_nan |= v_%s != v_%s;"
                                          : "m = v_%s < m ? v_%s : m; has_nan |= v_%s != v_%s;")) !=
@@ -522,19 +522,19 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
     }
     /* A Reduce: one value per row, then the epilogue on it, then the tail
      * that broadcasts it back over the row. */
-    c->line(c, "%*sconst float v_%s = %s;", ind, "", red, value);
+    emit_line(c, "%*sconst float v_%s = %s;", ind, "", red, value);
     if ((st = emit_phase(c, p, body, PHASE_EPILOGUE, ind)) != FX_OK)
         return st;
     const char *res = fused_body_result(body)->name;
     if (!p->broadcast) {
-        c->line(c, "%*sy[0] = v_%s;", ind, "", res);
+        emit_line(c, "%*sy[0] = v_%s;", ind, "", res);
         return FX_OK;
     }
-    c->line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
+    emit_line(c, "%*sfor (int64_t j = 0; j < %lld; j++) {", ind, "", (long long)p->cols);
     if ((st = emit_phase(c, p, body, PHASE_BROADCAST, ind + 4)) != FX_OK)
         return st;
-    c->line(c, "%*sy[j] = v_%s;", ind + 4, "", res);
-    c->line(c, "%*s}", ind, "");
+    emit_line(c, "%*sy[j] = v_%s;", ind + 4, "", res);
+    emit_line(c, "%*s}", ind, "");
     return FX_OK;
 }
 
@@ -570,7 +570,7 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
         char lit[48];
         if (b->opcode == FX_OPCODE_GET_ATTR && b->value &&
             b->value->type.dtype == FXRT_DTYPE_FLOAT32 && tensor_numel(b->value) == 1)
-            c->line(c, "const float v_%s = %s;", b->name,
+            emit_line(c, "const float v_%s = %s;", b->name,
                     c_float_literal(*(const float *)b->value->data, lit, sizeof lit));
     }
     for (int i = 1; p.kind == KIND_LAYER_NORM && i < p.red->num_args; i++)
@@ -579,11 +579,11 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
             int k = 0;
             while (graph_placeholder(body, k) != ph)
                 k++;
-            c->line(c, "const float *const s_%s = %s;", ph->name, c->in[k]);
+            emit_line(c, "const float *const s_%s = %s;", ph->name, c->in[k]);
         }
-    c->line(c, "int64_t r = 0;");
+    emit_line(c, "int64_t r = 0;");
     for (int d = 0; d < rank; d++)
-        c->line(c, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++) {", 4 * d, "", d, d,
+        emit_line(c, "%*sfor (int64_t i%d = 0; i%d < %lld; i%d++) {", 4 * d, "", d, d,
                 (long long)dims[d], d);
     int ind = 4 * rank;
     for (int k = 0; k < p.nops; k++) {
@@ -591,25 +591,25 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
         char off[256];
         fused_offset_expr(rank, dims, strides[k], "r", off, sizeof off);
         if (strcmp(off, "0") == 0)
-            c->line(c, "%*sconst float *const %s%s = %s;", ind, "", phase_prefix(o->phase),
+            emit_line(c, "%*sconst float *const %s%s = %s;", ind, "", phase_prefix(o->phase),
                     o->ph->name, c->in[o->arg]);
         else if (o->row_elems == 1)
-            c->line(c, "%*sconst float *const %s%s = (%s) + (%s);", ind, "",
+            emit_line(c, "%*sconst float *const %s%s = (%s) + (%s);", ind, "",
                     phase_prefix(o->phase), o->ph->name, c->in[o->arg], off);
         else
-            c->line(c, "%*sconst float *const %s%s = (%s) + (%s) * %lld;", ind, "",
+            emit_line(c, "%*sconst float *const %s%s = (%s) + (%s) * %lld;", ind, "",
                     phase_prefix(o->phase), o->ph->name, c->in[o->arg], off,
                     (long long)o->row_elems);
     }
     if (row_shaped(p.kind) || p.broadcast)
-        c->line(c, "%*sfloat *const y = (%s) + r * %lld;", ind, "", c->out[0], (long long)p.cols);
+        emit_line(c, "%*sfloat *const y = (%s) + r * %lld;", ind, "", c->out[0], (long long)p.cols);
     else
-        c->line(c, "%*sfloat *const y = (%s) + r;", ind, "", c->out[0]);
+        emit_line(c, "%*sfloat *const y = (%s) + r;", ind, "", c->out[0]);
     if ((st = emit_row(c, &p, body, ind)) != FX_OK)
         goto done;
-    c->line(c, "%*sr++;", ind, "");
+    emit_line(c, "%*sr++;", ind, "");
     for (int d = rank - 1; d >= 0; d--)
-        c->line(c, "%*s}", 4 * d, "");
+        emit_line(c, "%*s}", 4 * d, "");
 done:
     free(ins);
     free(strides);

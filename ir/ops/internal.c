@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 static FxStatus getitem_infer(InferCtx *c)
 {

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- output types ----------------------------------------------------------- */
 
@@ -285,9 +285,9 @@ static FxStatus leaf_emit(EmitCtx *c)
     }
     if (used + 2 >= sizeof call)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n, "leaf call too long");
-    c->line(c, "%s);", call);
-    c->line(c, "if (status != 0)");
-    c->line(c, "    return status; /* %s refused its data */", fname);
+    emit_line(c, "%s);", call);
+    emit_line(c, "if (status != 0)");
+    emit_line(c, "    return status; /* %s refused its data */", fname);
     return FX_OK;
 }
 

@@ -27,8 +27,7 @@
  */
 #include <string.h>
 
-#include "fused_nn.h"
-#include "nn_emit.h"
+#include "ops.h"
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
@@ -74,7 +73,7 @@ static FxStatus to_nchwc_eval(EvalCtx *c)
 static FxStatus to_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = node_input_type(c->node, 0)->dims;
-    c->line(c, "fxrt_to_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0], (long long)d[1],
+    emit_line(c, "fxrt_to_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0], (long long)d[1],
             (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -117,7 +116,7 @@ static FxStatus from_nchwc_eval(EvalCtx *c)
 static FxStatus from_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = c->node->out_types[0].dims;
-    c->line(c, "fxrt_from_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0],
+    emit_line(c, "fxrt_from_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0],
             (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -270,7 +269,7 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
         return FX_OK;
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     nn_conv_emit_params(c, &p);
-    c->line(c, "fxrt_conv_nchwc_f32(&p, %d, %s, %s, %s, %s);", blocked, c->in[0], c->in[1], ep,
+    emit_line(c, "fxrt_conv_nchwc_f32(&p, %d, %s, %s, %s, %s);", blocked, c->in[0], c->in[1], ep,
             c->out[0]);
     return FX_OK;
 }
@@ -355,7 +354,7 @@ static FxStatus pool_nchwc_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     nn_pool_emit_params(c, &p);
-    c->line(c, "%s(&p, %s, %s);", pool_kernel(c->node), c->in[0], c->out[0]);
+    emit_line(c, "%s(&p, %s, %s);", pool_kernel(c->node), c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -399,7 +398,7 @@ static FxStatus global_avgpool_nchwc_eval(EvalCtx *c)
 static FxStatus global_avgpool_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = node_input_type(c->node, 0)->dims;
-    c->line(c, "fxrt_global_avgpool_nchwc_f32(%lld, %lld, %s, %s);", (long long)(d[0] * d[1]),
+    emit_line(c, "fxrt_global_avgpool_nchwc_f32(%lld, %lld, %s, %s);", (long long)(d[0] * d[1]),
             (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }

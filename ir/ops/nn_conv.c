@@ -28,9 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
-#include "fused_nn.h"
-#include "nn_emit.h"
+#include "ops.h"
 
 #define SPMAX FXRT_CONV_MAX_SPATIAL
 
@@ -128,14 +126,14 @@ static FxStatus emit_check_f32(EmitCtx *c, DType t)
 void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p)
 {
     char a[96], b[96], k[96];
-    c->line(c, "static const FxrtConvParams p = {");
-    c->line(c, "    .batch = %lld, .in_channels = %lld, .out_channels = %lld, .groups = %lld,",
+    emit_line(c, "static const FxrtConvParams p = {");
+    emit_line(c, "    .batch = %lld, .in_channels = %lld, .out_channels = %lld, .groups = %lld,",
             (long long)p->batch, (long long)p->in_channels, (long long)p->out_channels,
             (long long)p->groups);
-    c->line(c, "    .in_size = %s, .out_size = %s, .kernel = %s,",
+    emit_line(c, "    .in_size = %s, .out_size = %s, .kernel = %s,",
             nn_format_ints(p->in_size, SPMAX, a, sizeof a),
             nn_format_ints(p->out_size, SPMAX, b, sizeof b), nn_format_ints(p->kernel, SPMAX, k, sizeof k));
-    c->line(c, "    .stride = %s, .dilation = %s, .pad_begin = %s, .col_tile = %lld};",
+    emit_line(c, "    .stride = %s, .dilation = %s, .pad_begin = %s, .col_tile = %lld};",
             nn_format_ints(p->stride, SPMAX, a, sizeof a),
             nn_format_ints(p->dilation, SPMAX, b, sizeof b),
             nn_format_ints(p->pad_begin, SPMAX, k, sizeof k), (long long)p->col_tile);
@@ -144,15 +142,15 @@ void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p)
 void nn_pool_emit_params(EmitCtx *c, const FxrtPoolParams *p)
 {
     char a[96], b[96], k[96], f[48];
-    c->line(c, "static const FxrtPoolParams p = {");
-    c->line(c, "    .planes = %lld, .in_size = %s, .out_size = %s, .kernel = %s,",
+    emit_line(c, "static const FxrtPoolParams p = {");
+    emit_line(c, "    .planes = %lld, .in_size = %s, .out_size = %s, .kernel = %s,",
             (long long)p->planes, nn_format_ints(p->in_size, SPMAX, a, sizeof a),
             nn_format_ints(p->out_size, SPMAX, b, sizeof b), nn_format_ints(p->kernel, SPMAX, k, sizeof k));
-    c->line(c, "    .stride = %s, .dilation = %s,", nn_format_ints(p->stride, SPMAX, a, sizeof a),
+    emit_line(c, "    .stride = %s, .dilation = %s,", nn_format_ints(p->stride, SPMAX, a, sizeof a),
             nn_format_ints(p->dilation, SPMAX, b, sizeof b));
-    c->line(c, "    .pad_begin = %s, .pad_end = %s,", nn_format_ints(p->pad_begin, SPMAX, a, sizeof a),
+    emit_line(c, "    .pad_begin = %s, .pad_end = %s,", nn_format_ints(p->pad_begin, SPMAX, a, sizeof a),
             nn_format_ints(p->pad_end, SPMAX, b, sizeof b));
-    c->line(c, "    .count_include_pad = %d, .storage_order = %d, .p = %s};",
+    emit_line(c, "    .count_include_pad = %d, .storage_order = %d, .p = %s};",
             (int)p->count_include_pad, (int)p->storage_order, c_float_literal(p->p, f, sizeof f));
 }
 
@@ -601,14 +599,14 @@ void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep)
     nn_conv_emit_params(c, p);
     switch (fxrt_conv_algo(p)) {
     case FXRT_CONV_ALGO_GEMM_1X1:
-        c->line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep, c->out[0]);
+        emit_line(c, "fxrt_conv_1x1_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep, c->out[0]);
         break;
     case FXRT_CONV_ALGO_DEPTHWISE:
-        c->line(c, "fxrt_conv_depthwise_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep,
+        emit_line(c, "fxrt_conv_depthwise_f32(&p, %s, %s, %s, %s);", c->in[0], c->in[1], ep,
                 c->out[0]);
         break;
     case FXRT_CONV_ALGO_IM2COL:
-        c->line(c, "fxrt_conv_im2col_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0], c->in[1],
+        emit_line(c, "fxrt_conv_im2col_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0], c->in[1],
                 ep, c->out[0], c->scratch);
         break;
     }
@@ -630,7 +628,7 @@ static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
     const char *bias = nn_emit_input(c, 2);
     if (kind == CONV_TRANSPOSE) {
         nn_conv_emit_params(c, &p);
-        c->line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
+        emit_line(c, "fxrt_conv_transpose_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
                 c->in[1], bias ? bias : "NULL", c->out[0], c->scratch);
         return FX_OK;
     }
@@ -782,7 +780,7 @@ static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int 
     int64_t nw = nn_emit_zero_points(c, wzi, "wzp", wzp_dst,
                                   p->out_channels > 0 ? p->out_channels : 1);
     char xzp[64];
-    c->line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
+    emit_line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
             c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
             nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
             c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
@@ -902,13 +900,13 @@ static FxStatus qlinear_conv_emit(EmitCtx *c)
     qlinear_conv_layout(node, &zp_off, &scale_off, &total);
     int64_t ns = type_numel(node_input_type(node, QC_W_SCALE));
     char dst[256], yzp[64];
-    c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
-    c->line(c, "int32_t *const acc = (int32_t *)s;");
-    c->line(c, "float *const scale = (float *)(s + %zu);", scale_off);
-    c->line(c, "int64_t j;");
+    emit_line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+    emit_line(c, "int32_t *const acc = (int32_t *)s;");
+    emit_line(c, "float *const scale = (float *)(s + %zu);", scale_off);
+    emit_line(c, "int64_t j;");
     /* float arithmetic in ONNX's order, as the interpreter does */
-    c->line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
-    c->line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QC_X_SCALE], c->in[QC_W_SCALE],
+    emit_line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
+    emit_line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QC_X_SCALE], c->in[QC_W_SCALE],
             c->in[QC_Y_SCALE]);
     snprintf(dst, sizeof dst, "s + %zu", zp_off);
     FxrtConvParams p;
@@ -916,7 +914,7 @@ static FxStatus qlinear_conv_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     const char *bias = nn_emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
-    c->line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
+    emit_line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
             (long long)p.batch, (long long)p.out_channels,
             (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
             nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
@@ -1043,7 +1041,7 @@ static FxStatus maxpool_emit(EmitCtx *c)
     }
     const char *idx = c->num_outputs > 1 && c->out[1] ? c->out[1] : "NULL";
     nn_pool_emit_params(c, &p);
-    c->line(c, "%s(&p, %s, %s, %s);", kernel, c->in[0], c->out[0], idx);
+    emit_line(c, "%s(&p, %s, %s, %s);", kernel, c->in[0], c->out[0], idx);
     return FX_OK;
 }
 
@@ -1116,7 +1114,7 @@ static FxStatus float_pool_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     nn_pool_emit_params(c, &p);
-    c->line(c, "%s(&p, %s, %s);",
+    emit_line(c, "%s(&p, %s, %s);",
             c->node->op == &fx_op_LpPool ? "fxrt_lppool_f32" : "fxrt_avgpool_f32", c->in[0],
             c->out[0]);
     return FX_OK;
@@ -1218,11 +1216,11 @@ static FxStatus global_pool_emit(EmitCtx *c)
     long long size = planes > 0 ? (long long)(type_numel(x) / planes) : 0;
     if (c->node->op == &fx_op_GlobalLpPool) {
         char f[48];
-        c->line(c, "fxrt_global_lppool_f32(%lld, %lld, %s, %s, %s);", (long long)planes, size,
+        emit_line(c, "fxrt_global_lppool_f32(%lld, %lld, %s, %s, %s);", (long long)planes, size,
                 c_float_literal((float)node_attr_int(c->node, "p", 2), f, sizeof f), c->in[0],
                 c->out[0]);
     } else {
-        c->line(c, "%s(%lld, %lld, %s, %s);",
+        emit_line(c, "%s(%lld, %lld, %s, %s);",
                 c->node->op == &fx_op_GlobalAveragePool ? "fxrt_global_avgpool_f32"
                                                          : "fxrt_global_maxpool_f32",
                 (long long)planes, size, c->in[0], c->out[0]);

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 enum {
     LABEL_LETTERS = 52, /* A-Z = 0..25, a-z = 26..51 */
@@ -550,8 +550,8 @@ static size_t einsum_scratch(const Node *n)
 static void emit_einsum_params(EmitCtx *c, const char *name, const FxrtEinsumParams *p)
 {
     char buf[FXRT_EINSUM_MAX_LETTERS * 24 + 8];
-    c->line(c, "static const FxrtEinsumParams %s = {", name);
-    c->line(c, "    .num_operands = %d, .num_out = %d, .num_letters = %d,", (int)p->num_operands,
+    emit_line(c, "static const FxrtEinsumParams %s = {", name);
+    emit_line(c, "    .num_operands = %d, .num_out = %d, .num_letters = %d,", (int)p->num_operands,
             (int)p->num_out, (int)p->num_letters);
     for (int k = -1; k < p->num_operands; k++) {
         const int64_t *v = k < 0 ? p->sizes : p->strides[k];
@@ -560,9 +560,9 @@ static void emit_einsum_params(EmitCtx *c, const char *name, const FxrtEinsumPar
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", i ? ", " : "",
                                     (long long)v[i]);
         if (k < 0)
-            c->line(c, "    .sizes = {%s},", p->num_letters ? buf : "0");
+            emit_line(c, "    .sizes = {%s},", p->num_letters ? buf : "0");
         else
-            c->line(c, "    %s{%s}%s", k == 0 ? ".strides = {" : "            ",
+            emit_line(c, "    %s{%s}%s", k == 0 ? ".strides = {" : "            ",
                     p->num_letters ? buf : "0", k == p->num_operands - 1 ? "}};" : ",");
     }
 }
@@ -583,10 +583,10 @@ static void emit_einsum_gather(EmitCtx *c, const char *name, const Einsum *e,
         g.strides[0][i] = strides[e->pos[labels[i]]];
     }
     emit_einsum_params(c, name, &g);
-    c->line(c, "{");
-    c->line(c, "    const float *const src[1] = {%s};", src);
-    c->line(c, "    fxrt_einsum_f32(&%s, src, %s);", name, dst);
-    c->line(c, "}");
+    emit_line(c, "{");
+    emit_line(c, "    const float *const src[1] = {%s};", src);
+    emit_line(c, "    fxrt_einsum_f32(&%s, src, %s);", name, dst);
+    emit_line(c, "}");
 }
 
 static void einsum_emit_gemm(EmitCtx *c, const Einsum *e, const GemmPlan *g)
@@ -598,36 +598,36 @@ static void einsum_emit_gemm(EmitCtx *c, const Einsum *e, const GemmPlan *g)
     const char *a = c->in[0], *b = c->in[1], *y = c->out[0];
     int order[3 * FX_MAX_RANK];
     if (l.total > 0)
-        c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+        emit_line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
     if (l.pack_a) {
-        c->line(c, "float *const pa = (float *)(s + %zu);", l.off_a);
+        emit_line(c, "float *const pa = (float *)(s + %zu);", l.off_a);
         int r = concat_groups(g, G_BATCH, G_M, G_K, order);
         emit_einsum_gather(c, "ga", e, e->p.strides[0], order, r, a, "pa");
         a = "pa";
     }
     if (l.pack_b) {
-        c->line(c, "float *const pb = (float *)(s + %zu);", l.off_b);
+        emit_line(c, "float *const pb = (float *)(s + %zu);", l.off_b);
         int r = concat_groups(g, G_BATCH, G_K, G_N, order);
         emit_einsum_gather(c, "gb", e, e->p.strides[1], order, r, b, "pb");
         b = "pb";
     }
     const char *dst = y;
     if (!l.out_direct) {
-        c->line(c, "float *const py = (float *)(s + %zu);", l.off_y);
+        emit_line(c, "float *const py = (float *)(s + %zu);", l.off_y);
         dst = "py";
     }
     long long lda = l.ta ? m : k, ldb = l.tb ? k : n;
     if (bs == 1) {
-        c->line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, "
+        emit_line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, "
                    "%lld);",
                 l.ta, l.tb, m, n, k, a, lda, b, ldb, dst, n);
     } else {
-        c->line(c, "int64_t i;");
-        c->line(c, "for (i = 0; i < %lld; i++)", bs);
-        c->line(c, "    fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, (%s) + i * %lld, %lld, "
+        emit_line(c, "int64_t i;");
+        emit_line(c, "for (i = 0; i < %lld; i++)", bs);
+        emit_line(c, "    fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, (%s) + i * %lld, %lld, "
                    "(%s) + i * %lld, %lld,",
                 l.ta, l.tb, m, n, k, a, m * k, lda, b, k * n, ldb);
-        c->line(c, "                  0.0f, (%s) + i * %lld, %lld);", dst, m * n, n);
+        emit_line(c, "                  0.0f, (%s) + i * %lld, %lld);", dst, m * n, n);
     }
     if (!l.out_direct) {
         /* the product's axes are in batch, M, N order; permute into the output's */
@@ -663,11 +663,11 @@ static FxStatus einsum_emit(EmitCtx *c)
                                     c->in[k]);
         emit_einsum_params(c, "p", &e->p);
         if (t == FXRT_DTYPE_FLOAT32) {
-            c->line(c, "const float *const ops[%d] = {%s};", e->num_ops, list);
-            c->line(c, "fxrt_einsum_f32(&p, ops, %s);", c->out[0]);
+            emit_line(c, "const float *const ops[%d] = {%s};", e->num_ops, list);
+            emit_line(c, "fxrt_einsum_f32(&p, ops, %s);", c->out[0]);
         } else {
-            c->line(c, "const void *const ops[%d] = {%s};", e->num_ops, list);
-            c->line(c, "fxrt_einsum_generic(%s, &p, ops, %s);", c_dtype_enum(t), c->out[0]);
+            emit_line(c, "const void *const ops[%d] = {%s};", e->num_ops, list);
+            emit_line(c, "fxrt_einsum_generic(%s, &p, ops, %s);", c_dtype_enum(t), c->out[0]);
         }
     }
     free(e);

@@ -1,8 +1,8 @@
 /*
- * nn_emit.c - the emitter helpers of nn_emit.h, written once for the nn op
- * files.
+ * nn_emit.c - the emitter helpers of the nn op files (ops.h), written once
+ * for nn_conv.c, nn_gemm.c, fused_nn.c and nchwc.c.
  */
-#include "nn_emit.h"
+#include "ops.h"
 
 const char *nn_emit_input(const EmitCtx *c, int i) { return i < c->num_inputs ? c->in[i] : NULL; }
 
@@ -28,7 +28,7 @@ int64_t nn_emit_zero_points(EmitCtx *c, int i, const char *name, const char *dst
     const char *expr = nn_emit_input(c, i);
     const Tensor *v = nn_emit_value(c, i);
     if (!expr) {
-        c->line(c, "static const int32_t %s[1] = {0};", name);
+        emit_line(c, "static const int32_t %s[1] = {0};", name);
         return 1;
     }
     const TensorType *t = node_input_type(c->node, i);
@@ -38,20 +38,20 @@ int64_t nn_emit_zero_points(EmitCtx *c, int i, const char *name, const char *dst
     if (v) {
         char buf[16 * 16 + 8];
         size_t len = 0;
-        c->line(c, "static const int32_t %s[%lld] = {", name, (long long)n);
+        emit_line(c, "static const int32_t %s[%lld] = {", name, (long long)n);
         for (int64_t j = 0; j < n; j++) {
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%d,",
                                     (int)tensor_get_int(v, j));
             if (j % 16 == 15 || j == n - 1) {
-                c->line(c, "    %s", buf);
+                emit_line(c, "    %s", buf);
                 len = 0;
             }
         }
-        c->line(c, "};");
+        emit_line(c, "};");
         return n;
     }
-    c->line(c, "int32_t *const %s = (int32_t *)(%s);", name, dst);
-    c->line(c, "(void)fxrt_cast(%s, %s, FXRT_DTYPE_INT32, %s, %lld);", c_dtype_enum(t->dtype),
+    emit_line(c, "int32_t *const %s = (int32_t *)(%s);", name, dst);
+    emit_line(c, "(void)fxrt_cast(%s, %s, FXRT_DTYPE_INT32, %s, %lld);", c_dtype_enum(t->dtype),
             expr, name, (long long)n);
     return n;
 }

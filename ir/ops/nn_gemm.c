@@ -23,9 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
-#include "fused_nn.h"
-#include "nn_emit.h"
+#include "ops.h"
 
 /* --- helpers ---------------------------------------------------------------- */
 
@@ -88,16 +86,16 @@ static void emit_matmul_params(EmitCtx *c, const FxrtMatMulParams *p)
 {
     char d[256], sa[256], sb[256];
     if (p->batch_rank > 0) {
-        c->line(c, "static const FxrtMatMulParams p = {");
-        c->line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p->batch_rank,
+        emit_line(c, "static const FxrtMatMulParams p = {");
+        emit_line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p->batch_rank,
                 nn_format_ints(p->batch_dims, p->batch_rank, d, sizeof d));
-        c->line(c, "    .a_strides = %s, .b_strides = %s,",
+        emit_line(c, "    .a_strides = %s, .b_strides = %s,",
                 nn_format_ints(p->a_strides, p->batch_rank, sa, sizeof sa),
                 nn_format_ints(p->b_strides, p->batch_rank, sb, sizeof sb));
-        c->line(c, "    .m = %lld, .n = %lld, .k = %lld};", (long long)p->m, (long long)p->n,
+        emit_line(c, "    .m = %lld, .n = %lld, .k = %lld};", (long long)p->m, (long long)p->n,
                 (long long)p->k);
     } else {
-        c->line(c, "static const FxrtMatMulParams p = {.m = %lld, .n = %lld, .k = %lld};",
+        emit_line(c, "static const FxrtMatMulParams p = {.m = %lld, .n = %lld, .k = %lld};",
                 (long long)p->m, (long long)p->n, (long long)p->k);
     }
 }
@@ -225,7 +223,7 @@ static FxStatus gemm_emit(EmitCtx *c)
         /* C is the epilogue's bias, added to each tile as it is stored. */
         const FxrtEpilogue shape = {.bias_row_stride = s.c_rows == 1 ? 0 : s.c_cols,
                                     .bias_col_stride = s.c_cols == 1 ? 0 : 1};
-        c->line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
+        emit_line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
                    "%lld, %s);",
                 s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, c->out[0], n,
                 nn_emit_epilogue(c, &shape, bias, NULL));
@@ -233,22 +231,22 @@ static FxStatus gemm_emit(EmitCtx *c)
     }
     if (beta != 0.0f) {
         if (t == FXRT_DTYPE_FLOAT32) {
-            c->line(c, "fxrt_bias_fill_f32(%lld, %lld, %s, %lld, %lld, %s, %lld);", m, n, bias,
+            emit_line(c, "fxrt_bias_fill_f32(%lld, %lld, %s, %lld, %lld, %s, %lld);", m, n, bias,
                     (long long)s.c_rows, (long long)s.c_cols, c->out[0], n);
         } else {
-            c->line(c, "static const int64_t cd[2] = {%lld, %lld};", (long long)s.c_rows,
+            emit_line(c, "static const int64_t cd[2] = {%lld, %lld};", (long long)s.c_rows,
                     (long long)s.c_cols);
-            c->line(c, "static const int64_t yd[2] = {%lld, %lld};", m, n);
-            c->line(c, "fxrt_expand(sizeof(%s), 2, cd, yd, %s, %s);", c_type_name(t), bias,
+            emit_line(c, "static const int64_t yd[2] = {%lld, %lld};", m, n);
+            emit_line(c, "fxrt_expand(sizeof(%s), 2, cd, yd, %s, %s);", c_type_name(t), bias,
                     c->out[0]);
         }
     }
     if (t == FXRT_DTYPE_FLOAT32)
-        c->line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld);",
+        emit_line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld);",
                 s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, lb, c->out[0],
                 n);
     else
-        c->line(c, "fxrt_gemm_generic(%s, %d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, "
+        emit_line(c, "fxrt_gemm_generic(%s, %d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, "
                    "%s, %lld);",
                 c_dtype_enum(t), s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb,
                 lb, c->out[0], n);
@@ -346,16 +344,16 @@ static FxStatus matmul_emit(EmitCtx *c)
         return FX_OK;
     DType t = a->dtype;
     if (t == FXRT_DTYPE_FLOAT32 && fxrt_matmul_batch_count(&p) == 1) {
-        c->line(c, "fxrt_gemm_f32(0, 0, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
+        emit_line(c, "fxrt_gemm_f32(0, 0, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
                 (long long)p.m, (long long)p.n, (long long)p.k, c->in[0], (long long)p.k,
                 c->in[1], (long long)p.n, c->out[0], (long long)p.n);
         return FX_OK;
     }
     emit_matmul_params(c, &p);
     if (t == FXRT_DTYPE_FLOAT32)
-        c->line(c, "fxrt_matmul_f32(&p, %s, %s, %s);", c->in[0], c->in[1], c->out[0]);
+        emit_line(c, "fxrt_matmul_f32(&p, %s, %s, %s);", c->in[0], c->in[1], c->out[0]);
     else
-        c->line(c, "fxrt_matmul_generic(%s, &p, %s, %s, %s);", c_dtype_enum(t), c->in[0],
+        emit_line(c, "fxrt_matmul_generic(%s, &p, %s, %s, %s);", c_dtype_enum(t), c->in[0],
                 c->in[1], c->out[0]);
     return FX_OK;
 }
@@ -532,20 +530,20 @@ static FxStatus transposed_matmul_emit(EmitCtx *c)
     if (st != FX_OK || type_numel(&out) == 0)
         return st;
     char d[256], sa[256], sb[256], sy[256];
-    c->line(c, "static const FxrtStridedMatMul p = {");
+    emit_line(c, "static const FxrtStridedMatMul p = {");
     if (p.batch_rank > 0) {
-        c->line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p.batch_rank,
+        emit_line(c, "    .batch_rank = %d, .batch_dims = %s,", (int)p.batch_rank,
                 nn_format_ints(p.batch_dims, p.batch_rank, d, sizeof d));
-        c->line(c, "    .a_strides = %s, .b_strides = %s, .y_strides = %s,",
+        emit_line(c, "    .a_strides = %s, .b_strides = %s, .y_strides = %s,",
                 nn_format_ints(p.a_strides, p.batch_rank, sa, sizeof sa),
                 nn_format_ints(p.b_strides, p.batch_rank, sb, sizeof sb),
                 nn_format_ints(p.y_strides, p.batch_rank, sy, sizeof sy));
     }
-    c->line(c, "    .m = %lld, .n = %lld, .k = %lld, .trans_a = %d, .trans_b = %d,",
+    emit_line(c, "    .m = %lld, .n = %lld, .k = %lld, .trans_a = %d, .trans_b = %d,",
             (long long)p.m, (long long)p.n, (long long)p.k, (int)p.trans_a, (int)p.trans_b);
-    c->line(c, "    .lda = %lld, .ldb = %lld, .ldc = %lld};", (long long)p.lda, (long long)p.ldb,
+    emit_line(c, "    .lda = %lld, .ldb = %lld, .ldc = %lld};", (long long)p.lda, (long long)p.ldb,
             (long long)p.ldc);
-    c->line(c, "fxrt_matmul_strided_f32(&p, %s, %s, %s);", c->in[0], c->in[1], c->out[0]);
+    emit_line(c, "fxrt_matmul_strided_f32(&p, %s, %s, %s);", c->in[0], c->in[1], c->out[0]);
     return FX_OK;
 }
 
@@ -656,7 +654,7 @@ static FxStatus matmul_integer_emit(EmitCtx *c)
     emit_matmul_params(c, &p);
     int64_t nb = nn_emit_zero_points(c, 3, "bzp", c->scratch, INT64_MAX);
     char azp[64];
-    c->line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, %s);",
+    emit_line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, %s);",
             c_dtype_enum(a->dtype), c->in[0], nn_zero_point_expr(c, 2, azp, sizeof azp),
             c_dtype_enum(b->dtype), c->in[1], (long long)nb, c->out[0]);
     return FX_OK;
@@ -765,20 +763,20 @@ static FxStatus qlinear_matmul_emit(EmitCtx *c)
     int64_t ns = type_numel(node_input_type(node, QMM_B_SCALE));
     char dst[256], azp[64], yzp[64];
     emit_matmul_params(c, &p);
-    c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
-    c->line(c, "int32_t *const acc = (int32_t *)s;");
-    c->line(c, "float *const scale = (float *)(s + %zu);", scale_off);
+    emit_line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+    emit_line(c, "int32_t *const acc = (int32_t *)s;");
+    emit_line(c, "float *const scale = (float *)(s + %zu);", scale_off);
     snprintf(dst, sizeof dst, "s + %zu", zp_off);
     int64_t nb = nn_emit_zero_points(c, QMM_B_ZP, "bzp", dst, INT64_MAX);
-    c->line(c, "int64_t j;");
+    emit_line(c, "int64_t j;");
     /* float arithmetic in ONNX's order, as the interpreter does */
-    c->line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
-    c->line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QMM_A_SCALE], c->in[QMM_B_SCALE],
+    emit_line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
+    emit_line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QMM_A_SCALE], c->in[QMM_B_SCALE],
             c->in[QMM_Y_SCALE]);
-    c->line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, acc);",
+    emit_line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, acc);",
             c_dtype_enum(a->dtype), c->in[QMM_A], nn_zero_point_expr(c, QMM_A_ZP, azp, sizeof azp),
             c_dtype_enum(b->dtype), c->in[QMM_B], (long long)nb);
-    c->line(c, "fxrt_requantize(%lld, %lld, 1, acc, NULL, scale, %lld, %s, %s, %s);",
+    emit_line(c, "fxrt_requantize(%lld, %lld, 1, acc, NULL, scale, %lld, %s, %s, %s);",
             (long long)(total / n), (long long)n, (long long)ns,
             nn_zero_point_expr(c, QMM_Y_ZP, yzp, sizeof yzp),
             c_dtype_enum(node->out_types[0].dtype), c->out[0]);

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- helpers ---------------------------------------------------------------- */
 
@@ -232,7 +232,7 @@ static FxStatus batchnorm_emit(EmitCtx *c)
         inner = 1;
     }
     char eps[48];
-    c->line(c, "fxrt_batchnorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)n,
+    emit_line(c, "fxrt_batchnorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)n,
             (long long)ch, (long long)inner, c->in[0], c->in[1], c->in[2], c->in[3], c->in[4],
             float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
     return FX_OK;
@@ -300,7 +300,7 @@ static FxStatus instancenorm_emit(EmitCtx *c)
         return st;
     const TensorType *x = node_input_type(c->node, 0);
     char eps[48];
-    c->line(c, "fxrt_instancenorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s);",
+    emit_line(c, "fxrt_instancenorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s);",
             (long long)x->dims[0], (long long)x->dims[1],
             (long long)dims_numel(x->dims, 2, x->rank), c->in[0], c->in[1], c->in[2],
             float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
@@ -476,7 +476,7 @@ static FxStatus layernorm_emit(EmitCtx *c)
         for (int i = 0; i < nr; i++)
             od[i] = x->dims[axis + i];
         emit_int64_array(c, "nd", od, nr);
-        c->line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
+        emit_line(c, "unsigned char *const s = (unsigned char *)(%s);", c->scratch);
     }
     static const char *const names[3] = {NULL, "sc", "bi"};
     for (int i = 1; i < 3; i++) {
@@ -489,13 +489,13 @@ static FxStatus layernorm_emit(EmitCtx *c)
         char dn[8];
         snprintf(dn, sizeof dn, "%sd", names[i]);
         emit_int64_array(c, dn, id, nr);
-        c->line(c, "float *const %s = (float *)(s + %zu);", names[i], off);
-        c->line(c, "fxrt_expand(sizeof(float), %d, %s, nd, %s, %s);", nr, dn, param[i], names[i]);
+        emit_line(c, "float *const %s = (float *)(s + %zu);", names[i], off);
+        emit_line(c, "fxrt_expand(sizeof(float), %d, %s, nd, %s, %s);", nr, dn, param[i], names[i]);
         param[i] = names[i];
         off += one;
     }
     char eps[48];
-    c->line(c, "fxrt_layernorm_f32(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows,
+    emit_line(c, "fxrt_layernorm_f32(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows,
             (long long)cols, c->in[0], param[1], param[2] ? param[2] : "NULL",
             float_lit(node_attr_float(n, "epsilon", 1e-5f), eps, sizeof eps), c->out[0],
             emit_output(c, 1), emit_output(c, 2));
@@ -558,7 +558,7 @@ static FxStatus lrn_emit(EmitCtx *c)
     const Node *n = c->node;
     const TensorType *x = node_input_type(n, 0);
     char a[48], b[48], bias[48];
-    c->line(c, "fxrt_lrn_f32(%lld, %lld, %lld, %lld, %s, %s, %s, %s, %s);", (long long)x->dims[0],
+    emit_line(c, "fxrt_lrn_f32(%lld, %lld, %lld, %lld, %s, %s, %s, %s, %s);", (long long)x->dims[0],
             (long long)x->dims[1], (long long)dims_numel(x->dims, 2, x->rank),
             (long long)node_attr_int(n, "size", 1),
             float_lit(node_attr_float(n, "alpha", 1e-4f), a, sizeof a),
@@ -660,7 +660,7 @@ static FxStatus mvn_emit(EmitCtx *c)
     if ((st = mvn_mask(c->node, c->diag, x->rank, &mask)) != FX_OK)
         return st;
     emit_int64_array(c, "dims", x->dims, x->rank);
-    c->line(c, "fxrt_mvn_f32(%d, dims, 0x%xu, %s, %s, (float *)(%s));", x->rank, (unsigned)mask,
+    emit_line(c, "fxrt_mvn_f32(%d, dims, 0x%xu, %s, %s, (float *)(%s));", x->rank, (unsigned)mask,
             c->in[0], c->out[0], c->scratch ? c->scratch : "NULL");
     return FX_OK;
 }
@@ -729,7 +729,7 @@ static FxStatus lpnorm_emit(EmitCtx *c)
         axis += rank;
     if (rank == 0)
         return FX_OK;
-    c->line(c, "fxrt_lpnorm_f32(%lld, %lld, %lld, %d, %s, %s);",
+    emit_line(c, "fxrt_lpnorm_f32(%lld, %lld, %lld, %d, %s, %s);",
             (long long)dims_numel(x->dims, 0, axis), (long long)x->dims[axis],
             (long long)dims_numel(x->dims, axis + 1, rank), (int)node_attr_int(c->node, "p", 2),
             c->in[0], c->out[0]);
@@ -837,7 +837,7 @@ static FxStatus softmax_emit(EmitCtx *c)
     const char *kernel = c->node->op == &fx_op_Softmax      ? "fxrt_softmax_f32"
                          : c->node->op == &fx_op_LogSoftmax ? "fxrt_logsoftmax_f32"
                                                             : "fxrt_hardmax_f32";
-    c->line(c, "%s(%lld, %lld, %lld, %s, %s);", kernel, (long long)outer, (long long)len,
+    emit_line(c, "%s(%lld, %lld, %lld, %s, %s);", kernel, (long long)outer, (long long)len,
             (long long)inner, c->in[0], c->out[0]);
     return FX_OK;
 }

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- helpers ------------------------------------------------------------------ */
 
@@ -256,10 +256,10 @@ static void emit_reduce_view(EmitCtx *c, const FxrtReduceView *v)
                                 (long long)v->dims[k]);
     if (v->rank == 0)
         snprintf(dims, sizeof dims, "0");
-    c->line(c, "static const FxrtReduceView v = {");
-    c->line(c, "    .rank = %d, .dims = {%s}, .reduced = 0x%xu, .contiguous = %d,", v->rank, dims,
+    emit_line(c, "static const FxrtReduceView v = {");
+    emit_line(c, "    .rank = %d, .dims = {%s}, .reduced = 0x%xu, .contiguous = %d,", v->rank, dims,
             (unsigned)v->reduced, v->contiguous);
-    c->line(c, "    .outer = %lld, .n = %lld, .inner = %lld, .count = %lld};",
+    emit_line(c, "    .outer = %lld, .n = %lld, .inner = %lld, .count = %lld};",
             (long long)v->outer, (long long)v->n, (long long)v->inner, (long long)v->count);
 }
 
@@ -282,7 +282,7 @@ static FxStatus reduce_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     if (identity) {
-        c->line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
+        emit_line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
                 (long long)type_nbytes(x));
         return FX_OK;
     }
@@ -290,16 +290,16 @@ static FxStatus reduce_emit(EmitCtx *c)
     if (x->dtype == FXRT_DTYPE_FLOAT32 || x->dtype == FXRT_DTYPE_FLOAT64) {
         const char *sfx = x->dtype == FXRT_DTYPE_FLOAT32 ? "f32" : "f64";
         if (v.contiguous) {
-            c->line(c, "fxrt_reduce_%s(%s, %s, %s, %lld, %lld, %lld);", sfx, op, c->in[0],
+            emit_line(c, "fxrt_reduce_%s(%s, %s, %s, %lld, %lld, %lld);", sfx, op, c->in[0],
                     c->out[0], (long long)v.outer, (long long)v.n, (long long)v.inner);
             return FX_OK;
         }
         emit_reduce_view(c, &v);
-        c->line(c, "fxrt_reduce_nd_%s(%s, %s, %s, &v);", sfx, op, c->in[0], c->out[0]);
+        emit_line(c, "fxrt_reduce_nd_%s(%s, %s, %s, &v);", sfx, op, c->in[0], c->out[0]);
         return FX_OK;
     }
     emit_reduce_view(c, &v);
-    c->line(c, "fxrt_reduce_nd(%s, %s, %s, %s, &v);", op, c_dtype_enum(x->dtype), c->in[0],
+    emit_line(c, "fxrt_reduce_nd(%s, %s, %s, %s, &v);", op, c_dtype_enum(x->dtype), c->in[0],
             c->out[0]);
     return FX_OK;
 }
@@ -400,10 +400,10 @@ static FxStatus arg_emit(EmitCtx *c)
     int is_min = c->node->op == &fx_op_ArgMin;
     int last = node_attr_int(c->node, "select_last_index", 0) != 0;
     if (x->dtype == FXRT_DTYPE_FLOAT32)
-        c->line(c, "fxrt_%s_f32(%s, %s, %lld, %lld, %lld, %d);", is_min ? "argmin" : "argmax",
+        emit_line(c, "fxrt_%s_f32(%s, %s, %lld, %lld, %lld, %d);", is_min ? "argmin" : "argmax",
                 c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, last);
     else
-        c->line(c, "fxrt_arg_reduce(%s, %d, %s, %s, %lld, %lld, %lld, %d);",
+        emit_line(c, "fxrt_arg_reduce(%s, %d, %s, %s, %lld, %lld, %lld, %d);",
                 c_dtype_enum(x->dtype), is_min, c->in[0], c->out[0], (long long)outer,
                 (long long)n, (long long)inner, last);
     return FX_OK;

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* Largest output extent accepted before the size checks of shape propagation
  * (which also bound the total): keeps floor(in * scale) in int64 range. */
@@ -492,10 +492,10 @@ static void emit_double_array(EmitCtx *c, const char *name, const double *v, int
             double_literal(v[j], lit, sizeof lit);
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", j ? ", " : "", lit);
         }
-        c->line(c, "static const double %s[%lld] = {%s};", name, (long long)count, buf);
+        emit_line(c, "static const double %s[%lld] = {%s};", name, (long long)count, buf);
         return;
     }
-    c->line(c, "static const double %s[%lld] = {", name, (long long)count);
+    emit_line(c, "static const double %s[%lld] = {", name, (long long)count);
     for (int64_t i = 0; i < count; i += 4) {
         size_t len = 0;
         for (int64_t j = i; j < count && j < i + 4; j++) {
@@ -503,9 +503,9 @@ static void emit_double_array(EmitCtx *c, const char *name, const double *v, int
             double_literal(v[j], lit, sizeof lit);
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s,", j > i ? " " : "", lit);
         }
-        c->line(c, "    %s", buf);
+        emit_line(c, "    %s", buf);
     }
-    c->line(c, "};");
+    emit_line(c, "};");
 }
 
 /* Writes `static const uint8_t NAME[count] = {...};` of 0/1 flags. */
@@ -514,7 +514,7 @@ static void emit_u8_array(EmitCtx *c, const char *name, const uint8_t *v, int64_
     char buf[16 * 3 + 8];
     bool one_line = count <= 16;
     if (!one_line)
-        c->line(c, "static const uint8_t %s[%lld] = {", name, (long long)count);
+        emit_line(c, "static const uint8_t %s[%lld] = {", name, (long long)count);
     for (int64_t i = 0; i < count; i += 16) {
         size_t len = 0;
         buf[0] = '\0';
@@ -522,12 +522,12 @@ static void emit_u8_array(EmitCtx *c, const char *name, const uint8_t *v, int64_
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d%s", j > i ? " " : "",
                                     v[j] != 0, one_line && j == count - 1 ? "" : ",");
         if (one_line)
-            c->line(c, "static const uint8_t %s[%lld] = {%s};", name, (long long)count, buf);
+            emit_line(c, "static const uint8_t %s[%lld] = {%s};", name, (long long)count, buf);
         else
-            c->line(c, "    %s", buf);
+            emit_line(c, "    %s", buf);
     }
     if (!one_line)
-        c->line(c, "};");
+        emit_line(c, "};");
 }
 
 /* The extrapolation value converted to type t exactly as eval converts it
@@ -584,7 +584,7 @@ static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int size
     if (st != FX_OK)
         return st;
     if (type_numel(&n->out_types[0]) == 0) {
-        c->line(c, "/* empty output: nothing to compute */");
+        emit_line(c, "/* empty output: nothing to compute */");
         return FX_OK;
     }
     ResizeTables tb;
@@ -608,11 +608,11 @@ static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int size
             emit_u8_array(c, name, ax->outside, ax->out);
         }
     }
-    c->line(c, "static const FxrtResizeAxis axes[%d] = {", s.rank);
+    emit_line(c, "static const FxrtResizeAxis axes[%d] = {", s.rank);
     for (int a = 0; a < s.rank; a++) {
         const FxrtResizeAxis *ax = &tb.axes[a];
         if (ax->taps == 0) {
-            c->line(c, "    {.in = %lld, .out = %lld, .taps = 0},", (long long)ax->in,
+            emit_line(c, "    {.in = %lld, .out = %lld, .taps = 0},", (long long)ax->in,
                     (long long)ax->out);
             continue;
         }
@@ -621,15 +621,15 @@ static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int size
             snprintf(w, sizeof w, "w%d", a);
         if (ax->outside)
             snprintf(o, sizeof o, "out%d", a);
-        c->line(c, "    {.in = %lld, .out = %lld, .taps = %d, .idx = idx%d, .w = %s, .outside = %s},",
+        emit_line(c, "    {.in = %lld, .out = %lld, .taps = %d, .idx = idx%d, .w = %s, .outside = %s},",
                 (long long)ax->in, (long long)ax->out, ax->taps, a, w, o);
     }
-    c->line(c, "};");
+    emit_line(c, "};");
     char e[64];
     extrapolation_literal(t, s.extrapolation, e, sizeof e);
     if (resize_is_gather(&s, t)) {
-        c->line(c, "static const %s e = %s;", c_type_name(t), e);
-        c->line(c, "fxrt_resize_nearest(sizeof e, %s, %s, %d, axes, &e);", c->in[0], c->out[0],
+        emit_line(c, "static const %s e = %s;", c_type_name(t), e);
+        emit_line(c, "fxrt_resize_nearest(sizeof e, %s, %s, %d, axes, &e);", c->in[0], c->out[0],
                 s.rank);
     } else {
         size_t bytes = fxrt_resize_scratch_bytes(t, s.rank, tb.axes);
@@ -637,15 +637,15 @@ static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int size
         if (bytes > 0 && !c->scratch)
             st = diag_node_error(c->diag, FX_ERR_INVALID, n, "no scratch buffer was given");
         else if (t == FXRT_DTYPE_FLOAT32)
-            c->line(c, "fxrt_resize_f32(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
+            emit_line(c, "fxrt_resize_f32(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
                     e, scratch);
         else if (t == FXRT_DTYPE_FLOAT64)
-            c->line(c, "fxrt_resize_f64(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
+            emit_line(c, "fxrt_resize_f64(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
                     e, scratch);
         else {
             char ed[64];
             double_literal(s.extrapolation, ed, sizeof ed);
-            c->line(c, "fxrt_resize(%s, %s, %s, %d, axes, %s, %s);", c_dtype_enum(t), c->in[0],
+            emit_line(c, "fxrt_resize(%s, %s, %s, %d, axes, %s, %s);", c_dtype_enum(t), c->in[0],
                     c->out[0], s.rank, ed, scratch);
         }
     }

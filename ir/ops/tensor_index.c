@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- helpers shared by the ops of this file -------------------------------- */
 
@@ -77,7 +77,7 @@ static bool emit_if_empty(EmitCtx *c)
 {
     if (type_numel(&c->node->out_types[0]) > 0)
         return false;
-    c->line(c, "/* empty output: nothing to compute */");
+    emit_line(c, "/* empty output: nothing to compute */");
     return true;
 }
 
@@ -143,11 +143,11 @@ static FxStatus gather_emit(EmitCtx *c)
         axis += t->rank;
     if (emit_if_empty(c))
         return FX_OK;
-    c->line(c, "if (fxrt_gather(sizeof(%s), %lld, %lld, %lld, %s, %s, %s, %lld, %s) != 0)",
+    emit_line(c, "if (fxrt_gather(sizeof(%s), %lld, %lld, %lld, %s, %s, %s, %lld, %s) != 0)",
             c_type_name(t->dtype), (long long)dims_product(t->dims, 0, axis),
             (long long)t->dims[axis], (long long)dims_product(t->dims, axis + 1, t->rank),
             c->in[0], c_dtype_enum(idx->dtype), c->in[1], (long long)type_numel(idx), c->out[0]);
-    c->line(c, "    return 1;");
+    emit_line(c, "    return 1;");
     return FX_OK;
 }
 
@@ -227,10 +227,10 @@ static FxStatus gather_elements_emit(EmitCtx *c)
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
     emit_int64_array(c, "index_dims", idx->dims, idx->rank);
-    c->line(c, "if (fxrt_gather_elements(sizeof(%s), %d, data_dims, index_dims, %d, %s, %s, %s, "
+    emit_line(c, "if (fxrt_gather_elements(sizeof(%s), %d, data_dims, index_dims, %d, %s, %s, %s, "
             "%s) != 0)", c_type_name(x->dtype), x->rank, axis, c->in[0],
             c_dtype_enum(idx->dtype), c->in[1], c->out[0]);
-    c->line(c, "    return 1;");
+    emit_line(c, "    return 1;");
     return FX_OK;
 }
 
@@ -301,11 +301,11 @@ static FxStatus gather_nd_emit(EmitCtx *c)
     if (emit_if_empty(c))
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
-    c->line(c, "if (fxrt_gather_nd(sizeof(%s), %d, data_dims, %d, %lld, %lld, %s, %s, %s, %s) "
+    emit_line(c, "if (fxrt_gather_nd(sizeof(%s), %d, data_dims, %d, %lld, %lld, %s, %s, %s, %s) "
             "!= 0)", c_type_name(x->dtype), x->rank, b, (long long)idx->dims[q - 1],
             (long long)dims_product(idx->dims, b, q - 1), c->in[0], c_dtype_enum(idx->dtype),
             c->in[1], c->out[0]);
-    c->line(c, "    return 1;");
+    emit_line(c, "    return 1;");
     return FX_OK;
 }
 
@@ -412,10 +412,10 @@ static FxStatus scatter_elements_emit(EmitCtx *c)
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
     emit_int64_array(c, "index_dims", idx->dims, idx->rank);
-    c->line(c, "if (fxrt_scatter_elements(%s, %d, data_dims, index_dims, %d, %s, %s, %s, %s, %s, "
+    emit_line(c, "if (fxrt_scatter_elements(%s, %d, data_dims, index_dims, %d, %s, %s, %s, %s, %s, "
             "%s) != 0)", c_dtype_enum(x->dtype), x->rank, axis, reduce_name(r), c->in[0],
             c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
-    c->line(c, "    return 1;");
+    emit_line(c, "    return 1;");
     return FX_OK;
 }
 
@@ -504,11 +504,11 @@ static FxStatus scatter_nd_emit(EmitCtx *c)
     if (emit_if_empty(c))
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
-    c->line(c, "if (fxrt_scatter_nd(%s, %d, data_dims, %lld, %lld, %s, %s, %s, %s, %s, %s) != 0)",
+    emit_line(c, "if (fxrt_scatter_nd(%s, %d, data_dims, %lld, %lld, %s, %s, %s, %s, %s, %s) != 0)",
             c_dtype_enum(x->dtype), x->rank, (long long)idx->dims[q - 1],
             (long long)dims_product(idx->dims, 0, q - 1), reduce_name(r), c->in[0],
             c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
-    c->line(c, "    return 1;");
+    emit_line(c, "    return 1;");
     return FX_OK;
 }
 
@@ -591,7 +591,7 @@ static FxStatus onehot_emit(EmitCtx *c)
         axis += o->rank;
     if (emit_if_empty(c))
         return FX_OK;
-    c->line(c, "fxrt_onehot(sizeof(%s), %s, %s, %lld, %lld, %lld, %s, (%s) + 1, %s);",
+    emit_line(c, "fxrt_onehot(sizeof(%s), %s, %s, %lld, %lld, %lld, %s, (%s) + 1, %s);",
             c_type_name(o->dtype), c_dtype_enum(idx->dtype), c->in[0],
             (long long)dims_product(idx->dims, 0, axis), (long long)o->dims[axis],
             (long long)dims_product(idx->dims, axis, idx->rank), c->in[2], c->in[2], c->out[0]);

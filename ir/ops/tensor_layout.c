@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- helpers shared by the ops of this file -------------------------------- */
 
@@ -135,7 +135,7 @@ static bool emit_if_empty(EmitCtx *c)
     for (int k = 0; k < c->num_outputs; k++)
         if (type_numel(&c->node->out_types[k]) > 0)
             return false;
-    c->line(c, "/* empty output: nothing to compute */");
+    emit_line(c, "/* empty output: nothing to compute */");
     return true;
 }
 
@@ -179,7 +179,7 @@ static void emit_scalar(EmitCtx *c, const char *name, DType t, const void *elem)
         break;
     }
     }
-    c->line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
+    emit_line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
 }
 
 static FxStatus check_out_dims(EvalCtx *c, const int64_t *dims, int rank)
@@ -329,16 +329,16 @@ static FxStatus transpose_emit(EmitCtx *c)
     if (st != FX_OK || emit_if_empty(c))
         return st;
     if (perm_is_identity(x, perm)) {
-        c->line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
+        emit_line(c, "memcpy(%s, %s, %lld);", c->out[0], c->in[0],
                 (long long)((size_t)type_numel(x) * fxrt_dtype_size(x->dtype)));
         return FX_OK;
     }
     emit_int64_array(c, "dims", x->dims, x->rank);
     emit_int64_array(c, "perm", perm, x->rank);
     if (x->dtype == FXRT_DTYPE_FLOAT32)
-        c->line(c, "fxrt_transpose_f32(%d, dims, perm, %s, %s);", x->rank, c->in[0], c->out[0]);
+        emit_line(c, "fxrt_transpose_f32(%d, dims, perm, %s, %s);", x->rank, c->in[0], c->out[0]);
     else
-        c->line(c, "fxrt_transpose(sizeof(%s), %d, dims, perm, %s, %s);", c_type_name(x->dtype),
+        emit_line(c, "fxrt_transpose(sizeof(%s), %d, dims, perm, %s, %s);", c_type_name(x->dtype),
                 x->rank, c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -435,11 +435,11 @@ static void emit_pointer_list(EmitCtx *c, const char *decl, const char *const *e
         for (int i = 0; i < n && len < sizeof buf; i++)
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", exprs[i]);
         if (len < sizeof buf) {
-            c->line(c, "%s[%d] = {%s};", decl, n, buf);
+            emit_line(c, "%s[%d] = {%s};", decl, n, buf);
             return;
         }
     }
-    c->line(c, "%s[%d] = {", decl, n);
+    emit_line(c, "%s[%d] = {", decl, n);
     for (int i = 0; i < n; i += 4) {
         char buf[1024];
         size_t len = 0;
@@ -447,13 +447,13 @@ static void emit_pointer_list(EmitCtx *c, const char *decl, const char *const *e
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s,", j > i ? " " : "",
                                     exprs[j]);
         if (len < sizeof buf) {
-            c->line(c, "    %s", buf);
+            emit_line(c, "    %s", buf);
         } else { /* very long expressions: one a line */
             for (int j = i; j < n && j < i + 4; j++)
-                c->line(c, "    %s,", exprs[j]);
+                emit_line(c, "    %s,", exprs[j]);
         }
     }
-    c->line(c, "};");
+    emit_line(c, "};");
 }
 
 static FxStatus concat_emit(EmitCtx *c)
@@ -472,7 +472,7 @@ static FxStatus concat_emit(EmitCtx *c)
         axis_dims[i] = emit_in_type(c, i)->dims[axis];
     emit_int64_array(c, "axis_dims", axis_dims, k);
     emit_pointer_list(c, "const void *const ins", c->in, k);
-    c->line(c, "fxrt_concat(sizeof(%s), %lld, %lld, %d, axis_dims, ins, %s);",
+    emit_line(c, "fxrt_concat(sizeof(%s), %lld, %lld, %d, axis_dims, ins, %s);",
             c_type_name(o->dtype), (long long)dims_product(o->dims, 0, axis),
             (long long)dims_product(o->dims, axis + 1, o->rank), k, c->out[0]);
     free(axis_dims);
@@ -612,7 +612,7 @@ static FxStatus split_emit(EmitCtx *c)
         axis_dims[i] = c->node->out_types[i].dims[axis];
     emit_int64_array(c, "axis_dims", axis_dims, k);
     emit_pointer_list(c, "void *const outs", c->out, k);
-    c->line(c, "fxrt_split(sizeof(%s), %lld, %lld, %d, axis_dims, %s, outs);",
+    emit_line(c, "fxrt_split(sizeof(%s), %lld, %lld, %d, axis_dims, %s, outs);",
             c_type_name(x->dtype), (long long)dims_product(x->dims, 0, axis),
             (long long)dims_product(x->dims, axis + 1, rank), k, c->in[0]);
     free(axis_dims);
@@ -797,7 +797,7 @@ static FxStatus slice_emit(EmitCtx *c)
     emit_int64_array(c, "starts", start, x->rank);
     emit_int64_array(c, "steps", step, x->rank);
     emit_int64_array(c, "out_dims", dims, x->rank);
-    c->line(c, "fxrt_slice(sizeof(%s), %d, in_dims, starts, steps, out_dims, %s, %s);",
+    emit_line(c, "fxrt_slice(sizeof(%s), %d, in_dims, starts, steps, out_dims, %s, %s);",
             c_type_name(x->dtype), x->rank, c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -877,7 +877,7 @@ static FxStatus broadcast_emit(EmitCtx *c, const char *kernel)
         in_dims[d] = d < pad ? 1 : x->dims[d - pad];
     emit_int64_array(c, "in_dims", in_dims, o->rank);
     emit_int64_array(c, "out_dims", o->dims, o->rank);
-    c->line(c, "%s(sizeof(%s), %d, in_dims, out_dims, %s, %s);", kernel, c_type_name(o->dtype),
+    emit_line(c, "%s(sizeof(%s), %d, in_dims, out_dims, %s, %s);", kernel, c_type_name(o->dtype),
             o->rank, c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -1135,9 +1135,9 @@ static FxStatus pad_emit(EmitCtx *c)
     } else if (vt->dtype == t) {
         vexpr = c->in[2];
     } else {
-        c->line(c, "const %s value = (%s)(%s)[0];", ctype, ctype, c->in[2]);
+        emit_line(c, "const %s value = (%s)(%s)[0];", ctype, ctype, c->in[2]);
     }
-    c->line(c, "fxrt_pad(sizeof(%s), %d, in_dims, pads, %s, %s, %s, %s);", ctype, x->rank,
+    emit_line(c, "fxrt_pad(sizeof(%s), %d, in_dims, pads, %s, %s, %s, %s);", ctype, x->rank,
             pad_mode_name(mode), vexpr, c->in[0], c->out[0]);
     return FX_OK;
 }
@@ -1227,7 +1227,7 @@ static FxStatus depth_to_space_emit(EmitCtx *c)
     int crd = strcmp(node_attr_string(c->node, "mode", "DCR"), "CRD") == 0;
     if (emit_if_empty(c))
         return FX_OK;
-    c->line(c, "fxrt_depth_to_space(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %d, %s, %s);",
+    emit_line(c, "fxrt_depth_to_space(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %d, %s, %s);",
             c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
             (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), crd, c->in[0],
             c->out[0]);
@@ -1293,7 +1293,7 @@ static FxStatus space_to_depth_emit(EmitCtx *c)
     const int64_t *d = x->dims;
     if (emit_if_empty(c))
         return FX_OK;
-    c->line(c, "fxrt_space_to_depth(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %s, %s);",
+    emit_line(c, "fxrt_space_to_depth(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %s, %s);",
             c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
             (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), c->in[0],
             c->out[0]);
@@ -1364,7 +1364,7 @@ static FxStatus trilu_emit(EmitCtx *c)
     } else {
         snprintf(k, sizeof k, "(%s)[0]", c->in[1]);
     }
-    c->line(c, "fxrt_trilu(sizeof(%s), %lld, %lld, %lld, %s, %d, %s, %s);",
+    emit_line(c, "fxrt_trilu(sizeof(%s), %lld, %lld, %lld, %s, %d, %s, %s);",
             c_type_name(x->dtype), (long long)dims_product(x->dims, 0, rank - 2),
             (long long)x->dims[rank - 2], (long long)x->dims[rank - 1], k,
             node_attr_int(c->node, "upper", 1) != 0, c->in[0], c->out[0]);

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 static const AttrSpec no_attrs[] = {{NULL}};
 
@@ -67,7 +67,7 @@ static void emit_scalar(EmitCtx *c, const char *name, DType t, const void *elem)
         else
             snprintf(lit, sizeof lit, "%lld", (long long)v);
     }
-    c->line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
+    emit_line(c, "static const %s %s = %s;", c_type_name(t), name, lit);
 }
 
 /* Writes int64 values into the output (Shape and Size, which shape
@@ -77,7 +77,7 @@ static void emit_int64_values(EmitCtx *c, const int64_t *v, int64_t n)
     if (n == 0)
         return;
     emit_int64_array(c, "values", v, n);
-    c->line(c, "memcpy(%s, values, sizeof values);", c->out[0]);
+    emit_line(c, "memcpy(%s, values, sizeof values);", c->out[0]);
 }
 
 /* --- Shape ------------------------------------------------------------------ */
@@ -239,7 +239,7 @@ static FxStatus constant_of_shape_emit(EmitCtx *c)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "bad fill value");
     unsigned char zero[16] = {0};
     emit_scalar(c, "value", o->dtype, v ? v->data : zero);
-    c->line(c, "fxrt_fill(sizeof(%s), %lld, &value, %s);", c_type_name(o->dtype), (long long)n,
+    emit_line(c, "fxrt_fill(sizeof(%s), %lld, &value, %s);", c_type_name(o->dtype), (long long)n,
             c->out[0]);
     return FX_OK;
 }
@@ -336,7 +336,7 @@ static FxStatus range_eval(EvalCtx *c)
 static FxStatus range_emit(EmitCtx *c)
 {
     const TensorType *o = &c->node->out_types[0];
-    c->line(c, "fxrt_range(%s, %s, %s, %lld, %s);", c_dtype_enum(o->dtype), c->in[0], c->in[2],
+    emit_line(c, "fxrt_range(%s, %s, %s, %lld, %s);", c_dtype_enum(o->dtype), c->in[0], c->in[2],
             (long long)type_numel(o), c->out[0]);
     return FX_OK;
 }
@@ -399,7 +399,7 @@ static FxStatus eye_like_emit(EmitCtx *c)
         k = -(o->dims[0] + 1);
     if (k > o->dims[1] + 1)
         k = o->dims[1] + 1;
-    c->line(c, "fxrt_eye_like(sizeof(%s), %lld, %lld, %lld, &one, %s);", c_type_name(o->dtype),
+    emit_line(c, "fxrt_eye_like(sizeof(%s), %lld, %lld, %lld, &one, %s);", c_type_name(o->dtype),
             (long long)o->dims[0], (long long)o->dims[1], (long long)k, c->out[0]);
     return FX_OK;
 }

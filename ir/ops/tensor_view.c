@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../ir.h"
+#include "ops.h"
 
 /* --- helpers shared by the ops of this file -------------------------------- */
 

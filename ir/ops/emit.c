@@ -1,13 +1,71 @@
 /*
- * emit.c - small helpers for the op emitters: C type names and constant
- * arrays written through EmitCtx.line.  Nothing here knows about the arena or
- * the file layout; that is codegen/'s business.
+ * emit.c - the text the op emitters write and the small helpers they share:
+ * the growable buffer behind EmitCtx.text, emit_line (one indented line of a
+ * node's block), C type names, float and integer literals and constant
+ * arrays.  Nothing here knows about the arena or the file layout; that is
+ * codegen/'s business, which reads the buffer after the emitter returns.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "ops.h"
+
+/* The indentation of a statement inside a node's block of NAME_run. */
+static const char block_indent[] = "        ";
+
+void emit_text_vprintf(EmitText *t, const char *fmt, va_list ap)
+{
+    if (t->failed)
+        return;
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0) {
+        t->failed = true;
+        return;
+    }
+    size_t need = t->len + (size_t)n + 1;
+    if (need > t->cap) {
+        size_t cap = t->cap ? t->cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        char *grown = realloc(t->data, cap);
+        if (!grown) {
+            t->failed = true;
+            return;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
+    t->len += (size_t)n;
+}
+
+void emit_text_printf(EmitText *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit_text_vprintf(t, fmt, ap);
+    va_end(ap);
+}
+
+void emit_text_free(EmitText *t)
+{
+    free(t->data);
+    *t = (EmitText){0};
+}
+
+void emit_line(EmitCtx *c, const char *fmt, ...)
+{
+    va_list ap;
+    emit_text_printf(&c->text, "%s", block_indent);
+    va_start(ap, fmt);
+    emit_text_vprintf(&c->text, fmt, ap);
+    va_end(ap);
+    emit_text_printf(&c->text, "\n");
+}
 
 const char *c_type_name(DType t)
 {
@@ -79,7 +137,7 @@ static void emit_array(EmitCtx *c, const char *ctype, const char *name, int64_t 
                        const int64_t *iv, const float *fv)
 {
     if (count == 0) {
-        c->line(c, "static const %s %s[1] = {0};", ctype, name);
+        emit_line(c, "static const %s %s[1] = {0};", ctype, name);
         return;
     }
     if (count <= 8) {
@@ -93,10 +151,10 @@ static void emit_array(EmitCtx *c, const char *ctype, const char *name, int64_t 
                 c_float_literal(fv[i], lit, sizeof lit);
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? ", " : "", lit);
         }
-        c->line(c, "static const %s %s[%lld] = {%s};", ctype, name, (long long)count, buf);
+        emit_line(c, "static const %s %s[%lld] = {%s};", ctype, name, (long long)count, buf);
         return;
     }
-    c->line(c, "static const %s %s[%lld] = {", ctype, name, (long long)count);
+    emit_line(c, "static const %s %s[%lld] = {", ctype, name, (long long)count);
     for (int64_t i = 0; i < count; i += 8) {
         char buf[8 * 40 + 8];
         size_t len = 0;
@@ -108,9 +166,9 @@ static void emit_array(EmitCtx *c, const char *ctype, const char *name, int64_t 
                 c_float_literal(fv[j], lit, sizeof lit);
             len += (size_t)snprintf(buf + len, sizeof buf - len, "%s,", lit);
         }
-        c->line(c, "    %s", buf);
+        emit_line(c, "    %s", buf);
     }
-    c->line(c, "};");
+    emit_line(c, "};");
 }
 
 void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count)
