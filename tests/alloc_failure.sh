@@ -6,7 +6,9 @@
 #   exit status 1, every "fxcc: error:" line says "out of memory" (or names
 #   the pass it happened in),
 #   no output folder left behind, no sanitizer report (leaks included).
-# Needs fxcc built with -DFXCC_FAULT_INJECTION=ON.
+# Needs fxcc built with -DFXCC_FAULT_INJECTION=ON.  A missing model in a
+# folder named bench_models is made by bench/make_models.py (run from the
+# source root).
 #   usage: alloc_failure.sh FXCC MODEL[:STRIDE]...
 set -u
 fxcc=$1
@@ -21,6 +23,12 @@ for spec in "$@"; do
   model=${spec%%:*}
   stride=1
   [ "$spec" != "$model" ] && stride=${spec##*:}
+  if [ ! -f "$model" ] && [ "$(basename "$(dirname "$model")")" = bench_models ]; then
+    python=.venv/bin/python
+    [ -x "$python" ] || python=python3
+    "$python" bench/make_models.py "$(dirname "$model")" --models "$(basename "$model" .onnx)" \
+      > /dev/null || exit 1
+  fi
   out="$work/out"
   rm -rf "$out"
   if ! FXCC_FAIL_ALLOC_AT=count "$fxcc" compile "$model" -o "$out" > /dev/null 2> "$work/stderr"; then
