@@ -4,9 +4,14 @@
  * build files and a copy of the runtime sources.
  *
  * Node blocks are produced first into memory, so that only the buffer
- * variables the code really reads are declared (generated code compiles
- * with -Wall -Wextra -Werror).  Everything is written into a temporary
- * folder and moved into place only when all of it succeeded.
+ * variables and weights the code really reads are declared (generated code
+ * compiles with -Wall -Wextra -Werror).  Weights up to CG_LARGE_WEIGHT_BYTES
+ * are C arrays in NAME.c; larger ones are streamed straight to their files
+ * (NAME_weights.bin + NAME_weights.S, or NAME_weights.c), never held as
+ * text in memory.  Everything is written into a temporary folder and moved
+ * into place only when all of it succeeded.  No generated file holds a path
+ * beyond the model's base name, so the output does not depend on where the
+ * model or the output folder are.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -21,10 +26,6 @@
 #include "codegen.h"
 #include "embedded.h"
 #include "main_c.h"
-
-/* Weights above this many bytes go to NAME_weights.c, so that editing or
- * rebuilding the code does not recompile megabytes of literals. */
-enum { CG_INLINE_WEIGHT_BYTES = 64 * 1024 };
 
 bool cg_valid_name(const char *name)
 {
@@ -81,17 +82,178 @@ static void text_printf(Text *t, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A comment line that cannot end the comment early. */
+static void text_append(Text *t, const char *s, size_t n)
+{
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(t->data, cap);
+        if (!grown) {
+            t->failed = true;
+            return;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
+/* Comment lines end before this column when an argument boundary allows. */
+enum { COMMENT_COLUMNS = 100 };
+
+/* s as one comment that cannot end early, wrapped at ", " boundaries so that
+ * no line passes COMMENT_COLUMNS unless one argument alone is that long;
+ * continuation lines are indented under the text. */
 static void text_comment(Text *t, const char *indent, const char *s)
 {
+    size_t column = strlen(indent) + 3;
     text_printf(t, "%s/* ", indent);
-    for (; *s; s++) {
-        if (s[0] == '*' && s[1] == '/')
-            text_printf(t, "* ");
-        else
-            text_printf(t, "%c", *s);
+    while (*s) {
+        const char *next = strstr(s, ", ");
+        size_t piece = next ? (size_t)(next - s) + 1 : strlen(s);
+        for (size_t i = 0; i < piece; i++) {
+            if (s[i] == '*' && s[i + 1] == '/')
+                text_append(t, "* ", 2); /* the '/' follows as the next char */
+            else
+                text_append(t, &s[i], 1);
+        }
+        column += piece;
+        s += piece;
+        if (!next)
+            break;
+        s++; /* the space after the comma */
+        const char *after = strstr(s, ", ");
+        size_t following = after ? (size_t)(after - s) + 1 : strlen(s) + 3;
+        if (column + 1 + following > COMMENT_COLUMNS) {
+            text_printf(t, "\n%s *     ", indent);
+            column = strlen(indent) + 8;
+        } else {
+            text_append(t, " ", 1);
+            column++;
+        }
     }
     text_printf(t, " */\n");
+}
+
+static const char *file_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The model's name for comments: its base name, never the path it was
+ * given by (the output must not depend on the folder it is compiled from). */
+static const char *model_label(const CgOptions *o)
+{
+    return o->source ? file_basename(o->source) : "a model";
+}
+
+/* --- identifiers the node blocks use ------------------------------------- */
+
+/* The set of identifiers in a text (comments aside), built in one pass so
+ * that asking about each of a large model's values stays linear. */
+typedef struct NameSet {
+    const char **start; /* into the text; NULL: empty slot */
+    size_t *len;
+    size_t cap;         /* a power of two, at most half full */
+} NameSet;
+
+static size_t name_hash(const char *s, size_t n)
+{
+    size_t h = 1469598103u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static bool name_slot(const NameSet *set, const char *s, size_t n, size_t *slot)
+{
+    size_t i = name_hash(s, n) & (set->cap - 1);
+    while (set->start[i]) {
+        if (set->len[i] == n && memcmp(set->start[i], s, n) == 0) {
+            *slot = i;
+            return true;
+        }
+        i = (i + 1) & (set->cap - 1);
+    }
+    *slot = i;
+    return false;
+}
+
+static bool name_set_grow(NameSet *set)
+{
+    NameSet bigger = {.cap = set->cap ? set->cap * 2 : 1024};
+    bigger.start = calloc(bigger.cap, sizeof *bigger.start);
+    bigger.len = calloc(bigger.cap, sizeof *bigger.len);
+    if (!bigger.start || !bigger.len) {
+        free(bigger.start);
+        free(bigger.len);
+        return false;
+    }
+    for (size_t i = 0; i < set->cap; i++) {
+        size_t slot;
+        if (set->start[i] && !name_slot(&bigger, set->start[i], set->len[i], &slot)) {
+            bigger.start[slot] = set->start[i];
+            bigger.len[slot] = set->len[i];
+        }
+    }
+    free(set->start);
+    free(set->len);
+    *set = bigger;
+    return true;
+}
+
+static void name_set_free(NameSet *set)
+{
+    free(set->start);
+    free(set->len);
+    *set = (NameSet){0};
+}
+
+/* The identifiers of t outside comments; t must outlive the set. */
+static bool name_set_build(NameSet *set, const Text *t)
+{
+    size_t count = 0;
+    if (!name_set_grow(set))
+        return false;
+    for (const char *p = t->data ? t->data : ""; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+            continue;
+        }
+        if (!(isalpha((unsigned char)*p) || *p == '_')) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (isalnum((unsigned char)*q) || *q == '_')
+            q++;
+        size_t slot;
+        if (!name_slot(set, p, (size_t)(q - p), &slot)) {
+            if (2 * (count + 1) > set->cap) {
+                if (!name_set_grow(set))
+                    return false;
+                name_slot(set, p, (size_t)(q - p), &slot);
+            }
+            set->start[slot] = p;
+            set->len[slot] = (size_t)(q - p);
+            count++;
+        }
+        p = q;
+    }
+    return true;
+}
+
+static bool name_used(const NameSet *set, const char *name)
+{
+    size_t slot;
+    return set->cap && name_slot(set, name, strlen(name), &slot);
 }
 
 /* --- the state of one compilation ---------------------------------------- */
@@ -103,6 +265,14 @@ typedef struct Gen {
     Diag *d;
     Text body;      /* node blocks */
     Text *emit_to;  /* where EmitCtx.line writes */
+    NameSet used;   /* identifiers of body, once it is complete */
+    /* The weights above CG_LARGE_WEIGHT_BYTES the body reads, in plan
+     * order, and how they are written (C or INCBIN, never AUTO). */
+    const CgValue **large;
+    size_t *blob_offset; /* INCBIN: where large[i] starts in the blob */
+    int num_large;
+    size_t large_bytes, blob_bytes;
+    CgWeights mode;
 } Gen;
 
 static void emit_line(EmitCtx *c, const char *fmt, ...)
@@ -129,40 +299,29 @@ static const TensorType *value_type(const CgValue *v)
     return &v->node->out_types[v->index];
 }
 
+static void weight_symbol(const Gen *gen, const CgValue *w, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s_w_%s", gen->o->name, w->cname + 2);
+}
+
+/* The value whose variable stands for v: an alias of the same element type
+ * names the same bytes as its source with the same C type, so it gets no
+ * pointer of its own. */
+static const CgValue *value_named(const CgValue *v)
+{
+    while (v->kind == CG_ALIAS && value_type(v)->dtype == value_type(v->alias)->dtype)
+        v = v->alias;
+    return v;
+}
+
 /* The C expression a node uses to read value v. */
 static void value_expr(const Gen *gen, const CgValue *v, char *buf, size_t cap)
 {
     const CgValue *r = cg_root(v);
     if (r->kind == CG_WEIGHT)
-        snprintf(buf, cap, "%s_w_%s", gen->o->name, r->cname + 2);
+        weight_symbol(gen, r, buf, cap);
     else
-        snprintf(buf, cap, "%s", v->cname);
-}
-
-/* Whether the code (comments aside) mentions identifier `word`. */
-static bool word_used(const Text *t, const char *word)
-{
-    if (!t->data)
-        return false;
-    size_t len = strlen(word);
-    for (const char *p = t->data; *p;) {
-        if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-            p = end ? end + 2 : p + strlen(p);
-            continue;
-        }
-        if (isalpha((unsigned char)*p) || *p == '_') {
-            const char *q = p;
-            while (isalnum((unsigned char)*q) || *q == '_')
-                q++;
-            if ((size_t)(q - p) == len && strncmp(p, word, len) == 0)
-                return true;
-            p = q;
-            continue;
-        }
-        p++;
-    }
-    return false;
+        snprintf(buf, cap, "%s", value_named(v)->cname);
 }
 
 static bool root_writable(const CgValue *v)
@@ -173,16 +332,38 @@ static bool root_writable(const CgValue *v)
 
 /* --- weights -------------------------------------------------------------- */
 
-static void write_weight(Text *t, const Gen *gen, const CgValue *v, bool external)
+CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes)
+{
+    /* Both targets' toolchains take GNU-style .S with .incbin: gcc and clang
+     * on the host, arm-none-eabi-gcc and clang for Cortex-M.  Others (IAR,
+     * Keil armcc) need --weights c. */
+    if (requested != CG_WEIGHTS_AUTO)
+        return requested;
+    return large_weight_bytes > CG_INCBIN_AUTO_BYTES ? CG_WEIGHTS_INCBIN : CG_WEIGHTS_C;
+}
+
+bool cg_valid_section(const char *s)
+{
+    if (!s || !*s || strlen(s) >= 128)
+        return false;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '$'))
+            return false;
+    return true;
+}
+
+/* A small weight: a C array in NAME.c, its FX line above it. */
+static void write_weight(Text *t, const Gen *gen, const CgValue *v)
 {
     const Tensor *x = value_tensor(v);
     const TensorType *ty = &x->type;
-    char line[4096];
+    char line[4096], sym[200];
     node_format(v->node, line, sizeof line);
     text_comment(t, "", line);
+    weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
-    text_printf(t, "%sconst %s %s_w_%s[%lld] = {", external ? "" : "static ", c_type_name(ty->dtype),
-                gen->o->name, v->cname + 2, (long long)(n ? n : 1));
+    text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
+                (long long)(n ? n : 1));
     if (n == 0)
         text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
@@ -210,6 +391,318 @@ static void write_weight(Text *t, const Gen *gen, const CgValue *v, bool externa
         }
     }
     text_printf(t, "\n};\n\n");
+}
+
+/* Sorts the weights the body reads into small ones (written here into src)
+ * and large ones (listed in gen, declared extern in src, written later by
+ * write_large_weights), and settles the mode and the blob layout. */
+static FxStatus plan_weights(Gen *gen, Text *src)
+{
+    const CgPlan *p = gen->plan;
+    gen->large = calloc((size_t)p->num_values + 1, sizeof *gen->large);
+    gen->blob_offset = calloc((size_t)p->num_values + 1, sizeof *gen->blob_offset);
+    if (!gen->large || !gen->blob_offset)
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->num_values; i++) {
+        const CgValue *v = &p->values[i];
+        char sym[200];
+        if (v->kind != CG_WEIGHT)
+            continue;
+        weight_symbol(gen, v, sym, sizeof sym);
+        if (!name_used(&gen->used, sym))
+            continue;
+        if (tensor_nbytes(value_tensor(v)) > CG_LARGE_WEIGHT_BYTES) {
+            gen->large[gen->num_large++] = v;
+            gen->large_bytes += tensor_nbytes(value_tensor(v));
+        } else {
+            write_weight(src, gen, v);
+        }
+    }
+    gen->mode = cg_weights_mode(gen->o->weights, gen->large_bytes);
+    const char *N = gen->o->name;
+    if (gen->num_large)
+        text_printf(src, gen->mode == CG_WEIGHTS_INCBIN
+                             ? "/* The weights above %d bytes: raw little-endian bytes in %s_weights.bin,\n"
+                               " * embedded by %s_weights.S, each at a 64-byte aligned offset. */\n"
+                             : "/* The weights above %d bytes: in %s_weights.c. */\n",
+                    (int)CG_LARGE_WEIGHT_BYTES, N, N);
+    size_t offset = 0;
+    for (int k = 0; k < gen->num_large; k++) {
+        const Tensor *x = value_tensor(gen->large[k]);
+        char sym[200], shape[256];
+        weight_symbol(gen, gen->large[k], sym, sizeof sym);
+        type_format(&x->type, shape, sizeof shape);
+        size_t bytes = tensor_nbytes(x);
+        gen->blob_offset[k] = offset;
+        text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes", c_type_name(x->type.dtype),
+                    sym, (long long)tensor_numel(x), shape, bytes);
+        if (gen->mode == CG_WEIGHTS_INCBIN)
+            text_printf(src, " at offset %zu", offset);
+        text_printf(src, " */\n");
+        offset = (offset + bytes + 63) / 64 * 64;
+    }
+    gen->blob_bytes = offset;
+    if (gen->num_large)
+        text_printf(src, "\n");
+    return FX_OK;
+}
+
+/* A buffered writer for the large weight files: one fwrite per 64 KiB. */
+typedef struct Out {
+    FILE *f;
+    char buf[1 << 16];
+    size_t len;
+    bool failed;
+} Out;
+
+static void out_write(Out *o, const void *data, size_t n)
+{
+    if (o->len + n > sizeof o->buf) {
+        if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
+            o->failed = true;
+        o->len = 0;
+    }
+    if (n > sizeof o->buf) {
+        if (fwrite(data, 1, n, o->f) != n)
+            o->failed = true;
+        return;
+    }
+    memcpy(o->buf + o->len, data, n);
+    o->len += n;
+}
+
+static void out_string(Out *o, const char *s)
+{
+    out_write(o, s, strlen(s));
+}
+
+static FxStatus out_open(Out *o, const char *dir, const char *name, char *path, size_t cap,
+                         Diag *d)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    o->len = 0;
+    o->failed = false;
+    o->f = fopen(path, "wb");
+    return o->f ? FX_OK : diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+}
+
+static FxStatus out_close(Out *o, const char *path, Diag *d)
+{
+    if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
+        o->failed = true;
+    if (fclose(o->f) != 0)
+        o->failed = true;
+    return o->failed ? diag_error(d, FX_ERR_IO, "cannot write %s", path) : FX_OK;
+}
+
+/* The exact float as a C99 hexadecimal literal ("0x1.8p+1f"): no rounding
+ * to think about, and a few integer operations instead of printf. */
+static size_t hex_float_literal(float f, char *buf)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bool negative = bits >> 31;
+    int exponent = (int)((bits >> 23) & 0xff);
+    uint32_t fraction = (bits & 0x7fffff) << 1; /* 24 bits: six hex digits */
+    const char *special = exponent == 0xff ? (fraction ? "NAN" : negative ? "-INFINITY" : "INFINITY")
+                          : exponent == 0 && fraction == 0 ? (negative ? "-0.0f" : "0.0f")
+                                                           : NULL;
+    if (special) {
+        strcpy(buf, special);
+        return strlen(special);
+    }
+    char *p = buf;
+    if (negative)
+        *p++ = '-';
+    *p++ = '0';
+    *p++ = 'x';
+    *p++ = exponent ? '1' : '0'; /* subnormals: 0x0.xxxp-126 */
+    if (fraction) {
+        *p++ = '.';
+        for (int shift = 20; shift >= 0 && ((fraction << (20 - shift)) & 0xffffff); shift -= 4)
+            *p++ = "0123456789abcdef"[(fraction >> shift) & 0xf];
+    }
+    int e = exponent ? exponent - 127 : -126;
+    *p++ = 'p';
+    *p++ = e < 0 ? '-' : '+';
+    unsigned magnitude = (unsigned)(e < 0 ? -e : e);
+    if (magnitude >= 100)
+        *p++ = (char)('0' + magnitude / 100);
+    if (magnitude >= 10)
+        *p++ = (char)('0' + magnitude / 10 % 10);
+    *p++ = (char)('0' + magnitude % 10);
+    *p++ = 'f';
+    *p = '\0';
+    return (size_t)(p - buf);
+}
+
+static void out_element(Out *o, const Tensor *x, int64_t i)
+{
+    char lit[64];
+    switch (x->type.dtype) {
+    case FXRT_DTYPE_FLOAT32:
+        out_write(o, lit, hex_float_literal(((const float *)x->data)[i], lit));
+        return;
+    case FXRT_DTYPE_FLOAT64: {
+        double f = ((const double *)x->data)[i];
+        if (f != f)
+            snprintf(lit, sizeof lit, "NAN");
+        else if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308)
+            snprintf(lit, sizeof lit, f > 0 ? "INFINITY" : "-INFINITY");
+        else
+            snprintf(lit, sizeof lit, "%a", f); /* C99 hex float: exact */
+        break;
+    }
+    case FXRT_DTYPE_UINT64:
+        snprintf(lit, sizeof lit, "%lluu", (unsigned long long)((const uint64_t *)x->data)[i]);
+        break;
+    default: {
+        int64_t iv = tensor_get_int(x, i);
+        if (iv == INT64_MIN)
+            snprintf(lit, sizeof lit, "INT64_MIN");
+        else
+            snprintf(lit, sizeof lit, "%lld", (long long)iv);
+    }
+    }
+    out_string(o, lit);
+}
+
+/* --weights c: NAME_weights.c, the large weights as C arrays. */
+static FxStatus write_weights_c(const Gen *gen, const char *dir)
+{
+    const char *N = gen->o->name;
+    char name[300], path[4400];
+    snprintf(name, sizeof name, "%s_weights.c", N);
+    Out *o = calloc(1, sizeof *o);
+    if (!o)
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
+    FxStatus st = out_open(o, dir, name, path, sizeof path, gen->d);
+    if (st != FX_OK) {
+        free(o);
+        return st;
+    }
+    Text head = {0};
+    text_printf(&head, "/* %s_weights.c - generated by fxcc from %s: the weights of %s.c above\n"
+                       " * %d bytes, as exact hexadecimal float literals.  Do not edit. */\n"
+                       "#include <math.h>\n#include <stdint.h>\n\n",
+                N, model_label(gen->o), N, (int)CG_LARGE_WEIGHT_BYTES);
+    for (int k = 0; k < gen->num_large && !head.failed; k++) {
+        const CgValue *v = gen->large[k];
+        const Tensor *x = value_tensor(v);
+        char line[4096], sym[200];
+        node_format(v->node, line, sizeof line);
+        text_comment(&head, "", line);
+        weight_symbol(gen, v, sym, sizeof sym);
+        int64_t n = tensor_numel(x);
+        text_printf(&head, "const %s %s[%lld] = {", c_type_name(x->type.dtype), sym, (long long)n);
+        out_write(o, head.data, head.len);
+        head.len = 0;
+        for (int64_t i = 0; i < n; i++) {
+            out_string(o, i % 5 ? " " : "\n    "); /* lines under 100 columns */
+            out_element(o, x, i);
+            out_string(o, ",");
+        }
+        out_string(o, "\n};\n\n");
+    }
+    if (head.failed)
+        o->failed = true;
+    free(head.data);
+    st = out_close(o, path, gen->d);
+    free(o);
+    return st;
+}
+
+/* Element bytes of x in little-endian order, whatever the host's order. */
+static void out_little_endian(Out *o, const Tensor *x)
+{
+    const uint16_t probe = 1;
+    size_t bytes = tensor_nbytes(x);
+    int64_t n = tensor_numel(x);
+    size_t elem = n ? bytes / (size_t)n : 0;
+    const unsigned char *p = x->data;
+    if (*(const unsigned char *)&probe == 1 || elem <= 1) {
+        out_write(o, p, bytes);
+        return;
+    }
+    for (size_t i = 0; i < bytes; i += elem)
+        for (size_t b = elem; b-- > 0;)
+            out_write(o, p + i + b, 1);
+}
+
+/* --weights incbin: NAME_weights.bin with the bytes, and NAME_weights.S that
+ * gives them a section and a symbol each.  The .S uses only directives GNU
+ * as, Clang and arm-none-eabi-as read alike: %-style types (ARM takes '@' for
+ * a comment) and C comments (it goes through the C preprocessor). */
+static FxStatus write_weights_incbin(const Gen *gen, const char *dir)
+{
+    const char *N = gen->o->name;
+    char name[300], path[4400], blob[300];
+    snprintf(blob, sizeof blob, "%s_weights.bin", N);
+    Out *o = calloc(1, sizeof *o);
+    if (!o)
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
+    FxStatus st = out_open(o, dir, blob, path, sizeof path, gen->d);
+    static const char zeros[64];
+    for (int k = 0; st == FX_OK && k < gen->num_large; k++) {
+        const Tensor *x = value_tensor(gen->large[k]);
+        size_t end = k + 1 < gen->num_large ? gen->blob_offset[k + 1] : gen->blob_bytes;
+        out_little_endian(o, x);
+        out_write(o, zeros, end - gen->blob_offset[k] - tensor_nbytes(x));
+    }
+    if (st == FX_OK)
+        st = out_close(o, path, gen->d);
+    if (st == FX_OK) {
+        snprintf(name, sizeof name, "%s_weights.S", N);
+        st = out_open(o, dir, name, path, sizeof path, gen->d);
+    }
+    if (st != FX_OK) {
+        free(o);
+        return st;
+    }
+    char section[200];
+    snprintf(section, sizeof section, "%s", gen->o->weights_section ? gen->o->weights_section : "");
+    if (!*section)
+        snprintf(section, sizeof section, ".rodata.%s_weights", N);
+    Text t = {0};
+    text_printf(&t, "/*\n * %s_weights.S - generated by fxcc from %s.  Do not edit.\n *\n"
+                    " * Embeds %s (%zu bytes: the weights of %s.c above %d bytes)\n"
+                    " * in section %s, one symbol per weight.  Assemble with -I of\n"
+                    " * this folder so that .incbin finds the blob.\n */\n",
+                N, model_label(gen->o), blob, gen->blob_bytes, N, (int)CG_LARGE_WEIGHT_BYTES,
+                section);
+    text_printf(&t, "    .section %s, \"a\", %%progbits\n    .balign 64\n"
+                    "    .globl %s_weights\n    .type %s_weights, %%object\n%s_weights:\n",
+                section, N, N, N);
+    for (int k = 0; k < gen->num_large; k++) {
+        const Tensor *x = value_tensor(gen->large[k]);
+        char sym[200];
+        weight_symbol(gen, gen->large[k], sym, sizeof sym);
+        size_t start = gen->blob_offset[k];
+        size_t end = k + 1 < gen->num_large ? gen->blob_offset[k + 1] : gen->blob_bytes;
+        text_printf(&t, "    .globl %s\n    .type %s, %%object\n    .size %s, %zu\n%s:\n"
+                        "    .incbin \"%s\", %zu, %zu\n",
+                    sym, sym, sym, tensor_nbytes(x), sym, blob, start, end - start);
+    }
+    text_printf(&t, "    .size %s_weights, %zu\n", N, gen->blob_bytes);
+    text_printf(&t, "#if defined(__linux__) && defined(__ELF__)\n"
+                    "    .section .note.GNU-stack, \"\", %%progbits /* no executable stack */\n"
+                    "#endif\n");
+    if (t.failed)
+        o->failed = true;
+    else
+        out_write(o, t.data, t.len);
+    free(t.data);
+    st = out_close(o, path, gen->d);
+    free(o);
+    return st;
+}
+
+static FxStatus write_large_weights(const Gen *gen, const char *dir)
+{
+    if (!gen->num_large)
+        return FX_OK;
+    return gen->mode == CG_WEIGHTS_INCBIN ? write_weights_incbin(gen, dir)
+                                          : write_weights_c(gen, dir);
 }
 
 /* --- the entry point ------------------------------------------------------ */
@@ -373,7 +866,7 @@ static FxStatus write_header(Text *t, const Gen *gen, const Node *out)
     const char *N = gen->o->name;
     int ni = graph_num_placeholders(gen->g), no = out->num_args;
     text_printf(t, "/*\n * %s.h - generated by fxcc from %s.  Do not edit.\n *\n", N,
-                gen->o->source ? gen->o->source : "a model");
+                model_label(gen->o));
     text_printf(t, " * Call %s_run with one buffer per input and per output, in the element type\n"
                    " * given below, and an arena of %s_ARENA_BYTES bytes aligned to 64 bytes.\n"
                    " * It returns 0 on success, non-zero if a kernel refused its data.\n *\n",
@@ -459,7 +952,7 @@ static void write_io_tables(Text *t, const Gen *gen, const Node *out)
     text_printf(t, "\n");
 }
 
-static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *external)
+static FxStatus write_source(Gen *gen, Text *src)
 {
     const CgPlan *p = gen->plan;
     const char *N = gen->o->name;
@@ -477,43 +970,21 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
         text_printf(&gen->body, "    memcpy(outputs[%d], %s, %zu);\n", p->copies[c].output, expr,
                     p->copies[c].src->bytes);
     }
-
-    size_t weight_bytes = 0;
-    for (int i = 0; i < p->num_values; i++)
-        if (p->values[i].kind == CG_WEIGHT && word_used(&gen->body, p->values[i].cname))
-            weight_bytes += p->values[i].bytes;
-    *external = weight_bytes > CG_INLINE_WEIGHT_BYTES;
+    if (gen->body.failed || !name_set_build(&gen->used, &gen->body))
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
 
     text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
                      " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
                      " * %d views aliased.  Each block below is one node; its comment is the\n"
                      " * node's line in fxcc's FX-style graph.\n */\n",
-                N, gen->o->source ? gen->o->source : "a model", p->arena_bytes, p->lower_bound,
-                p->naive_bytes, p->inplace_count, p->alias_count);
+                N, model_label(gen->o), p->arena_bytes, p->lower_bound, p->naive_bytes,
+                p->inplace_count, p->alias_count);
     text_printf(src, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
                      "#include \"%s.h\"\n#include \"fxrt.h\"\n\n", N);
     write_io_tables(src, gen, out);
-    Text *wt = *external ? weights_ext : src;
-    if (*external)
-        text_printf(wt, "/* %s_weights.c - generated by fxcc: the constants of %s.c. */\n"
-                        "#include <math.h>\n#include <stdint.h>\n\n",
-                    N, N);
-    for (int i = 0; i < p->num_values; i++) {
-        const CgValue *v = &p->values[i];
-        if (v->kind != CG_WEIGHT)
-            continue;
-        char sym[200];
-        snprintf(sym, sizeof sym, "%s_w_%s", N, v->cname + 2);
-        if (!word_used(&gen->body, sym))
-            continue;
-        if (*external) {
-            const Tensor *x = value_tensor(v);
-            int64_t n = tensor_numel(x);
-            text_printf(src, "extern const %s %s[%lld];\n", c_type_name(x->type.dtype), sym,
-                        (long long)(n ? n : 1));
-        }
-        write_weight(wt, gen, v, *external);
-    }
+    FxStatus st = plan_weights(gen, src);
+    if (st != FX_OK)
+        return st;
     text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
                 N);
     text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
@@ -524,43 +995,44 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
     for (int i = p->num_values - 1; i >= 0; i--) {
         const CgValue *v = &p->values[i];
-        used[i] |= v->kind != CG_WEIGHT && word_used(&gen->body, v->cname);
+        used[i] |= v->kind != CG_WEIGHT && name_used(&gen->used, v->cname);
         if (used[i] && v->kind == CG_ALIAS)
-            used[v->alias - p->values] = true;
+            used[value_named(v->alias) - p->values] = true;
     }
     for (int i = 0; i < p->num_values; i++)
         if (used[i] && p->values[i].kind != CG_WEIGHT)
             declare_value(src, gen, &p->values[i]);
     free(used);
     text_printf(src, "    (void)a;\n    (void)inputs;\n    (void)outputs;\n");
-    if (gen->body.data)
-        text_printf(src, "%s", gen->body.data);
+    text_append(src, gen->body.data ? gen->body.data : "", gen->body.len);
     text_printf(src, "    return 0;\n}\n");
-    return src->failed || weights_ext->failed || gen->body.failed
-               ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C")
-               : FX_OK;
+    return src->failed ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C") : FX_OK;
 }
 
 /* --- build files ---------------------------------------------------------- */
 
-static const char *file_basename(const char *path)
+static void write_cmake(Text *t, const Gen *gen)
 {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static void write_cmake(Text *t, const CgOptions *o, bool external)
-{
+    const CgOptions *o = gen->o;
     const char *N = o->name;
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
     text_printf(t, "# Generated by fxcc: builds %s as a static library%s.\n", N,
                 o->emit_main ? " and `main`, a command-line runner" : "");
-    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C)\n\n", N);
+    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C%s)\n\n", N,
+                incbin ? " ASM" : "");
     text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
                    "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n"
                    "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n");
     text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
-    if (external)
+    if (gen->num_large && !incbin)
         text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
+    if (incbin)
+        text_printf(t, "# the weights: %s_weights.S embeds %s_weights.bin (.incbin finds it\n"
+                       "# through the include path below)\n"
+                       "target_sources(%s PRIVATE %s_weights.S)\n"
+                       "set_source_files_properties(%s_weights.S PROPERTIES OBJECT_DEPENDS\n"
+                       "  ${CMAKE_CURRENT_SOURCE_DIR}/%s_weights.bin)\n",
+                    N, N, N, N, N, N);
     for (int k = 0; k < o->num_leaf_sources; k++)
         text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
                     file_basename(o->leaf_sources[k]));
@@ -579,14 +1051,20 @@ static void write_cmake(Text *t, const CgOptions *o, bool external)
                     N);
 }
 
-static void write_makefile(Text *t, const CgOptions *o, bool external)
+static void write_makefile(Text *t, const Gen *gen)
 {
+    const CgOptions *o = gen->o;
     const char *N = o->name;
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
     text_printf(t, "# Generated by fxcc: include from a Makefile, with %s_DIR set to this folder.\n", N);
+    if (incbin)
+        text_printf(t, "# %s_SRCS holds %s_weights.S: assemble it with $(CC) and %s_CFLAGS\n"
+                       "# (its -I$(%s_DIR) lets .incbin find %s_weights.bin).\n",
+                    N, N, N, N, N);
     text_printf(t, "%s_DIR ?= .\n", N);
     text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
-    if (external)
-        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.c\n", N, N, N);
+    if (gen->num_large)
+        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.%s\n", N, N, N, incbin ? "S" : "c");
     for (int k = 0; k < o->num_leaf_sources; k++)
         text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
     if (o->target == FX_TARGET_HOST)
@@ -662,6 +1140,22 @@ static FxStatus move_into(const char *tmp, const char *dir, Diag *d)
     return st;
 }
 
+/* A compile into a folder that holds another weights mode's files removes
+ * them: a build that globs the folder (fxcc verify's) would link both. */
+static void remove_stale_weights(const Gen *gen, const char *dir)
+{
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
+    bool c = gen->num_large && !incbin;
+    const char *suffixes[] = {"c", "S", "bin"};
+    bool written[] = {c, incbin, incbin};
+    for (int k = 0; k < 3; k++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s_weights.%s", dir, gen->o->name, suffixes[k]);
+        if (!written[k])
+            unlink(path);
+    }
+}
+
 /* mkdir -p of the folder that will hold dir. */
 static FxStatus make_parents(const char *dir, Diag *d)
 {
@@ -733,20 +1227,23 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         return diag_error(d, FX_ERR_INVALID, "graph has no output");
     if (check_leaf_sources(o, d) != FX_OK)
         return FX_ERR_INVALID;
+    if (o->weights_section && !cg_valid_section(o->weights_section))
+        return diag_error(d, FX_ERR_INVALID,
+                          "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
+                          o->weights_section);
     CgPlan plan;
     FxStatus st = cg_plan(g, &plan, d);
     if (st != FX_OK)
         return st;
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
-    Text header = {0}, src = {0}, weights = {0}, cmake = {0}, mk = {0}, main_c = {0};
-    bool external = false;
+    Text header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
     char tmp[4200] = "";
-    st = write_source(&gen, &src, &weights, &external);
+    st = write_source(&gen, &src);
     if (st == FX_OK)
         st = write_header(&header, &gen, out);
     if (st == FX_OK) {
-        write_cmake(&cmake, o, external);
-        write_makefile(&mk, o, external);
+        write_cmake(&cmake, &gen);
+        write_makefile(&mk, &gen);
         if (header.failed || cmake.failed || mk.failed)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
     }
@@ -766,9 +1263,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         snprintf(name, sizeof name, "%s.c", o->name);
         if (st == FX_OK)
             st = write_text(tmp, name, src.data, src.len, d);
-        snprintf(name, sizeof name, "%s_weights.c", o->name);
-        if (st == FX_OK && external)
-            st = write_text(tmp, name, weights.data, weights.len, d);
+        if (st == FX_OK)
+            st = write_large_weights(&gen, tmp);
         if (st == FX_OK)
             st = write_text(tmp, "CMakeLists.txt", cmake.data, cmake.len, d);
         snprintf(name, sizeof name, "%s.mk", o->name);
@@ -797,15 +1293,19 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         }
         if (st == FX_OK)
             st = move_into(tmp, dir, d);
+        if (st == FX_OK)
+            remove_stale_weights(&gen, dir);
         remove_tree(tmp);
     }
     free(header.data);
     free(src.data);
-    free(weights.data);
     free(cmake.data);
     free(mk.data);
     free(main_c.data);
     free(gen.body.data);
+    name_set_free(&gen.used);
+    free(gen.large);
+    free(gen.blob_offset);
     if (st == FX_OK && plan_out)
         *plan_out = plan;
     else
