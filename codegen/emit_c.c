@@ -106,36 +106,59 @@ static void text_append(Text *t, const char *s, size_t n)
 /* Comment lines end before this column when an argument boundary allows. */
 enum { COMMENT_COLUMNS = 100 };
 
-/* s as one comment that cannot end early, wrapped at ", " boundaries so that
- * no line passes COMMENT_COLUMNS unless one argument alone is that long;
+/* Where s may wrap: after ", " between arguments (inside (..) or {..}, not
+ * inside a [..] list of numbers), before the opcode and after the "(" that
+ * opens a call's arguments.  Returns the offset where the piece starting at `from` ends
+ * (the next piece starts there, a separating space skipped). */
+static size_t comment_piece_end(const char *s, size_t from, char *stack, int *depth)
+{
+    for (size_t i = from; s[i]; i++) {
+        char ch = s[i];
+        if (ch == '(' || ch == '[' || ch == '{') {
+            if (*depth < 63)
+                stack[(*depth)++] = ch;
+            if (ch == '(' && i > 0 && s[i - 1] == ']')
+                return i + 1;
+        } else if ((ch == ')' || ch == ']' || ch == '}') && *depth > 0) {
+            (*depth)--;
+        } else if (ch == ',' && s[i + 1] == ' ' && (*depth == 0 || stack[*depth - 1] != '[')) {
+            return i + 1;
+        } else if (ch == ' ' && *depth == 0 && i > from && s[i - 1] == ']') {
+            return i; /* "%x : [num_users=1] | call_function[...](" */
+        }
+    }
+    return strlen(s);
+}
+
+/* s as one comment that cannot end early, wrapped at argument boundaries so
+ * that no line passes COMMENT_COLUMNS unless one argument alone is that long;
  * continuation lines are indented under the text. */
 static void text_comment(Text *t, const char *indent, const char *s)
 {
-    size_t column = strlen(indent) + 3;
+    size_t base = strlen(indent), column = base + 3, at = 0;
+    char stack[64];
+    int depth = 0;
+    bool space = false; /* a space separates this piece from the last */
     text_printf(t, "%s/* ", indent);
-    while (*s) {
-        const char *next = strstr(s, ", ");
-        size_t piece = next ? (size_t)(next - s) + 1 : strlen(s);
-        for (size_t i = 0; i < piece; i++) {
+    while (s[at]) {
+        size_t end = comment_piece_end(s, at, stack, &depth);
+        size_t len = end - at + space;
+        if (at > 0 && column + len > COMMENT_COLUMNS - 3) {
+            text_printf(t, "\n%s *     ", indent);
+            column = base + 8;
+            len -= space;
+        } else if (space) {
+            text_append(t, " ", 1);
+        }
+        for (size_t i = at; i < end; i++) {
             if (s[i] == '*' && s[i + 1] == '/')
                 text_append(t, "* ", 2); /* the '/' follows as the next char */
             else
                 text_append(t, &s[i], 1);
         }
-        column += piece;
-        s += piece;
-        if (!next)
-            break;
-        s++; /* the space after the comma */
-        const char *after = strstr(s, ", ");
-        size_t following = after ? (size_t)(after - s) + 1 : strlen(s) + 3;
-        if (column + 1 + following > COMMENT_COLUMNS) {
-            text_printf(t, "\n%s *     ", indent);
-            column = strlen(indent) + 8;
-        } else {
-            text_append(t, " ", 1);
-            column++;
-        }
+        column += len;
+        space = s[end] == ' ';
+        at = end + space;
     }
     text_printf(t, " */\n");
 }
