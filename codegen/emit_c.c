@@ -783,7 +783,9 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     text_printf(&gen->body, "\n");
     text_comment(&gen->body, "    ", line);
     if (v->kind == CG_ALIAS && !v->inplace) {
-        text_printf(&gen->body, "    /* no code: %s aliases %s */\n", v->cname, v->alias->cname);
+        char src[200];
+        value_expr(gen, v->alias, src, sizeof src);
+        text_printf(&gen->body, "    /* no code: %%%s is a view of %s */\n", n->name, src);
         /* Dropout's mask is a real output: all true at inference. */
         for (int k = 1; k < n->num_outputs; k++) {
             char dst[200];
