@@ -117,8 +117,8 @@ typedef struct CgOptions {
  * to a temporary folder first: on failure DIR is left as it was. */
 FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
                     Diag *d);
-/* The weights mode CG_WEIGHTS_AUTO stands for on g, given its large weights'
- * total; any other mode is returned as it is. */
+/* The mode CG_WEIGHTS_AUTO stands for, given the total bytes of the large
+ * weights; any other mode is returned as it is. */
 CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes);
 /* True if s can name an assembler section: [A-Za-z0-9._$]+, under 128 chars. */
 bool cg_valid_section(const char *s);
