@@ -5,8 +5,8 @@
  * buffer, a const weight array, or an offset in one arena whose size is a
  * compile-time constant; views and getitem alias their source, and
  * elementwise ops may write over an input that dies there.  emit_c.c writes
- * the header, the source with one block per node, the weights, the build
- * files and the runtime copy.
+ * the header, the source with one block per node, the small weights, the
+ * build files and the runtime copy; weights.c the large weights' files.
  */
 #ifndef FXCC_CODEGEN_H
 #define FXCC_CODEGEN_H
@@ -124,6 +124,30 @@ CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes);
 bool cg_valid_section(const char *s);
 /* True if name is a valid C identifier for a prefix. */
 bool cg_valid_name(const char *name);
+
+/* ------------------------------------------------------------------------- */
+/* The large weights' files (weights.c)                                       */
+/* ------------------------------------------------------------------------- */
+
+typedef struct CgLargeWeight {
+    const Tensor *tensor;
+    char symbol[200];  /* its C name, NAME_w_... */
+    size_t offset;     /* in NAME_weights.bin: a multiple of 64, ascending */
+} CgLargeWeight;
+
+typedef struct CgWeightFiles {
+    const char *name;    /* the C prefix */
+    const char *model;   /* the model's base name, for comments */
+    const char *section; /* of the blob */
+    const CgLargeWeight *weights;
+    int count;
+    size_t blob_bytes;   /* the last weight's end, rounded up to 64 */
+} CgWeightFiles;
+
+/* DIR/NAME_weights.c: const arrays of exact literals (hex floats). */
+FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d);
+/* DIR/NAME_weights.bin and DIR/NAME_weights.S, one global symbol per weight. */
+FxStatus cg_write_weights_incbin(const CgWeightFiles *w, const char *dir, Diag *d);
 
 /* ------------------------------------------------------------------------- */
 /* Building and running generated code (build.c)                              */

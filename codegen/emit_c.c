@@ -6,9 +6,9 @@
  * Node blocks are produced first into memory, so that only the buffer
  * variables and weights the code really reads are declared (generated code
  * compiles with -Wall -Wextra -Werror).  Weights up to CG_LARGE_WEIGHT_BYTES
- * are C arrays in NAME.c; larger ones are streamed straight to their files
- * (NAME_weights.bin + NAME_weights.S, or NAME_weights.c), never held as
- * text in memory.  Everything is written into a temporary folder and moved
+ * are C arrays in NAME.c; larger ones are declared extern here and streamed
+ * by weights.c straight to their files (NAME_weights.bin + NAME_weights.S,
+ * or NAME_weights.c), never held as text in memory.  Everything is written into a temporary folder and moved
  * into place only when all of it succeeded.  No generated file holds a path
  * beyond the model's base name, so the output does not depend on where the
  * model or the output folder are.
@@ -291,8 +291,7 @@ typedef struct Gen {
     NameSet used;   /* identifiers of body, once it is complete */
     /* The weights above CG_LARGE_WEIGHT_BYTES the body reads, in plan
      * order, and how they are written (C or INCBIN, never AUTO). */
-    const CgValue **large;
-    size_t *blob_offset; /* INCBIN: where large[i] starts in the blob */
+    CgLargeWeight *large;
     int num_large;
     size_t large_bytes, blob_bytes;
     CgWeights mode;
@@ -355,26 +354,6 @@ static bool root_writable(const CgValue *v)
 
 /* --- weights -------------------------------------------------------------- */
 
-CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes)
-{
-    /* Both targets' toolchains take GNU-style .S with .incbin: gcc and clang
-     * on the host, arm-none-eabi-gcc and clang for Cortex-M.  Others (IAR,
-     * Keil armcc) need --weights c. */
-    if (requested != CG_WEIGHTS_AUTO)
-        return requested;
-    return large_weight_bytes > CG_INCBIN_AUTO_BYTES ? CG_WEIGHTS_INCBIN : CG_WEIGHTS_C;
-}
-
-bool cg_valid_section(const char *s)
-{
-    if (!s || !*s || strlen(s) >= 128)
-        return false;
-    for (; *s; s++)
-        if (!(isalnum((unsigned char)*s) || *s == '.' || *s == '_' || *s == '$'))
-            return false;
-    return true;
-}
-
 /* A small weight: a C array in NAME.c, its FX line above it. */
 static void write_weight(Text *t, const Gen *gen, const CgValue *v)
 {
@@ -423,8 +402,7 @@ static FxStatus plan_weights(Gen *gen, Text *src)
 {
     const CgPlan *p = gen->plan;
     gen->large = calloc((size_t)p->num_values + 1, sizeof *gen->large);
-    gen->blob_offset = calloc((size_t)p->num_values + 1, sizeof *gen->blob_offset);
-    if (!gen->large || !gen->blob_offset)
+    if (!gen->large)
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
     for (int i = 0; i < p->num_values; i++) {
         const CgValue *v = &p->values[i];
@@ -434,9 +412,14 @@ static FxStatus plan_weights(Gen *gen, Text *src)
         weight_symbol(gen, v, sym, sizeof sym);
         if (!name_used(&gen->used, sym))
             continue;
-        if (tensor_nbytes(value_tensor(v)) > CG_LARGE_WEIGHT_BYTES) {
-            gen->large[gen->num_large++] = v;
-            gen->large_bytes += tensor_nbytes(value_tensor(v));
+        const Tensor *x = value_tensor(v);
+        if (tensor_nbytes(x) > CG_LARGE_WEIGHT_BYTES) {
+            CgLargeWeight *w = &gen->large[gen->num_large++];
+            w->tensor = x;
+            snprintf(w->symbol, sizeof w->symbol, "%s", sym);
+            w->offset = gen->blob_bytes;
+            gen->blob_bytes = (gen->blob_bytes + tensor_nbytes(x) + 63) / 64 * 64;
+            gen->large_bytes += tensor_nbytes(x);
         } else {
             write_weight(src, gen, v);
         }
@@ -449,283 +432,36 @@ static FxStatus plan_weights(Gen *gen, Text *src)
                                " * embedded by %s_weights.S, each at a 64-byte aligned offset. */\n"
                              : "/* The weights above %d bytes: in %s_weights.c. */\n",
                     (int)CG_LARGE_WEIGHT_BYTES, N, N);
-    size_t offset = 0;
     for (int k = 0; k < gen->num_large; k++) {
-        const Tensor *x = value_tensor(gen->large[k]);
-        char sym[200], shape[256];
-        weight_symbol(gen, gen->large[k], sym, sizeof sym);
-        type_format(&x->type, shape, sizeof shape);
-        size_t bytes = tensor_nbytes(x);
-        gen->blob_offset[k] = offset;
-        text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes", c_type_name(x->type.dtype),
-                    sym, (long long)tensor_numel(x), shape, bytes);
+        const CgLargeWeight *w = &gen->large[k];
+        char shape[256];
+        type_format(&w->tensor->type, shape, sizeof shape);
+        text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes",
+                    c_type_name(w->tensor->type.dtype), w->symbol,
+                    (long long)tensor_numel(w->tensor), shape, tensor_nbytes(w->tensor));
         if (gen->mode == CG_WEIGHTS_INCBIN)
-            text_printf(src, " at offset %zu", offset);
+            text_printf(src, " at offset %zu", w->offset);
         text_printf(src, " */\n");
-        offset = (offset + bytes + 63) / 64 * 64;
     }
-    gen->blob_bytes = offset;
     if (gen->num_large)
         text_printf(src, "\n");
     return FX_OK;
-}
-
-/* A buffered writer for the large weight files: one fwrite per 64 KiB. */
-typedef struct Out {
-    FILE *f;
-    char buf[1 << 16];
-    size_t len;
-    bool failed;
-} Out;
-
-static void out_write(Out *o, const void *data, size_t n)
-{
-    if (o->len + n > sizeof o->buf) {
-        if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
-            o->failed = true;
-        o->len = 0;
-    }
-    if (n > sizeof o->buf) {
-        if (fwrite(data, 1, n, o->f) != n)
-            o->failed = true;
-        return;
-    }
-    memcpy(o->buf + o->len, data, n);
-    o->len += n;
-}
-
-static void out_string(Out *o, const char *s)
-{
-    out_write(o, s, strlen(s));
-}
-
-static FxStatus out_open(Out *o, const char *dir, const char *name, char *path, size_t cap,
-                         Diag *d)
-{
-    snprintf(path, cap, "%s/%s", dir, name);
-    o->len = 0;
-    o->failed = false;
-    o->f = fopen(path, "wb");
-    return o->f ? FX_OK : diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-}
-
-static FxStatus out_close(Out *o, const char *path, Diag *d)
-{
-    if (o->len && fwrite(o->buf, 1, o->len, o->f) != o->len)
-        o->failed = true;
-    if (fclose(o->f) != 0)
-        o->failed = true;
-    return o->failed ? diag_error(d, FX_ERR_IO, "cannot write %s", path) : FX_OK;
-}
-
-/* The exact float as a C99 hexadecimal literal ("0x1.8p+1f"): no rounding
- * to think about, and a few integer operations instead of printf. */
-static size_t hex_float_literal(float f, char *buf)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    bool negative = bits >> 31;
-    int exponent = (int)((bits >> 23) & 0xff);
-    uint32_t fraction = (bits & 0x7fffff) << 1; /* 24 bits: six hex digits */
-    const char *special = exponent == 0xff ? (fraction ? "NAN" : negative ? "-INFINITY" : "INFINITY")
-                          : exponent == 0 && fraction == 0 ? (negative ? "-0.0f" : "0.0f")
-                                                           : NULL;
-    if (special) {
-        strcpy(buf, special);
-        return strlen(special);
-    }
-    char *p = buf;
-    if (negative)
-        *p++ = '-';
-    *p++ = '0';
-    *p++ = 'x';
-    *p++ = exponent ? '1' : '0'; /* subnormals: 0x0.xxxp-126 */
-    if (fraction) {
-        *p++ = '.';
-        for (int shift = 20; shift >= 0 && ((fraction << (20 - shift)) & 0xffffff); shift -= 4)
-            *p++ = "0123456789abcdef"[(fraction >> shift) & 0xf];
-    }
-    int e = exponent ? exponent - 127 : -126;
-    *p++ = 'p';
-    *p++ = e < 0 ? '-' : '+';
-    unsigned magnitude = (unsigned)(e < 0 ? -e : e);
-    if (magnitude >= 100)
-        *p++ = (char)('0' + magnitude / 100);
-    if (magnitude >= 10)
-        *p++ = (char)('0' + magnitude / 10 % 10);
-    *p++ = (char)('0' + magnitude % 10);
-    *p++ = 'f';
-    *p = '\0';
-    return (size_t)(p - buf);
-}
-
-static void out_element(Out *o, const Tensor *x, int64_t i)
-{
-    char lit[64];
-    switch (x->type.dtype) {
-    case FXRT_DTYPE_FLOAT32:
-        out_write(o, lit, hex_float_literal(((const float *)x->data)[i], lit));
-        return;
-    case FXRT_DTYPE_FLOAT64: {
-        double f = ((const double *)x->data)[i];
-        if (f != f)
-            snprintf(lit, sizeof lit, "NAN");
-        else if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308)
-            snprintf(lit, sizeof lit, f > 0 ? "INFINITY" : "-INFINITY");
-        else
-            snprintf(lit, sizeof lit, "%a", f); /* C99 hex float: exact */
-        break;
-    }
-    case FXRT_DTYPE_UINT64:
-        snprintf(lit, sizeof lit, "%lluu", (unsigned long long)((const uint64_t *)x->data)[i]);
-        break;
-    default: {
-        int64_t iv = tensor_get_int(x, i);
-        if (iv == INT64_MIN)
-            snprintf(lit, sizeof lit, "INT64_MIN");
-        else
-            snprintf(lit, sizeof lit, "%lld", (long long)iv);
-    }
-    }
-    out_string(o, lit);
-}
-
-/* --weights c: NAME_weights.c, the large weights as C arrays. */
-static FxStatus write_weights_c(const Gen *gen, const char *dir)
-{
-    const char *N = gen->o->name;
-    char name[300], path[4400];
-    snprintf(name, sizeof name, "%s_weights.c", N);
-    Out *o = calloc(1, sizeof *o);
-    if (!o)
-        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
-    FxStatus st = out_open(o, dir, name, path, sizeof path, gen->d);
-    if (st != FX_OK) {
-        free(o);
-        return st;
-    }
-    Text head = {0};
-    text_printf(&head, "/* %s_weights.c - generated by fxcc from %s: the weights of %s.c above\n"
-                       " * %d bytes, as exact hexadecimal float literals.  Do not edit. */\n"
-                       "#include <math.h>\n#include <stdint.h>\n\n",
-                N, model_label(gen->o), N, (int)CG_LARGE_WEIGHT_BYTES);
-    for (int k = 0; k < gen->num_large && !head.failed; k++) {
-        const CgValue *v = gen->large[k];
-        const Tensor *x = value_tensor(v);
-        char line[4096], sym[200];
-        node_format(v->node, line, sizeof line);
-        text_comment(&head, "", line);
-        weight_symbol(gen, v, sym, sizeof sym);
-        int64_t n = tensor_numel(x);
-        text_printf(&head, "const %s %s[%lld] = {", c_type_name(x->type.dtype), sym, (long long)n);
-        out_write(o, head.data, head.len);
-        head.len = 0;
-        for (int64_t i = 0; i < n; i++) {
-            out_string(o, i % 5 ? " " : "\n    "); /* lines under 100 columns */
-            out_element(o, x, i);
-            out_string(o, ",");
-        }
-        out_string(o, "\n};\n\n");
-    }
-    if (head.failed)
-        o->failed = true;
-    free(head.data);
-    st = out_close(o, path, gen->d);
-    free(o);
-    return st;
-}
-
-/* Element bytes of x in little-endian order, whatever the host's order. */
-static void out_little_endian(Out *o, const Tensor *x)
-{
-    const uint16_t probe = 1;
-    size_t bytes = tensor_nbytes(x);
-    int64_t n = tensor_numel(x);
-    size_t elem = n ? bytes / (size_t)n : 0;
-    const unsigned char *p = x->data;
-    if (*(const unsigned char *)&probe == 1 || elem <= 1) {
-        out_write(o, p, bytes);
-        return;
-    }
-    for (size_t i = 0; i < bytes; i += elem)
-        for (size_t b = elem; b-- > 0;)
-            out_write(o, p + i + b, 1);
-}
-
-/* --weights incbin: NAME_weights.bin with the bytes, and NAME_weights.S that
- * gives them a section and a symbol each.  The .S uses only directives GNU
- * as, Clang and arm-none-eabi-as read alike: %-style types (ARM takes '@' for
- * a comment) and C comments (it goes through the C preprocessor). */
-static FxStatus write_weights_incbin(const Gen *gen, const char *dir)
-{
-    const char *N = gen->o->name;
-    char name[300], path[4400], blob[300];
-    snprintf(blob, sizeof blob, "%s_weights.bin", N);
-    Out *o = calloc(1, sizeof *o);
-    if (!o)
-        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
-    FxStatus st = out_open(o, dir, blob, path, sizeof path, gen->d);
-    static const char zeros[64];
-    for (int k = 0; st == FX_OK && k < gen->num_large; k++) {
-        const Tensor *x = value_tensor(gen->large[k]);
-        size_t end = k + 1 < gen->num_large ? gen->blob_offset[k + 1] : gen->blob_bytes;
-        out_little_endian(o, x);
-        out_write(o, zeros, end - gen->blob_offset[k] - tensor_nbytes(x));
-    }
-    if (st == FX_OK)
-        st = out_close(o, path, gen->d);
-    if (st == FX_OK) {
-        snprintf(name, sizeof name, "%s_weights.S", N);
-        st = out_open(o, dir, name, path, sizeof path, gen->d);
-    }
-    if (st != FX_OK) {
-        free(o);
-        return st;
-    }
-    char section[200];
-    snprintf(section, sizeof section, "%s", gen->o->weights_section ? gen->o->weights_section : "");
-    if (!*section)
-        snprintf(section, sizeof section, ".rodata.%s_weights", N);
-    Text t = {0};
-    text_printf(&t, "/*\n * %s_weights.S - generated by fxcc from %s.  Do not edit.\n *\n"
-                    " * Embeds %s (%zu bytes: the weights of %s.c above %d bytes)\n"
-                    " * in section %s, one symbol per weight.  Assemble with -I of\n"
-                    " * this folder so that .incbin finds the blob.\n */\n",
-                N, model_label(gen->o), blob, gen->blob_bytes, N, (int)CG_LARGE_WEIGHT_BYTES,
-                section);
-    text_printf(&t, "    .section %s, \"a\", %%progbits\n    .balign 64\n"
-                    "    .globl %s_weights\n    .type %s_weights, %%object\n%s_weights:\n",
-                section, N, N, N);
-    for (int k = 0; k < gen->num_large; k++) {
-        const Tensor *x = value_tensor(gen->large[k]);
-        char sym[200];
-        weight_symbol(gen, gen->large[k], sym, sizeof sym);
-        size_t start = gen->blob_offset[k];
-        size_t end = k + 1 < gen->num_large ? gen->blob_offset[k + 1] : gen->blob_bytes;
-        text_printf(&t, "    .globl %s\n    .type %s, %%object\n    .size %s, %zu\n%s:\n"
-                        "    .incbin \"%s\", %zu, %zu\n",
-                    sym, sym, sym, tensor_nbytes(x), sym, blob, start, end - start);
-    }
-    text_printf(&t, "    .size %s_weights, %zu\n", N, gen->blob_bytes);
-    text_printf(&t, "#if defined(__linux__) && defined(__ELF__)\n"
-                    "    .section .note.GNU-stack, \"\", %%progbits /* no executable stack */\n"
-                    "#endif\n");
-    if (t.failed)
-        o->failed = true;
-    else
-        out_write(o, t.data, t.len);
-    free(t.data);
-    st = out_close(o, path, gen->d);
-    free(o);
-    return st;
 }
 
 static FxStatus write_large_weights(const Gen *gen, const char *dir)
 {
     if (!gen->num_large)
         return FX_OK;
-    return gen->mode == CG_WEIGHTS_INCBIN ? write_weights_incbin(gen, dir)
-                                          : write_weights_c(gen, dir);
+    char section[200];
+    if (gen->o->weights_section)
+        snprintf(section, sizeof section, "%s", gen->o->weights_section);
+    else
+        snprintf(section, sizeof section, ".rodata.%s_weights", gen->o->name);
+    CgWeightFiles files = {.name = gen->o->name, .model = model_label(gen->o),
+                           .section = section, .weights = gen->large, .count = gen->num_large,
+                           .blob_bytes = gen->blob_bytes};
+    return gen->mode == CG_WEIGHTS_INCBIN ? cg_write_weights_incbin(&files, dir, gen->d)
+                                          : cg_write_weights_c(&files, dir, gen->d);
 }
 
 /* --- the entry point ------------------------------------------------------ */
@@ -1330,7 +1066,6 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     free(gen.body.data);
     name_set_free(&gen.used);
     free(gen.large);
-    free(gen.blob_offset);
     if (st == FX_OK && plan_out)
         *plan_out = plan;
     else
