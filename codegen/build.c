@@ -106,7 +106,8 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Sorted .c files of dir, as "dir/name". */
+/* Sorted .c and .S files of dir, as "dir/name" (a .S embeds the weights'
+ * blob, found through the -I of dir). */
 static int list_c_files(const char *dir, char ***out)
 {
     DIR *dp = opendir(dir);
@@ -117,7 +118,7 @@ static int list_c_files(const char *dir, char ***out)
     struct dirent *e;
     char **files = NULL;
     while ((e = readdir(dp))) {
-        if (!has_suffix(e->d_name, ".c"))
+        if (!has_suffix(e->d_name, ".c") && !has_suffix(e->d_name, ".S"))
             continue;
         char **grown = fx_realloc_array(files, (size_t)(n + 1), sizeof *files);
         if (!grown)

@@ -5,8 +5,8 @@
  * buffer, a const weight array, or an offset in one arena whose size is a
  * compile-time constant; views and getitem alias their source, and
  * elementwise ops may write over an input that dies there.  emit_c.c writes
- * the header, the source with one block per node, the weights, the build
- * files and the runtime copy.
+ * the header, the source with one block per node, the small weights, the
+ * build files and the runtime copy; weights.c the large weights' files.
  */
 #ifndef FXCC_CODEGEN_H
 #define FXCC_CODEGEN_H
@@ -79,11 +79,29 @@ void cg_plan_report(const CgPlan *p, FILE *out);
 /* C emission (emit_c.c)                                                      */
 /* ------------------------------------------------------------------------- */
 
+/* How weights larger than CG_LARGE_WEIGHT_BYTES are written. */
+typedef enum CgWeights {
+    CG_WEIGHTS_AUTO,   /* incbin when they total more than CG_INCBIN_AUTO_BYTES, else c */
+    CG_WEIGHTS_C,      /* C arrays in NAME_weights.c (toolchains without GNU-style .S) */
+    CG_WEIGHTS_INCBIN  /* raw bytes in NAME_weights.bin, embedded by NAME_weights.S */
+} CgWeights;
+
+/* A weight above this size is "large": never a C array in NAME.c.  4 KiB:
+ * below it a weight is a bias, a norm's scale or a shape, a few lines of
+ * literals worth reading next to the code; above it are the filters. */
+enum { CG_LARGE_WEIGHT_BYTES = 4 * 1024 };
+/* CG_WEIGHTS_AUTO chooses incbin above this total of large weights: below
+ * it, C literals cost the compiler well under a second. */
+enum { CG_INCBIN_AUTO_BYTES = 256 * 1024 };
+
 typedef struct CgOptions {
     const char *name;   /* C prefix: NAME.h, NAME_run, ... */
     FxTarget target;
     bool emit_main;     /* also main.c + fxio.[ch] and a `main` executable */
-    const char *source; /* model file name, for comments */
+    const char *source; /* model file; only its base name goes into comments */
+    CgWeights weights;
+    /* Section of the incbin blob (NULL: .rodata.NAME_weights). */
+    const char *weights_section;
     /* C files defining the leaf ops' fxcc_leaf_OP functions (ir/ops/leaf.c):
      * copied into DIR and built with NAME by CMakeLists.txt, NAME.mk and
      * `fxcc verify`.  Their names must end in .c and not clash with a
@@ -92,15 +110,44 @@ typedef struct CgOptions {
     int num_leaf_sources;
 } CgOptions;
 
-/* Writes DIR/NAME.h, DIR/NAME.c (and DIR/NAME_weights.c when the weights are
- * large), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ and the leaf sources.
+/* Writes DIR/NAME.h, DIR/NAME.c, the large weights (DIR/NAME_weights.c, or
+ * DIR/NAME_weights.bin and DIR/NAME_weights.S), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ and the leaf sources.
  * NAME.h declares the fxcc_leaf_OP function of every leaf op; two leaf nodes
  * of one op type whose value types differ are refused (one prototype each).  Files are written
  * to a temporary folder first: on failure DIR is left as it was. */
 FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan *plan_out,
                     Diag *d);
+/* The mode CG_WEIGHTS_AUTO stands for, given the total bytes of the large
+ * weights; any other mode is returned as it is. */
+CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes);
+/* True if s can name an assembler section: [A-Za-z0-9._$]+, under 128 chars. */
+bool cg_valid_section(const char *s);
 /* True if name is a valid C identifier for a prefix. */
 bool cg_valid_name(const char *name);
+
+/* ------------------------------------------------------------------------- */
+/* The large weights' files (weights.c)                                       */
+/* ------------------------------------------------------------------------- */
+
+typedef struct CgLargeWeight {
+    const Tensor *tensor;
+    char symbol[200];  /* its C name, NAME_w_... */
+    size_t offset;     /* in NAME_weights.bin: a multiple of 64, ascending */
+} CgLargeWeight;
+
+typedef struct CgWeightFiles {
+    const char *name;    /* the C prefix */
+    const char *model;   /* the model's base name, for comments */
+    const char *section; /* of the blob */
+    const CgLargeWeight *weights;
+    int count;
+    size_t blob_bytes;   /* the last weight's end, rounded up to 64 */
+} CgWeightFiles;
+
+/* DIR/NAME_weights.c: const arrays of exact literals (hex floats). */
+FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d);
+/* DIR/NAME_weights.bin and DIR/NAME_weights.S, one global symbol per weight. */
+FxStatus cg_write_weights_incbin(const CgWeightFiles *w, const char *dir, Diag *d);
 
 /* ------------------------------------------------------------------------- */
 /* Building and running generated code (build.c)                              */
@@ -112,8 +159,8 @@ typedef struct CgBuildOptions {
     FxTarget target;    /* host adds FXRT_USE_CBLAS and OpenBLAS */
 } CgBuildOptions;
 
-/* Compiles the .c files of DIR and DIR/fxrt (a `--emit-main` output) into
- * DIR/main; the compiler's output goes to DIR/build.log. */
+/* Compiles the .c and .S files of DIR and DIR/fxrt (a `--emit-main` output)
+ * into DIR/main, with -I DIR so that NAME_weights.S finds its blob; the compiler's output goes to DIR/build.log. */
 FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d);
 /* Runs DIR/main -o OUT_DIR INPUT...; its stderr goes to DIR/run.stderr. */
 FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,

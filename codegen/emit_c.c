@@ -4,9 +4,14 @@
  * build files and a copy of the runtime sources.
  *
  * Node blocks are produced first into memory, so that only the buffer
- * variables the code really reads are declared (generated code compiles
- * with -Wall -Wextra -Werror).  Everything is written into a temporary
- * folder and moved into place only when all of it succeeded.
+ * variables and weights the code really reads are declared (generated code
+ * compiles with -Wall -Wextra -Werror).  Weights up to CG_LARGE_WEIGHT_BYTES
+ * are C arrays in NAME.c; larger ones are declared extern here and streamed
+ * by weights.c straight to their files (NAME_weights.bin + NAME_weights.S,
+ * or NAME_weights.c), never held as text in memory.  Everything is written into a temporary folder and moved
+ * into place only when all of it succeeded.  No generated file holds a path
+ * beyond the model's base name, so the output does not depend on where the
+ * model or the output folder are.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -21,10 +26,6 @@
 #include "codegen.h"
 #include "embedded.h"
 #include "main_c.h"
-
-/* Weights above this many bytes go to NAME_weights.c, so that editing or
- * rebuilding the code does not recompile megabytes of literals. */
-enum { CG_INLINE_WEIGHT_BYTES = 64 * 1024 };
 
 bool cg_valid_name(const char *name)
 {
@@ -81,17 +82,201 @@ static void text_printf(Text *t, const char *fmt, ...)
     va_end(ap);
 }
 
-/* A comment line that cannot end the comment early. */
+static void text_append(Text *t, const char *s, size_t n)
+{
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(t->data, cap);
+        if (!grown) {
+            t->failed = true;
+            return;
+        }
+        t->data = grown;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
+/* Comment lines end before this column when an argument boundary allows. */
+enum { COMMENT_COLUMNS = 100 };
+
+/* Where s may wrap: after ", " between arguments (inside (..) or {..}, not
+ * inside a [..] list of numbers), before the opcode and after the "(" that
+ * opens a call's arguments.  Returns the offset where the piece starting at `from` ends
+ * (the next piece starts there, a separating space skipped). */
+static size_t comment_piece_end(const char *s, size_t from, char *stack, int *depth)
+{
+    for (size_t i = from; s[i]; i++) {
+        char ch = s[i];
+        if (ch == '(' || ch == '[' || ch == '{') {
+            if (*depth < 63)
+                stack[(*depth)++] = ch;
+            if (ch == '(' && i > 0 && s[i - 1] == ']')
+                return i + 1;
+        } else if ((ch == ')' || ch == ']' || ch == '}') && *depth > 0) {
+            (*depth)--;
+        } else if (ch == ',' && s[i + 1] == ' ' && (*depth == 0 || stack[*depth - 1] != '[')) {
+            return i + 1;
+        } else if (ch == ' ' && *depth == 0 && i > from && s[i - 1] == ']') {
+            return i; /* "%x : [num_users=1] | call_function[...](" */
+        }
+    }
+    return strlen(s);
+}
+
+/* s as one comment that cannot end early, wrapped at argument boundaries so
+ * that no line passes COMMENT_COLUMNS unless one argument alone is that long;
+ * continuation lines are indented under the text. */
 static void text_comment(Text *t, const char *indent, const char *s)
 {
+    size_t base = strlen(indent), column = base + 3, at = 0;
+    char stack[64];
+    int depth = 0;
+    bool space = false; /* a space separates this piece from the last */
     text_printf(t, "%s/* ", indent);
-    for (; *s; s++) {
-        if (s[0] == '*' && s[1] == '/')
-            text_printf(t, "* ");
-        else
-            text_printf(t, "%c", *s);
+    while (s[at]) {
+        size_t end = comment_piece_end(s, at, stack, &depth);
+        size_t len = end - at + space;
+        if (at > 0 && column + len > COMMENT_COLUMNS - 3) {
+            text_printf(t, "\n%s *     ", indent);
+            column = base + 8;
+            len -= space;
+        } else if (space) {
+            text_append(t, " ", 1);
+        }
+        for (size_t i = at; i < end; i++) {
+            if (s[i] == '*' && s[i + 1] == '/')
+                text_append(t, "* ", 2); /* the '/' follows as the next char */
+            else
+                text_append(t, &s[i], 1);
+        }
+        column += len;
+        space = s[end] == ' ';
+        at = end + space;
     }
     text_printf(t, " */\n");
+}
+
+static const char *file_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The model's name for comments: its base name, never the path it was
+ * given by (the output must not depend on the folder it is compiled from). */
+static const char *model_label(const CgOptions *o)
+{
+    return o->source ? file_basename(o->source) : "a model";
+}
+
+/* --- identifiers the node blocks use ------------------------------------- */
+
+/* The set of identifiers in a text (comments aside), built in one pass so
+ * that asking about each of a large model's values stays linear. */
+typedef struct NameSet {
+    const char **start; /* into the text; NULL: empty slot */
+    size_t *len;
+    size_t cap;         /* a power of two, at most half full */
+} NameSet;
+
+static size_t name_hash(const char *s, size_t n)
+{
+    size_t h = 1469598103u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static bool name_slot(const NameSet *set, const char *s, size_t n, size_t *slot)
+{
+    size_t i = name_hash(s, n) & (set->cap - 1);
+    while (set->start[i]) {
+        if (set->len[i] == n && memcmp(set->start[i], s, n) == 0) {
+            *slot = i;
+            return true;
+        }
+        i = (i + 1) & (set->cap - 1);
+    }
+    *slot = i;
+    return false;
+}
+
+static bool name_set_grow(NameSet *set)
+{
+    NameSet bigger = {.cap = set->cap ? set->cap * 2 : 1024};
+    bigger.start = calloc(bigger.cap, sizeof *bigger.start);
+    bigger.len = calloc(bigger.cap, sizeof *bigger.len);
+    if (!bigger.start || !bigger.len) {
+        free(bigger.start);
+        free(bigger.len);
+        return false;
+    }
+    for (size_t i = 0; i < set->cap; i++) {
+        size_t slot;
+        if (set->start[i] && !name_slot(&bigger, set->start[i], set->len[i], &slot)) {
+            bigger.start[slot] = set->start[i];
+            bigger.len[slot] = set->len[i];
+        }
+    }
+    free(set->start);
+    free(set->len);
+    *set = bigger;
+    return true;
+}
+
+static void name_set_free(NameSet *set)
+{
+    free(set->start);
+    free(set->len);
+    *set = (NameSet){0};
+}
+
+/* The identifiers of t outside comments; t must outlive the set. */
+static bool name_set_build(NameSet *set, const Text *t)
+{
+    size_t count = 0;
+    if (!name_set_grow(set))
+        return false;
+    for (const char *p = t->data ? t->data : ""; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+            continue;
+        }
+        if (!(isalpha((unsigned char)*p) || *p == '_')) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (isalnum((unsigned char)*q) || *q == '_')
+            q++;
+        size_t slot;
+        if (!name_slot(set, p, (size_t)(q - p), &slot)) {
+            if (2 * (count + 1) > set->cap) {
+                if (!name_set_grow(set))
+                    return false;
+                name_slot(set, p, (size_t)(q - p), &slot);
+            }
+            set->start[slot] = p;
+            set->len[slot] = (size_t)(q - p);
+            count++;
+        }
+        p = q;
+    }
+    return true;
+}
+
+static bool name_used(const NameSet *set, const char *name)
+{
+    size_t slot;
+    return set->cap && name_slot(set, name, strlen(name), &slot);
 }
 
 /* --- the state of one compilation ---------------------------------------- */
@@ -102,6 +287,13 @@ typedef struct Gen {
     CgPlan *plan;
     Diag *d;
     Text body;      /* node blocks */
+    NameSet used;   /* identifiers of body, once it is complete */
+    /* The weights above CG_LARGE_WEIGHT_BYTES the body reads, in plan
+     * order, and how they are written (C or INCBIN, never AUTO). */
+    CgLargeWeight *large;
+    int num_large;
+    size_t large_bytes, blob_bytes;
+    CgWeights mode;
 } Gen;
 
 static const Tensor *value_tensor(const CgValue *v)
@@ -117,40 +309,29 @@ static const TensorType *value_type(const CgValue *v)
     return &v->node->out_types[v->index];
 }
 
+static void weight_symbol(const Gen *gen, const CgValue *w, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s_w_%s", gen->o->name, w->cname + 2);
+}
+
+/* The value whose variable stands for v: an alias of the same element type
+ * names the same bytes as its source with the same C type, so it gets no
+ * pointer of its own. */
+static const CgValue *value_named(const CgValue *v)
+{
+    while (v->kind == CG_ALIAS && value_type(v)->dtype == value_type(v->alias)->dtype)
+        v = v->alias;
+    return v;
+}
+
 /* The C expression a node uses to read value v. */
 static void value_expr(const Gen *gen, const CgValue *v, char *buf, size_t cap)
 {
     const CgValue *r = cg_root(v);
     if (r->kind == CG_WEIGHT)
-        snprintf(buf, cap, "%s_w_%s", gen->o->name, r->cname + 2);
+        weight_symbol(gen, r, buf, cap);
     else
-        snprintf(buf, cap, "%s", v->cname);
-}
-
-/* Whether the code (comments aside) mentions identifier `word`. */
-static bool word_used(const Text *t, const char *word)
-{
-    if (!t->data)
-        return false;
-    size_t len = strlen(word);
-    for (const char *p = t->data; *p;) {
-        if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-            p = end ? end + 2 : p + strlen(p);
-            continue;
-        }
-        if (isalpha((unsigned char)*p) || *p == '_') {
-            const char *q = p;
-            while (isalnum((unsigned char)*q) || *q == '_')
-                q++;
-            if ((size_t)(q - p) == len && strncmp(p, word, len) == 0)
-                return true;
-            p = q;
-            continue;
-        }
-        p++;
-    }
-    return false;
+        snprintf(buf, cap, "%s", value_named(v)->cname);
 }
 
 static bool root_writable(const CgValue *v)
@@ -161,16 +342,18 @@ static bool root_writable(const CgValue *v)
 
 /* --- weights -------------------------------------------------------------- */
 
-static void write_weight(Text *t, const Gen *gen, const CgValue *v, bool external)
+/* A small weight: a C array in NAME.c, its FX line above it. */
+static void write_weight(Text *t, const Gen *gen, const CgValue *v)
 {
     const Tensor *x = value_tensor(v);
     const TensorType *ty = &x->type;
-    char line[4096];
+    char line[4096], sym[200];
     node_format(v->node, line, sizeof line);
     text_comment(t, "", line);
+    weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
-    text_printf(t, "%sconst %s %s_w_%s[%lld] = {", external ? "" : "static ", c_type_name(ty->dtype),
-                gen->o->name, v->cname + 2, (long long)(n ? n : 1));
+    text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
+                (long long)(n ? n : 1));
     if (n == 0)
         text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
@@ -198,6 +381,75 @@ static void write_weight(Text *t, const Gen *gen, const CgValue *v, bool externa
         }
     }
     text_printf(t, "\n};\n\n");
+}
+
+/* Sorts the weights the body reads into small ones (written here into src)
+ * and large ones (listed in gen, declared extern in src, written later by
+ * write_large_weights), and settles the mode and the blob layout. */
+static FxStatus plan_weights(Gen *gen, Text *src)
+{
+    const CgPlan *p = gen->plan;
+    gen->large = calloc((size_t)p->num_values + 1, sizeof *gen->large);
+    if (!gen->large)
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->num_values; i++) {
+        const CgValue *v = &p->values[i];
+        char sym[200];
+        if (v->kind != CG_WEIGHT)
+            continue;
+        weight_symbol(gen, v, sym, sizeof sym);
+        if (!name_used(&gen->used, sym))
+            continue;
+        const Tensor *x = value_tensor(v);
+        if (tensor_nbytes(x) > CG_LARGE_WEIGHT_BYTES) {
+            CgLargeWeight *w = &gen->large[gen->num_large++];
+            w->tensor = x;
+            snprintf(w->symbol, sizeof w->symbol, "%s", sym);
+            w->offset = gen->blob_bytes;
+            gen->blob_bytes = (gen->blob_bytes + tensor_nbytes(x) + 63) / 64 * 64;
+            gen->large_bytes += tensor_nbytes(x);
+        } else {
+            write_weight(src, gen, v);
+        }
+    }
+    gen->mode = cg_weights_mode(gen->o->weights, gen->large_bytes);
+    const char *N = gen->o->name;
+    if (gen->num_large)
+        text_printf(src, gen->mode == CG_WEIGHTS_INCBIN
+                             ? "/* The weights above %d bytes: raw little-endian bytes in %s_weights.bin,\n"
+                               " * embedded by %s_weights.S, each at a 64-byte aligned offset. */\n"
+                             : "/* The weights above %d bytes: in %s_weights.c. */\n",
+                    (int)CG_LARGE_WEIGHT_BYTES, N, N);
+    for (int k = 0; k < gen->num_large; k++) {
+        const CgLargeWeight *w = &gen->large[k];
+        char shape[256];
+        type_format(&w->tensor->type, shape, sizeof shape);
+        text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes",
+                    c_type_name(w->tensor->type.dtype), w->symbol,
+                    (long long)tensor_numel(w->tensor), shape, tensor_nbytes(w->tensor));
+        if (gen->mode == CG_WEIGHTS_INCBIN)
+            text_printf(src, " at offset %zu", w->offset);
+        text_printf(src, " */\n");
+    }
+    if (gen->num_large)
+        text_printf(src, "\n");
+    return FX_OK;
+}
+
+static FxStatus write_large_weights(const Gen *gen, const char *dir)
+{
+    if (!gen->num_large)
+        return FX_OK;
+    char section[200];
+    if (gen->o->weights_section)
+        snprintf(section, sizeof section, "%s", gen->o->weights_section);
+    else
+        snprintf(section, sizeof section, ".rodata.%s_weights", gen->o->name);
+    CgWeightFiles files = {.name = gen->o->name, .model = model_label(gen->o),
+                           .section = section, .weights = gen->large, .count = gen->num_large,
+                           .blob_bytes = gen->blob_bytes};
+    return gen->mode == CG_WEIGHTS_INCBIN ? cg_write_weights_incbin(&files, dir, gen->d)
+                                          : cg_write_weights_c(&files, dir, gen->d);
 }
 
 /* --- the entry point ------------------------------------------------------ */
@@ -255,7 +507,9 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     text_printf(&gen->body, "\n");
     text_comment(&gen->body, "    ", line);
     if (v->kind == CG_ALIAS && !v->inplace) {
-        text_printf(&gen->body, "    /* no code: %s aliases %s */\n", v->cname, v->alias->cname);
+        char src[200];
+        value_expr(gen, v->alias, src, sizeof src);
+        text_printf(&gen->body, "    /* no code: %%%s is a view of %s */\n", n->name, src);
         /* Dropout's mask is a real output: all true at inference. */
         for (int k = 1; k < n->num_outputs; k++) {
             char dst[200];
@@ -363,7 +617,7 @@ static FxStatus write_header(Text *t, const Gen *gen, const Node *out)
     const char *N = gen->o->name;
     int ni = graph_num_placeholders(gen->g), no = out->num_args;
     text_printf(t, "/*\n * %s.h - generated by fxcc from %s.  Do not edit.\n *\n", N,
-                gen->o->source ? gen->o->source : "a model");
+                model_label(gen->o));
     text_printf(t, " * Call %s_run with one buffer per input and per output, in the element type\n"
                    " * given below, and an arena of %s_ARENA_BYTES bytes aligned to 64 bytes.\n"
                    " * It returns 0 on success, non-zero if a kernel refused its data.\n *\n",
@@ -449,7 +703,7 @@ static void write_io_tables(Text *t, const Gen *gen, const Node *out)
     text_printf(t, "\n");
 }
 
-static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *external)
+static FxStatus write_source(Gen *gen, Text *src)
 {
     const CgPlan *p = gen->plan;
     const char *N = gen->o->name;
@@ -467,43 +721,21 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
         text_printf(&gen->body, "    memcpy(outputs[%d], %s, %zu);\n", p->copies[c].output, expr,
                     p->copies[c].src->bytes);
     }
-
-    size_t weight_bytes = 0;
-    for (int i = 0; i < p->num_values; i++)
-        if (p->values[i].kind == CG_WEIGHT && word_used(&gen->body, p->values[i].cname))
-            weight_bytes += p->values[i].bytes;
-    *external = weight_bytes > CG_INLINE_WEIGHT_BYTES;
+    if (gen->body.failed || !name_set_build(&gen->used, &gen->body))
+        return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
 
     text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
                      " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
                      " * %d views aliased.  Each block below is one node; its comment is the\n"
                      " * node's line in fxcc's FX-style graph.\n */\n",
-                N, gen->o->source ? gen->o->source : "a model", p->arena_bytes, p->lower_bound,
-                p->naive_bytes, p->inplace_count, p->alias_count);
+                N, model_label(gen->o), p->arena_bytes, p->lower_bound, p->naive_bytes,
+                p->inplace_count, p->alias_count);
     text_printf(src, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
                      "#include \"%s.h\"\n#include \"fxrt.h\"\n\n", N);
     write_io_tables(src, gen, out);
-    Text *wt = *external ? weights_ext : src;
-    if (*external)
-        text_printf(wt, "/* %s_weights.c - generated by fxcc: the constants of %s.c. */\n"
-                        "#include <math.h>\n#include <stdint.h>\n\n",
-                    N, N);
-    for (int i = 0; i < p->num_values; i++) {
-        const CgValue *v = &p->values[i];
-        if (v->kind != CG_WEIGHT)
-            continue;
-        char sym[200];
-        snprintf(sym, sizeof sym, "%s_w_%s", N, v->cname + 2);
-        if (!word_used(&gen->body, sym))
-            continue;
-        if (*external) {
-            const Tensor *x = value_tensor(v);
-            int64_t n = tensor_numel(x);
-            text_printf(src, "extern const %s %s[%lld];\n", c_type_name(x->type.dtype), sym,
-                        (long long)(n ? n : 1));
-        }
-        write_weight(wt, gen, v, *external);
-    }
+    FxStatus st = plan_weights(gen, src);
+    if (st != FX_OK)
+        return st;
     text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
                 N);
     text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
@@ -514,43 +746,44 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
     for (int i = p->num_values - 1; i >= 0; i--) {
         const CgValue *v = &p->values[i];
-        used[i] |= v->kind != CG_WEIGHT && word_used(&gen->body, v->cname);
+        used[i] |= v->kind != CG_WEIGHT && name_used(&gen->used, v->cname);
         if (used[i] && v->kind == CG_ALIAS)
-            used[v->alias - p->values] = true;
+            used[value_named(v->alias) - p->values] = true;
     }
     for (int i = 0; i < p->num_values; i++)
         if (used[i] && p->values[i].kind != CG_WEIGHT)
             declare_value(src, gen, &p->values[i]);
     free(used);
     text_printf(src, "    (void)a;\n    (void)inputs;\n    (void)outputs;\n");
-    if (gen->body.data)
-        text_printf(src, "%s", gen->body.data);
+    text_append(src, gen->body.data ? gen->body.data : "", gen->body.len);
     text_printf(src, "    return 0;\n}\n");
-    return src->failed || weights_ext->failed || gen->body.failed
-               ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C")
-               : FX_OK;
+    return src->failed ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C") : FX_OK;
 }
 
 /* --- build files ---------------------------------------------------------- */
 
-static const char *file_basename(const char *path)
+static void write_cmake(Text *t, const Gen *gen)
 {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static void write_cmake(Text *t, const CgOptions *o, bool external)
-{
+    const CgOptions *o = gen->o;
     const char *N = o->name;
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
     text_printf(t, "# Generated by fxcc: builds %s as a static library%s.\n", N,
                 o->emit_main ? " and `main`, a command-line runner" : "");
-    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C)\n\n", N);
+    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C%s)\n\n", N,
+                incbin ? " ASM" : "");
     text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
                    "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n"
                    "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n");
     text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
-    if (external)
+    if (gen->num_large && !incbin)
         text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
+    if (incbin)
+        text_printf(t, "# the weights: %s_weights.S embeds %s_weights.bin (.incbin finds it\n"
+                       "# through the include path below)\n"
+                       "target_sources(%s PRIVATE %s_weights.S)\n"
+                       "set_source_files_properties(%s_weights.S PROPERTIES OBJECT_DEPENDS\n"
+                       "  ${CMAKE_CURRENT_SOURCE_DIR}/%s_weights.bin)\n",
+                    N, N, N, N, N, N);
     for (int k = 0; k < o->num_leaf_sources; k++)
         text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
                     file_basename(o->leaf_sources[k]));
@@ -569,14 +802,20 @@ static void write_cmake(Text *t, const CgOptions *o, bool external)
                     N);
 }
 
-static void write_makefile(Text *t, const CgOptions *o, bool external)
+static void write_makefile(Text *t, const Gen *gen)
 {
+    const CgOptions *o = gen->o;
     const char *N = o->name;
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
     text_printf(t, "# Generated by fxcc: include from a Makefile, with %s_DIR set to this folder.\n", N);
+    if (incbin)
+        text_printf(t, "# %s_SRCS holds %s_weights.S: assemble it with $(CC) and %s_CFLAGS\n"
+                       "# (its -I$(%s_DIR) lets .incbin find %s_weights.bin).\n",
+                    N, N, N, N, N);
     text_printf(t, "%s_DIR ?= .\n", N);
     text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
-    if (external)
-        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.c\n", N, N, N);
+    if (gen->num_large)
+        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.%s\n", N, N, N, incbin ? "S" : "c");
     for (int k = 0; k < o->num_leaf_sources; k++)
         text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
     if (o->target == FX_TARGET_HOST)
@@ -652,6 +891,22 @@ static FxStatus move_into(const char *tmp, const char *dir, Diag *d)
     return st;
 }
 
+/* A compile into a folder that holds another weights mode's files removes
+ * them: a build that globs the folder (fxcc verify's) would link both. */
+static void remove_stale_weights(const Gen *gen, const char *dir)
+{
+    bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
+    bool c = gen->num_large && !incbin;
+    const char *suffixes[] = {"c", "S", "bin"};
+    bool written[] = {c, incbin, incbin};
+    for (int k = 0; k < 3; k++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s_weights.%s", dir, gen->o->name, suffixes[k]);
+        if (!written[k])
+            unlink(path);
+    }
+}
+
 /* mkdir -p of the folder that will hold dir. */
 static FxStatus make_parents(const char *dir, Diag *d)
 {
@@ -723,20 +978,23 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         return diag_error(d, FX_ERR_INVALID, "graph has no output");
     if (check_leaf_sources(o, d) != FX_OK)
         return FX_ERR_INVALID;
+    if (o->weights_section && !cg_valid_section(o->weights_section))
+        return diag_error(d, FX_ERR_INVALID,
+                          "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
+                          o->weights_section);
     CgPlan plan;
     FxStatus st = cg_plan(g, &plan, d);
     if (st != FX_OK)
         return st;
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
-    Text header = {0}, src = {0}, weights = {0}, cmake = {0}, mk = {0}, main_c = {0};
-    bool external = false;
+    Text header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
     char tmp[4200] = "";
-    st = write_source(&gen, &src, &weights, &external);
+    st = write_source(&gen, &src);
     if (st == FX_OK)
         st = write_header(&header, &gen, out);
     if (st == FX_OK) {
-        write_cmake(&cmake, o, external);
-        write_makefile(&mk, o, external);
+        write_cmake(&cmake, &gen);
+        write_makefile(&mk, &gen);
         if (header.failed || cmake.failed || mk.failed)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
     }
@@ -756,9 +1014,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         snprintf(name, sizeof name, "%s.c", o->name);
         if (st == FX_OK)
             st = write_text(tmp, name, src.data, src.len, d);
-        snprintf(name, sizeof name, "%s_weights.c", o->name);
-        if (st == FX_OK && external)
-            st = write_text(tmp, name, weights.data, weights.len, d);
+        if (st == FX_OK)
+            st = write_large_weights(&gen, tmp);
         if (st == FX_OK)
             st = write_text(tmp, "CMakeLists.txt", cmake.data, cmake.len, d);
         snprintf(name, sizeof name, "%s.mk", o->name);
@@ -792,15 +1049,18 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         }
         if (st == FX_OK)
             st = move_into(tmp, dir, d);
+        if (st == FX_OK)
+            remove_stale_weights(&gen, dir);
         remove_tree(tmp);
     }
     free(header.data);
     free(src.data);
-    free(weights.data);
     free(cmake.data);
     free(mk.data);
     free(main_c.data);
     free(gen.body.data);
+    name_set_free(&gen.used);
+    free(gen.large);
     if (st == FX_OK && plan_out)
         *plan_out = plan;
     else

@@ -2,7 +2,9 @@
 # Compiles the portable-target code of the bundled examples, and the runtime
 # it copies, for a Cortex-M4 with arm-none-eabi-gcc: -Werror, no libc beyond
 # string.h and math.h.  Prints the flash (text+data) and RAM (bss + arena)
-# each model needs.   usage: cross_arm.sh FXCC
+# each model needs.  digits is built a second time with --weights incbin: its
+# NAME_weights.S must assemble with arm-none-eabi-gcc and define every weight
+# symbol NAME.c declares.   usage: cross_arm.sh FXCC
 set -euo pipefail
 fxcc=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,21 +16,42 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 flags=(-std=c99 -Wall -Wextra -Werror -pedantic -O2 -mcpu=cortex-m4 -mthumb -mfloat-abi=hard
        -mfpu=fpv4-sp-d16 -ffunction-sections -fdata-sections)
-for model in examples/seed.onnx examples/digits/digits.onnx; do
+for spec in examples/seed.onnx:c examples/digits/digits.onnx:c examples/digits/digits.onnx:incbin; do
+  model=${spec%:*}
+  weights=${spec##*:}
   name=$(basename "$model" .onnx)
   out="$work/$name"
-  "$fxcc" compile "$here/$model" -o "$out" --name "$name" --target portable > /dev/null
+  rm -rf "$out" "$work"/*.o
+  "$fxcc" compile "$here/$model" -o "$out" --name "$name" --target portable --weights "$weights" \
+    --weights-section .rodata.flash_weights > /dev/null
   objs=()
-  for c in "$out"/*.c "$out"/fxrt/*.c; do
-    o="$work/$(basename "$c" .c)_$name.o"
+  for c in "$out"/*.c "$out"/*.S "$out"/fxrt/*.c; do
+    [ -e "$c" ] || continue
+    o="$work/$(basename "$c" | tr . _)_$name.o"
     arm-none-eabi-gcc "${flags[@]}" -I"$out" -I"$out/fxrt" -c "$c" -o "$o"
     objs+=("$o")
   done
+  if [ "$weights" = incbin ]; then
+    blob="$work/${name}_weights_S_$name.o"
+    [ -f "$blob" ] || { echo "FAIL: $name: --weights incbin wrote no ${name}_weights.S"; exit 1; }
+    syms=$(sed -n "s/^extern const [a-z0-9_]* \(${name}_w_[A-Za-z0-9_]*\)\[.*/\1/p" "$out/$name.c")
+    [ -n "$syms" ] || { echo "FAIL: $name: $name.c declares no blob weight"; exit 1; }
+    for sym in $syms; do
+      arm-none-eabi-nm "$blob" | grep -q " R $sym\$" ||
+        { echo "FAIL: $name: $sym is not defined by ${name}_weights.S"; exit 1; }
+    done
+    arm-none-eabi-objdump -h "$blob" | grep -q "\.rodata\.flash_weights" ||
+      { echo "FAIL: $name: the blob is not in --weights-section .rodata.flash_weights"; exit 1; }
+    echo "ok: $name --weights incbin assembles for Cortex-M4: $(arm-none-eabi-size -A "$blob" | awk '/flash_weights/ {print $2}') bytes in .rodata.flash_weights"
+    continue
+  fi
   if grep -l -E '\b(malloc|calloc|realloc|free|printf|fopen)\s*\(' "$out"/fxrt/*.c "$out"/"$name".c; then
     echo "FAIL: $name: the portable code calls the C library beyond string.h/math.h"
     exit 1
   fi
   arena=$(sed -n "s/#define ${name}_ARENA_BYTES //p" "$out/$name.h")
-  model_size=$(arm-none-eabi-size -t "$work/${name}_$name.o" | tail -1)
+  model_objs=("$work/${name}_c_$name.o")
+  [ ! -f "$work/${name}_weights_c_$name.o" ] || model_objs+=("$work/${name}_weights_c_$name.o")
+  model_size=$(arm-none-eabi-size -t "${model_objs[@]}" | tail -1)
   echo "ok: $name builds for Cortex-M4; model object text/data/bss: $(echo $model_size | awk '{print $1"/"$2"/"$3}') bytes, arena ${arena} bytes"
 done

@@ -529,16 +529,26 @@ done:
 
 static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable]\n"
+    "                    [--weights c|incbin] [--weights-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
-    "shapes and types, the entry point NAME_run), NAME.c (one block per node), NAME_weights.c\n"
-    "when the weights are large, CMakeLists.txt, NAME.mk (a Makefile fragment) and fxrt/, the\n"
-    "runtime sources.  Nothing in DIR changes unless everything succeeded.\n"
+    "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
+    "weights up to 4 KiB), the larger weights (NAME_weights.bin and NAME_weights.S, or\n"
+    "NAME_weights.c), CMakeLists.txt, NAME.mk (a Makefile fragment) and fxrt/, the\n"
+    "runtime sources.  Nothing in DIR changes unless everything succeeded, and no file\n"
+    "depends on the folder the model or DIR are in.\n"
     "\n"
     "  --name NAME         C prefix of every generated symbol (default: the model's file name)\n"
     "  --target host       GEMM through OpenBLAS (default)\n"
     "  --target portable   pure C99, no OpenBLAS: builds for a microcontroller\n"
+    "  --weights incbin    weights above 4 KiB as raw bytes in NAME_weights.bin, embedded by\n"
+    "                      NAME_weights.S with .incbin (GNU as, Clang, arm-none-eabi-gcc);\n"
+    "                      the default when they total more than 256 KiB\n"
+    "  --weights c         weights above 4 KiB as C arrays in NAME_weights.c, for toolchains\n"
+    "                      without GNU-style assembly; the default for smaller models\n"
+    "  --weights-section SECTION\n"
+    "                      the blob's section (default .rodata.NAME_weights)\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
@@ -565,6 +575,17 @@ static int parse_target(const char *cmd, const char *v, FxTarget *t)
         *t = FX_TARGET_PORTABLE;
     else
         return usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
+    return 0;
+}
+
+static int parse_weights(const char *cmd, const char *v, CgWeights *w)
+{
+    if (v && strcmp(v, "c") == 0)
+        *w = CG_WEIGHTS_C;
+    else if (v && strcmp(v, "incbin") == 0)
+        *w = CG_WEIGHTS_INCBIN;
+    else
+        return usage_error(cmd, "--weights is c or incbin, not '%s'", v ? v : "");
     return 0;
 }
 
@@ -601,6 +622,12 @@ static int cmd_compile(int argc, char **argv)
             if (parse_target("compile", next, &co.target))
                 return EXIT_USAGE;
             i++;
+        } else if (strcmp(a, "--weights") == 0) {
+            if (parse_weights("compile", next, &co.weights))
+                return EXIT_USAGE;
+            i++;
+        } else if (strcmp(a, "--weights-section") == 0 && next) {
+            co.weights_section = argv[++i];
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
@@ -647,7 +674,8 @@ static int cmd_compile(int argc, char **argv)
 
 static const char verify_help[] =
     "usage: fxcc verify MODEL.onnx [INPUT...] [--per-node] [--target host|portable]\n"
-    "                   [--rtol R] [--atol A] [--keep DIR] [--shape NAME=DIMS]...\n"
+    "                   [--weights c|incbin] [--rtol R] [--atol A] [--keep DIR]\n"
+    "                   [--shape NAME=DIMS]...\n"
     "\n"
     "Compiles MODEL.onnx (at -O2 unless told otherwise) into a temporary folder, builds\n"
     "it with the system C compiler ($CC, default cc), runs it on the inputs (random, from\n"
@@ -659,6 +687,7 @@ static const char verify_help[] =
     "                      whose compiled value diverges\n"
     "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5; atol is multiplied by\n"
     "                      the largest |value| of each reference output above 1)\n"
+    "  --weights c|incbin  how the large weights are written, as for `fxcc compile`\n"
     "  --keep DIR          build in DIR and keep it\n";
 
 static int cmd_verify(int argc, char **argv)
@@ -694,6 +723,10 @@ static int cmd_verify(int argc, char **argv)
             vo.per_node = true;
         } else if (strcmp(a, "--target") == 0) {
             if (parse_target("verify", next, &vo.cg.target))
+                goto out;
+            i++;
+        } else if (strcmp(a, "--weights") == 0) {
+            if (parse_weights("verify", next, &vo.cg.weights))
                 goto out;
             i++;
         } else if ((strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0) && next) {
