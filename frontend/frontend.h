@@ -24,9 +24,11 @@ int onnx_max_opset(void);
 
 typedef struct OnnxLoadOptions {
     /* IR-3 models list initializers as graph inputs too.  By default such an
-     * input stays a placeholder whose default value is the initializer; with
-     * this flag it becomes a get_attr constant. */
-    bool freeze_input_defaults;
+     * input is a get_attr constant holding its initializer, as it is in a
+     * model from a newer exporter (and as other compilers read it); with
+     * keep_input_defaults it stays a placeholder whose default value is the
+     * initializer, an input the caller can override. */
+    bool keep_input_defaults;
     /* Leaf ops (ir/ops/leaf.c).  With unknown_ops_as_leaves, an op fxcc does
      * not implement (another domain's, or an unknown default-domain op type)
      * becomes a Leaf node instead of an error; control flow, sequences and

@@ -137,6 +137,7 @@ typedef struct Loader {
     Diag *d;
     StrMap values;    /* ONNX value name -> Node* that provides it */
     StrMap inits;     /* initializer name -> Onnx__TensorProto* */
+    StrMap frozen_inputs; /* IR-3 input frozen to its initializer -> its ValueInfoProto */
     StrMap producers; /* node output name -> (void *)(node index + 1) */
     bool *as_leaf;    /* by node index: becomes a Leaf node */
     TensorType *leaf_types; /* parsed opt->leaf_types */
@@ -433,10 +434,26 @@ static Node *add_constant(Loader *L, const char *onnx_name, Tensor *t)
     return n;
 }
 
+/* A frozen IR-3 input's declaration must agree with its initializer too:
+ * frozen or not, the model means the same. */
+static FxStatus check_frozen_input(Loader *L, const char *name, const Tensor *v)
+{
+    const Onnx__ValueInfoProto *vi = strmap_get(&L->frozen_inputs, name);
+    if (!vi)
+        return FX_OK;
+    TensorType decl;
+    const char *dim_params[FX_MAX_RANK];
+    bool has_shape, has_type;
+    FxStatus st = input_type(L, vi, &decl, dim_params, &has_shape, &has_type);
+    if (st == FX_OK && has_type)
+        st = check_default(L, name, &decl, has_shape, v);
+    return st;
+}
+
 static FxStatus build_inputs(Loader *L)
 {
     const Onnx__GraphProto *gp = L->gp;
-    bool freeze = L->opt && L->opt->freeze_input_defaults;
+    bool freeze = !(L->opt && L->opt->keep_input_defaults);
     for (size_t i = 0; i < gp->n_initializer; i++) {
         const char *name = str(gp->initializer[i]->name);
         if (!*name)
@@ -453,8 +470,11 @@ static FxStatus build_inputs(Loader *L)
             return diag_error(L->d, FX_ERR_FORMAT, "graph input %zu has no name", i);
         if (strmap_get(&L->values, name))
             return diag_error(L->d, FX_ERR_FORMAT, "graph input '%.200s' is listed twice", name);
-        if (freeze && strmap_get(&L->inits, name))
+        if (freeze && strmap_get(&L->inits, name)) {
+            if (!strmap_put(&L->frozen_inputs, name, gp->input[i]))
+                return nomem(L);
             continue;
+        }
         FxStatus st = add_placeholder(L, gp->input[i]);
         if (st != FX_OK)
             return st;
@@ -469,6 +489,10 @@ static FxStatus build_inputs(Loader *L)
         FxStatus st = onnx_tensor_decode(gp->initializer[i], what, L->base_dir, &t, L->d);
         if (st != FX_OK)
             return st;
+        if ((st = check_frozen_input(L, name, t)) != FX_OK) {
+            tensor_free(t);
+            return st;
+        }
         if (!add_constant(L, name, t))
             return nomem(L);
     }
@@ -1056,6 +1080,7 @@ FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
             graph_free(L.g);
         strmap_free(&L.values);
         strmap_free(&L.inits);
+        strmap_free(&L.frozen_inputs);
         strmap_free(&L.producers);
         free(L.as_leaf);
         free(L.leaf_types);

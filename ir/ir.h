@@ -475,6 +475,17 @@ FxStatus infer_axis(InferCtx *c, int64_t axis, int rank, int *out);
 /* Reads an integer constant input as a list; fails naming the node when the
  * input is not a compile-time constant (data-dependent shape). */
 FxStatus infer_const_ints(InferCtx *c, int input, int64_t *vals, int64_t max, int64_t *count);
+/* The error for input `input` (named `role`, or by its index when role is
+ * NULL) of the node being inferred, which must be a compile-time constant
+ * because `depends` (NULL: the output shape depends on its data).  Every such
+ * error goes through here or ends with const_input_hint, so that all name
+ * the same ways out. */
+FxStatus infer_not_constant(InferCtx *c, int input, const char *role, const char *depends);
+/* The ways out of a "must be a compile-time constant" error, to append to
+ * its message: --const gives an input's value, --shape the input dims a
+ * value is computed from; and when g has inputs whose initializer was kept
+ * as an overridable default (--keep-input-defaults), the flag to drop. */
+const char *const_input_hint(const Graph *g);
 
 /* ------------------------------------------------------------------------- */
 /* Leaf ops (ops/leaf.c)                                                      */

@@ -226,16 +226,43 @@ FxStatus infer_axis(InferCtx *c, int64_t axis, int rank, int *out)
     return FX_OK;
 }
 
+const char *const_input_hint(const Graph *g)
+{
+    static const char hint[] =
+        "; give its value with --const NAME=FILE, or the input dims it is computed from with "
+        "--shape NAME=DIMS";
+    static const char hint_kept[] =
+        "; give its value with --const NAME=FILE, or the input dims it is computed from with "
+        "--shape NAME=DIMS (--keep-input-defaults kept the inputs that have initializers as "
+        "runtime inputs; without it they are constants)";
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->opcode == FX_OPCODE_PLACEHOLDER && n->value)
+            return hint_kept;
+    return hint;
+}
+
+FxStatus infer_not_constant(InferCtx *c, int input, const char *role, const char *depends)
+{
+    const Node *src = input < c->num_inputs ? c->node->args[input] : NULL;
+    char what[160];
+    if (role)
+        snprintf(what, sizeof what, "'%s'", role);
+    else
+        snprintf(what, sizeof what, "%d", input);
+    return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                           "input %s ('%s') must be a compile-time constant: %s%s", what,
+                           src ? src->name : "?",
+                           depends ? depends
+                                   : "the output shape depends on its data (data-dependent "
+                                     "shapes are not supported)",
+                           const_input_hint(c->node->graph));
+}
+
 FxStatus infer_const_ints(InferCtx *c, int input, int64_t *vals, int64_t max, int64_t *count)
 {
     const Tensor *t = input < c->num_inputs ? c->in_value[input] : NULL;
-    if (!t) {
-        const Node *src = input < c->num_inputs ? c->node->args[input] : NULL;
-        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "input %d%s%s%s must be a compile-time constant: the output shape "
-                               "depends on its data (data-dependent shapes are not supported)",
-                               input, src ? " ('" : "", src ? src->name : "", src ? "')" : "");
-    }
+    if (!t)
+        return infer_not_constant(c, input, NULL, NULL);
     if (fxrt_dtype_is_float(t->type.dtype) || t->type.dtype == FXRT_DTYPE_BOOL)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                "input %d must be an integer tensor, not %s", input,

@@ -9,6 +9,10 @@
  * hang over both edges), input-channel chunks, several output block groups
  * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
  * act(0 + residual) (act(0) + residual with the residual after).
+ * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
+ * links the host runtime, whose tile kernels are AVX2/FMA where the CPU has
+ * them, and check_runtime_nchwc_conv_portable the runtime built without
+ * FXRT_USE_CBLAS, whose plain C tile kernel is the one a Cortex-M runs.
  */
 #include <check.h>
 #include <math.h>

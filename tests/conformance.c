@@ -8,8 +8,18 @@
  * model with FX_ERR_UNSUPPORTED (an op, a dtype, a data-dependent shape), and
  * FAILs otherwise: wrong numbers, or any other error.
  *
+ * Only the inputs that shape inference needs as constants are frozen (a
+ * Reshape's shape, a Slice's starts...); every data input stays a runtime
+ * input, so compiled code computes what it is tested on.  The
+ * frozen-weights tier (--weights-tier) runs the tests whose weights,
+ * biases or normalization statistics are graph inputs a second time with
+ * those frozen, as a real model's initializers are, so that the passes
+ * needing constant weights (the NCHWc layout at -O2) are tested too; its
+ * compiled tests go into the same batched build.
+ *
  * With --expected FILE, the run fails when a test listed there does not pass
- * (a regression); --write-expected FILE records the passing tests.
+ * in a tier it runs in (a regression); --write-expected FILE records the
+ * tests that pass with runtime inputs.
  */
 #include <dirent.h>
 #include <fnmatch.h>
@@ -29,6 +39,24 @@ enum { MAX_FROZEN = 64 }; /* inputs considered for freezing */
 
 typedef enum { RESULT_PASS, RESULT_FAIL, RESULT_UNSUPPORTED } Result;
 static const char *const result_names[] = {"PASS", "FAIL", "UNSUPPORTED"};
+
+/* Every test runs with its data inputs as runtime inputs; with
+ * --weights-tier, a test whose weights, biases or normalization statistics
+ * are graph inputs runs a second time with those frozen, as a real model's
+ * initializers are, so that the passes needing constant weights run. */
+typedef enum { TIER_RUNTIME, TIER_WEIGHTS, NUM_TIERS } Tier;
+static const char *const tier_names[] = {"runtime inputs", "frozen weights"};
+static const char *const tier_suffixes[] = {"", ".weights"}; /* of the work folder */
+
+typedef struct TierRun {
+    bool ran;
+    Result result;
+    bool frozen[MAX_FROZEN]; /* input k was made a constant */
+    int num_inputs;
+    int conv_nodes, nchwc_nodes; /* Conv before the passes, ConvNCHWc after */
+    char work_name[600];
+    char why[1024];
+} TierRun;
 
 /* Tests whose reference data need a looser tolerance than the default, and why. */
 static const struct {
@@ -50,6 +78,7 @@ typedef struct Options {
     const char *write_expected;
     bool verbose;
     int opt_level; /* --opt N: the passes of -ON run on every test graph first */
+    bool weights_tier; /* --weights-tier: also the frozen-weights tier */
     char **patterns;
     int num_patterns;
 } Options;
@@ -215,17 +244,86 @@ static bool same_tensor(const Tensor *a, const Tensor *b)
            memcmp(a->data, b->data, tensor_nbytes(a)) == 0;
 }
 
-/* Many backend tests feed shape-like data (Reshape's shape, Slice's starts,
- * Resize's scales, Range's bounds) as graph inputs.  fxcc compiles static
- * shapes, so such an input must be a constant, as FX's concrete_args makes a
- * traced argument one.  After shape propagation refused the graph, the
- * failing node is the first without shapes; of the small placeholders it
- * depends on that hold the same value in every data set, the smallest is
- * frozen to that value and propagation is retried, until it succeeds or
- * nothing more can be frozen.
- * The outputs are still checked against the reference.  Returns the status
- * of the last propagation. */
-enum { FREEZE_MAX_ELEMS = 2 * FX_MAX_RANK };
+/* The inputs of every data set of one test, read once for the freezing
+ * decisions.  An input can be frozen only if it holds the same value in
+ * every set, since the compiled graph then holds that one value. */
+typedef struct TestInputs {
+    Tensor ***per_set;
+    int *counts;
+    int num_sets;
+    int num_inputs; /* of the first set, at most MAX_FROZEN */
+} TestInputs;
+
+static void test_inputs_free(TestInputs *in)
+{
+    for (int s = 0; s < in->num_sets; s++)
+        free_tensors(in->per_set[s], in->counts[s]);
+    free(in->per_set);
+    free(in->counts);
+    memset(in, 0, sizeof *in);
+}
+
+static FxStatus test_inputs_read(const char *dir, char **sets, int num_sets, TestInputs *in,
+                                 Diag *d)
+{
+    memset(in, 0, sizeof *in);
+    in->per_set = calloc((size_t)num_sets + 1, sizeof *in->per_set);
+    in->counts = calloc((size_t)num_sets + 1, sizeof *in->counts);
+    if (!in->per_set || !in->counts)
+        return FX_ERR_NOMEM;
+    FxStatus st = FX_OK;
+    for (int s = 0; s < num_sets && st == FX_OK; s++) {
+        char set_dir[8300];
+        snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
+        in->counts[s] = read_numbered(set_dir, "input", &in->per_set[s], d, &st);
+        in->num_sets++;
+    }
+    if (in->num_sets)
+        in->num_inputs = in->counts[0] < MAX_FROZEN ? in->counts[0] : MAX_FROZEN;
+    return st;
+}
+
+static bool freezable(const TestInputs *in, int k)
+{
+    if (k >= in->num_inputs)
+        return false;
+    for (int s = 1; s < in->num_sets; s++)
+        if (k >= in->counts[s] || !same_tensor(in->per_set[0][k], in->per_set[s][k]))
+            return false;
+    return true;
+}
+
+/* A test's graph: the model with the inputs in `frozen` made constants,
+ * shapes propagated.  inputs[k] is the node of graph input k, a get_attr
+ * once frozen. */
+typedef struct TestGraph {
+    Graph *g;
+    Node *inputs[MAX_FROZEN];
+    int num_inputs;
+} TestGraph;
+
+static FxStatus test_graph_load(const char *model, const TestInputs *in, const bool *frozen,
+                                TestGraph *tg, Diag *d)
+{
+    graph_free(tg->g);
+    memset(tg, 0, sizeof *tg);
+    diag_clear(d);
+    OnnxLoadOptions lo = {0};
+    FxStatus st = onnx_load(model, &lo, &tg->g, d);
+    if (st != FX_OK)
+        return st;
+    int n = graph_num_placeholders(tg->g);
+    tg->num_inputs = n < in->num_inputs ? n : in->num_inputs;
+    for (int k = 0; k < tg->num_inputs; k++)
+        tg->inputs[k] = graph_placeholder(tg->g, k);
+    for (int k = 0; k < tg->num_inputs && st == FX_OK; k++) {
+        if (!frozen[k])
+            continue;
+        Tensor *copy = tensor_clone(in->per_set[0][k], d);
+        st = copy ? graph_freeze_input(tg->g, tg->inputs[k], copy, d) : FX_ERR_NOMEM;
+    }
+    return st == FX_OK ? graph_propagate_shapes(tg->g, NULL, 0, d) : st;
+}
 
 /* Whether `n` reads `input`, directly or through other nodes.  Walks the
  * list backwards from n, marking the nodes n depends on. */
@@ -246,70 +344,160 @@ static bool depends_on(Node *n, const Node *input)
     return found;
 }
 
-static FxStatus propagate_freezing_inputs(Graph *g, const char *dir, char **sets, int num_sets,
-                                          bool *frozen, Diag *d)
+static const char constant_needed[] = "must be a compile-time constant";
+
+/* The graph input that a "must be a compile-time constant" error names as
+ * its source ("input 'shape' ('shape') must be ..."), or -1. */
+static int input_named_by_error(const TestGraph *tg, const Diag *d)
 {
-    FxStatus st = graph_propagate_shapes(g, NULL, 0, d);
-    if (st != FX_ERR_UNSUPPORTED || num_sets == 0)
-        return st;
-    Tensor ***per_set = calloc((size_t)num_sets, sizeof *per_set);
-    int *counts = calloc((size_t)num_sets, sizeof *counts);
-    Node **placeholders = NULL;
-    if (!per_set || !counts)
-        goto done;
-    for (int s = 0; s < num_sets; s++) {
-        char set_dir[8300];
-        FxStatus rst;
-        snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
-        counts[s] = read_numbered(set_dir, "input", &per_set[s], d, &rst);
-        if (rst != FX_OK || counts[s] != counts[0])
-            goto done;
-    }
-    int num_inputs = counts[0] < MAX_FROZEN ? counts[0] : MAX_FROZEN;
-    placeholders = calloc((size_t)num_inputs + 1, sizeof *placeholders);
-    if (!placeholders)
-        goto done;
-    for (int k = 0; k < num_inputs; k++)
-        placeholders[k] = graph_placeholder(g, k);
-    while (st == FX_ERR_UNSUPPORTED) {
-        Node *failed = NULL;
-        graph_for_each(g, n) if (!failed && !n->shapes_known) failed = n;
-        /* One input per round, the smallest first: shape-like inputs are
-         * tiny, data is not, so the data input stays a real input. */
-        int pick = -1;
-        for (int k = 0; failed && k < num_inputs; k++) {
-            const Tensor *v = per_set[0][k];
-            if (frozen[k] || !placeholders[k] || !depends_on(failed, placeholders[k]) ||
-                tensor_numel(v) > FREEZE_MAX_ELEMS)
-                continue;
-            bool same = true;
-            for (int s = 1; s < num_sets && same; s++)
-                same = same_tensor(v, per_set[s][k]);
-            if (same && (pick < 0 || tensor_numel(v) < tensor_numel(per_set[0][pick])))
-                pick = k;
+    for (size_t e = 0; e < d->count; e++) {
+        const char *m = d->entries[e].message;
+        if (!m || !strstr(m, constant_needed))
+            continue;
+        for (int k = 0; k < tg->num_inputs; k++) {
+            char quoted[300];
+            snprintf(quoted, sizeof quoted, "('%s')", tg->inputs[k]->name);
+            if (tg->inputs[k]->opcode == FX_OPCODE_PLACEHOLDER && strstr(m, quoted))
+                return k;
         }
-        if (pick < 0)
-            break;
-        Tensor *copy = tensor_clone(per_set[0][pick], d);
-        if (!copy || graph_freeze_input(g, placeholders[pick], copy, d) != FX_OK)
-            break;
-        frozen[pick] = true;
-        diag_clear(d);
-        st = graph_propagate_shapes(g, NULL, 0, d);
     }
-done:
-    free(placeholders);
-    for (int s = 0; per_set && s < num_sets; s++)
-        free_tensors(per_set[s], counts[s]);
-    free(per_set);
-    free(counts);
+    return -1;
+}
+
+static bool error_needs_constant(const Diag *d)
+{
+    for (size_t e = 0; e < d->count; e++)
+        if (d->entries[e].message && strstr(d->entries[e].message, constant_needed))
+            return true;
+    return false;
+}
+
+static Node *find_node(Graph *g, const char *name)
+{
+    graph_for_each(g, n) if (strcmp(n->name, name) == 0) return n;
+    return NULL;
+}
+
+/* When the refused input is computed from graph inputs rather than being
+ * one, the input to freeze is the one whose value gets the refusing node
+ * through propagation: each input the node depends on is tried, the
+ * smallest first. */
+static int input_that_unblocks(const char *model, const TestInputs *in, const bool *frozen,
+                               TestGraph *tg)
+{
+    Node *failed = NULL;
+    graph_for_each(tg->g, n) if (!failed && !n->shapes_known) failed = n;
+    if (!failed)
+        return -1;
+    bool tried[MAX_FROZEN] = {false};
+    char failed_name[256];
+    snprintf(failed_name, sizeof failed_name, "%s", failed->name);
+    for (;;) {
+        int pick = -1;
+        for (int k = 0; k < tg->num_inputs; k++)
+            if (!frozen[k] && !tried[k] && freezable(in, k) &&
+                depends_on(failed, tg->inputs[k]) &&
+                (pick < 0 || tensor_numel(in->per_set[0][k]) <
+                                 tensor_numel(in->per_set[0][pick])))
+                pick = k;
+        if (pick < 0)
+            return -1;
+        tried[pick] = true;
+        bool trial[MAX_FROZEN];
+        memcpy(trial, frozen, sizeof trial);
+        trial[pick] = true;
+        TestGraph t = {0};
+        Diag quiet;
+        diag_init(&quiet);
+        FxStatus st = test_graph_load(model, in, trial, &t, &quiet);
+        Node *again = t.g ? find_node(t.g, failed_name) : NULL;
+        bool unblocked = st == FX_OK || (again && again->shapes_known);
+        graph_free(t.g);
+        diag_free(&quiet);
+        if (unblocked)
+            return pick;
+    }
+}
+
+/* Many backend tests feed shape-like data (Reshape's shape, Slice's starts,
+ * Resize's scales, Range's bounds) as graph inputs.  fxcc compiles static
+ * shapes, so such an input must be a constant, as FX's concrete_args makes a
+ * traced argument one.  The graph is first loaded with every input a
+ * runtime input; while shape propagation refuses it because an input must
+ * be a compile-time constant, the input the error names (or, when the
+ * refused value is computed, the one whose value unblocks the node) is
+ * frozen to its value and the graph reloaded.  Data inputs thus stay
+ * runtime inputs, and the outputs are still checked against the reference.
+ * Returns the status of the last propagation. */
+static FxStatus load_freezing_needed(const char *model, const TestInputs *in, bool *frozen,
+                                     TestGraph *tg, Diag *d)
+{
+    FxStatus st = test_graph_load(model, in, frozen, tg, d);
+    while (st == FX_ERR_UNSUPPORTED && error_needs_constant(d)) {
+        int k = input_named_by_error(tg, d);
+        if (k < 0 || !freezable(in, k))
+            k = input_that_unblocks(model, in, frozen, tg);
+        if (k < 0)
+            break;
+        frozen[k] = true;
+        st = test_graph_load(model, in, frozen, tg, d);
+    }
     return st;
+}
+
+/* The inputs that real models hold as initializers, by op type and input
+ * index: weights, biases and normalization statistics.  The frozen-weights
+ * tier makes them constants so that the passes that need constant weights
+ * (NCHWc layout, weight packing, BatchNorm folding) run on the node tests. */
+static const struct {
+    const char *op;
+    int inputs[4];
+} weight_inputs[] = {
+    {"Conv", {1, 2, -1}},
+    {"ConvTranspose", {1, 2, -1}},
+    {"Gemm", {1, 2, -1}},
+    {"MatMul", {1, -1}},
+    {"BatchNormalization", {1, 2, 3, 4}},
+    {"InstanceNormalization", {1, 2, -1}},
+    {"LayerNormalization", {1, 2, -1}},
+    {"GroupNormalization", {1, 2, -1}},
+    {"PRelu", {1, -1}},
+};
+
+/* Marks in `frozen` the graph inputs that feed a weight input; returns how
+ * many it marked. */
+static int mark_weight_inputs(const TestGraph *tg, const TestInputs *in, bool *frozen)
+{
+    int marked = 0;
+    graph_for_each(tg->g, n) {
+        if (n->opcode != FX_OPCODE_CALL_FUNCTION || !n->op)
+            continue;
+        for (size_t w = 0; w < sizeof weight_inputs / sizeof *weight_inputs; w++) {
+            if (strcmp(weight_inputs[w].op, n->op->name) != 0)
+                continue;
+            for (int i = 0; i < 4 && weight_inputs[w].inputs[i] >= 0; i++) {
+                int slot = weight_inputs[w].inputs[i];
+                for (int k = 0; slot < n->num_args && k < tg->num_inputs; k++)
+                    if (n->args[slot] == tg->inputs[k] && !frozen[k] && freezable(in, k)) {
+                        frozen[k] = true;
+                        marked++;
+                    }
+            }
+        }
+    }
+    return marked;
+}
+
+static int count_ops(Graph *g, const char *op)
+{
+    int count = 0;
+    graph_for_each(g, n) count += n->op && strcmp(n->op->name, op) == 0;
+    return count;
 }
 
 /* Compiled mode, step 1: the test's graph (inputs frozen as for the
  * interpreter) into WORK/NAME/ with --emit-main. */
-static Result compile_test(const Options *o, const Graph *g, const char *name, char *why,
-                           size_t why_cap, Diag *d)
+static Result compile_test(const Options *o, const Graph *g, const char *name, Diag *d)
 {
     char out[4300];
     snprintf(out, sizeof out, "%s/%s", o->work, name);
@@ -320,58 +508,71 @@ static Result compile_test(const Options *o, const Graph *g, const char *name, c
     FxStatus st = cg_compile(g, &co, out, NULL, d);
     if (st == FX_OK)
         return RESULT_PASS;
-    why[0] = '\0';
-    (void)why_cap;
     return st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
 }
 
-static Result run_test(const Options *o, const char *name, bool *frozen_out, char *why,
-                       size_t why_cap)
+/* One test in one tier.  Returns false when the tier has nothing to add for
+ * this test (the frozen-weights tier of a test without weight inputs). */
+static bool run_test(const Options *o, const char *name, Tier tier, TierRun *run)
 {
     char dir[4096], model[4200];
     snprintf(dir, sizeof dir, "%s/%s", o->data_dir, name);
     snprintf(model, sizeof model, "%s/model.onnx", dir);
+    snprintf(run->work_name, sizeof run->work_name, "%s%s", name, tier_suffixes[tier]);
     Diag d;
     diag_init(&d);
-    Graph *g = NULL;
-    Result r = RESULT_FAIL;
-    OnnxLoadOptions lo = {0};
+    TestGraph tg = {0};
+    TestInputs in;
+    bool applies = true;
+    run->result = RESULT_FAIL;
     char **sets;
     int num_sets = list_dir(dir, "test_data_set_", &sets);
-    bool frozen[MAX_FROZEN] = {false};
-    FxStatus st = onnx_load(model, &lo, &g, &d);
+    FxStatus st = test_inputs_read(dir, sets, num_sets, &in, &d);
+    if (tier == TIER_WEIGHTS) {
+        /* the runtime tier reports a model or data set that does not load */
+        if (st == FX_OK)
+            test_graph_load(model, &in, run->frozen, &tg, &d);
+        applies = st == FX_OK && tg.g && mark_weight_inputs(&tg, &in, run->frozen) > 0;
+    }
+    if (!applies)
+        goto done;
     if (st == FX_OK)
-        st = propagate_freezing_inputs(g, dir, sets, num_sets, frozen, &d);
+        st = load_freezing_needed(model, &in, run->frozen, &tg, &d);
+    run->num_inputs = tg.num_inputs;
     if (st == FX_OK)
-        st = graph_lint(g, true, &d);
-    if (st == FX_OK && o->opt_level > 0 && opt_run_level(g, o->opt_level, NULL, &d) != FX_OK) {
-        r = RESULT_FAIL; /* a graph the interpreter runs must survive the passes */
+        st = graph_lint(tg.g, true, &d);
+    run->conv_nodes = st == FX_OK ? count_ops(tg.g, "Conv") : 0;
+    if (st == FX_OK && o->opt_level > 0 && opt_run_level(tg.g, o->opt_level, NULL, &d) != FX_OK) {
+        run->result = RESULT_FAIL; /* a graph the interpreter runs must survive the passes */
     } else if (st != FX_OK) {
-        r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
+        run->result = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
     } else {
+        run->nchwc_nodes = count_ops(tg.g, "ConvNCHWc");
         double rtol, atol;
         tolerance_for(name, &rtol, &atol);
-        r = num_sets ? RESULT_PASS : RESULT_FAIL;
+        run->result = num_sets ? RESULT_PASS : RESULT_FAIL;
         if (!num_sets)
-            snprintf(why, why_cap, "no test data sets");
-        for (int s = 0; s < num_sets && r == RESULT_PASS; s++) {
+            snprintf(run->why, sizeof run->why, "no test data sets");
+        for (int s = 0; s < num_sets && run->result == RESULT_PASS; s++) {
             char set_dir[8300];
             snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
-            r = run_data_set(g, set_dir, frozen, rtol, atol, why, why_cap, &d);
+            run->result = run_data_set(tg.g, set_dir, run->frozen, rtol, atol, run->why,
+                                       sizeof run->why, &d);
         }
-        if (r == RESULT_PASS && o->compiled)
-            r = compile_test(o, g, name, why, why_cap, &d);
+        if (run->result == RESULT_PASS && o->compiled)
+            run->result = compile_test(o, tg.g, run->work_name, &d);
     }
-    memcpy(frozen_out, frozen, sizeof frozen);
-    free_list(sets, num_sets);
-    if (d.count && !why[0]) {
+    if (d.count && !run->why[0]) {
         const DiagEntry *e = &d.entries[0];
-        snprintf(why, why_cap, "%s%s%s", e->node ? e->node : "", e->node ? ": " : "",
-                 e->message ? e->message : "");
+        snprintf(run->why, sizeof run->why, "%s%s%s", e->node ? e->node : "",
+                 e->node ? ": " : "", e->message ? e->message : "");
     }
+done:
+    test_inputs_free(&in);
+    free_list(sets, num_sets);
     diag_free(&d);
-    graph_free(g);
-    return r;
+    graph_free(tg.g);
+    return applies;
 }
 
 static bool selected(const Options *o, const char *name)
@@ -411,23 +612,21 @@ static char **read_lines(const char *path, int *count)
 }
 
 /* Compiled mode, step 2: one make run builds the runtime once and every
- * test's main against it, so the whole suite is a single batched build. */
-static bool build_compiled(const Options *o, char **tests, const Result *results,
-                           const bool *ran, int num_tests)
+ * test's main against it, so the whole suite, every tier, is a single
+ * batched build. */
+static bool build_compiled(const Options *o, TierRun (*runs)[NUM_TIERS], int num_tests)
 {
     char path[4300];
     snprintf(path, sizeof path, "%s/Makefile", o->work);
+    const char *first = NULL;
+    for (int t = 0; t < num_tests && !first; t++)
+        if (runs[t][TIER_RUNTIME].ran && runs[t][TIER_RUNTIME].result == RESULT_PASS)
+            first = runs[t][TIER_RUNTIME].work_name;
+    if (!first)
+        return true;
     FILE *f = fopen(path, "w");
     if (!f)
         return false;
-    const char *first = NULL;
-    for (int t = 0; t < num_tests && !first; t++)
-        if (ran[t] && results[t] == RESULT_PASS)
-            first = tests[t];
-    if (!first) {
-        fclose(f);
-        return true;
-    }
     bool host = o->target == FX_TARGET_HOST;
     fprintf(f, "# generated by fxcc_conformance --compiled\n");
     fprintf(f, "CC = %s\nCFLAGS = %s -Irt%s\nLIBS = %s -lm\n", o->cc ? o->cc : "cc",
@@ -437,8 +636,9 @@ static bool build_compiled(const Options *o, char **tests, const Result *results
     fprintf(f, "RT_OBJS = $(patsubst %s/fxrt/%%.c,rt/%%.o,$(RT_SRCS))\n", first);
     fprintf(f, "MAINS =");
     for (int t = 0; t < num_tests; t++)
-        if (ran[t] && results[t] == RESULT_PASS)
-            fprintf(f, " %s/main", tests[t]);
+        for (int tier = 0; tier < NUM_TIERS; tier++)
+            if (runs[t][tier].ran && runs[t][tier].result == RESULT_PASS)
+                fprintf(f, " %s/main", runs[t][tier].work_name);
     fprintf(f, "\nall: $(MAINS)\n");
     /* the headers are copied once, before any object: parallel copies race */
     fprintf(f, "rt/.headers:\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && touch $@\n", first);
@@ -459,12 +659,12 @@ static bool build_compiled(const Options *o, char **tests, const Result *results
 }
 
 /* Compiled mode, step 3: each data set through the built main. */
-static Result run_compiled(const Options *o, const char *name, const bool *frozen, char *why,
+static Result run_compiled(const Options *o, const char *name, const TierRun *run, char *why,
                            size_t why_cap)
 {
     char dir[4300], exe_dir[4300], log[4400];
     snprintf(dir, sizeof dir, "%s/%s", o->data_dir, name);
-    snprintf(exe_dir, sizeof exe_dir, "%s/%s", o->work, name);
+    snprintf(exe_dir, sizeof exe_dir, "%s/%s", o->work, run->work_name);
     snprintf(log, sizeof log, "%s/main", exe_dir);
     if (access(log, X_OK) != 0) {
         snprintf(log, sizeof log, "%s/build.log", exe_dir);
@@ -498,7 +698,7 @@ static Result run_compiled(const Options *o, const char *name, const bool *froze
             snprintf(p, sizeof p, "%s/input_%d.pb", set_dir, k);
             if (access(p, R_OK) != 0)
                 break;
-            if (!frozen[k])
+            if (!run->frozen[k])
                 inputs[n++] = strdup(p);
         }
         FxStatus st = cg_run_main(exe_dir, (const char *const *)inputs, n, out_dir, &d);
@@ -536,17 +736,110 @@ static Result run_compiled(const Options *o, const char *name, const bool *froze
     return r;
 }
 
+/* Prints every failure (every result with --verbose or patterns), the
+ * totals of each tier and the regressions against the expected list, whose
+ * tests must pass in every tier they run in; returns the regressions. */
+static int report(const Options *o, char **tests, int num_tests, TierRun (*runs)[NUM_TIERS],
+                  int num_tiers, char **expected, int num_expected)
+{
+    for (int t = 0; t < num_tests; t++)
+        for (int tier = 0; tier < num_tiers; tier++) {
+            const TierRun *run = &runs[t][tier];
+            if (!run->ran || !(o->verbose || o->num_patterns || run->result == RESULT_FAIL))
+                continue;
+            printf("%-11s %s%s%s", result_names[run->result], run->work_name,
+                   run->why[0] ? "  " : "", run->why);
+            const char *sep = "  [frozen inputs:";
+            for (int k = 0; k < run->num_inputs; k++)
+                if (run->frozen[k]) {
+                    printf("%s %d", sep, k);
+                    sep = "";
+                }
+            printf("%s\n", sep[0] ? "" : "]");
+        }
+    int regressions = 0;
+    for (int e = 0; e < num_expected; e++) {
+        int t = 0;
+        while (t < num_tests && strcmp(tests[t], expected[e]) != 0)
+            t++;
+        for (int tier = 0; t < num_tests && tier < num_tiers; tier++) {
+            const TierRun *run = &runs[t][tier];
+            if (run->ran && run->result != RESULT_PASS) {
+                printf("REGRESSION  %s (expected to pass, got %s)\n", run->work_name,
+                       result_names[run->result]);
+                regressions++;
+            }
+        }
+    }
+    if (o->compiled)
+        printf("compiled for the %s target in %s\n",
+               o->target == FX_TARGET_HOST ? "host" : "portable", o->work);
+    for (int tier = 0; tier < num_tiers; tier++) {
+        int totals[3] = {0, 0, 0}, some_frozen = 0, all_frozen = 0;
+        for (int t = 0; t < num_tests; t++) {
+            const TierRun *run = &runs[t][tier];
+            if (!run->ran)
+                continue;
+            totals[run->result]++;
+            int frozen = 0;
+            for (int k = 0; k < run->num_inputs; k++)
+                frozen += run->frozen[k];
+            if (run->result == RESULT_PASS && frozen) {
+                some_frozen++;
+                all_frozen += frozen == run->num_inputs;
+            }
+        }
+        printf("conformance totals (%s): passed %d / failed %d / unsupported %d (of %d tests); "
+               "%d passing tests have a frozen input, %d all inputs frozen\n",
+               tier_names[tier], totals[RESULT_PASS], totals[RESULT_FAIL],
+               totals[RESULT_UNSUPPORTED], totals[0] + totals[1] + totals[2], some_frozen,
+               all_frozen);
+    }
+    if (regressions)
+        printf("%d regression(s) against %s\n", regressions, o->expected);
+    return regressions;
+}
+
+/* The frozen-weights tier exists to reach the NCHWc kernels: prints how
+ * many of its convolution tests did, and returns 1 if none did. */
+static int nchwc_missed(TierRun (*runs)[NUM_TIERS], int num_tests)
+{
+    int conv_tests = 0, reached = 0, nodes = 0;
+    for (int t = 0; t < num_tests; t++) {
+        const TierRun *run = &runs[t][TIER_WEIGHTS];
+        if (!run->ran || !run->conv_nodes)
+            continue;
+        conv_tests++;
+        reached += run->nchwc_nodes > 0;
+        nodes += run->nchwc_nodes;
+    }
+    printf("frozen weights: %d of %d convolution tests reached ConvNCHWc (%d nodes)\n", reached,
+           conv_tests, nodes);
+    if (conv_tests && !reached) {
+        printf("FAIL: no convolution test reached ConvNCHWc; the nchwc-layout pass is not "
+               "tested\n");
+        return 1;
+    }
+    return 0;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fxcc_conformance [--data DIR] [--expected FILE] [--write-expected FILE]\n"
             "                        [--compiled host|portable] [--work DIR] [--cflags FLAGS]\n"
-            "                        [--cc CC] [--jobs N] [--opt 0|1|2] [--verbose] [PATTERN...]\n"
+            "                        [--cc CC] [--jobs N] [--opt 0|1|2] [--weights-tier]\n"
+            "                        [--verbose] [PATTERN...]\n"
             "Runs the ONNX backend node tests (default %s) through the interpreter.\n"
             "--opt N first runs the optimization passes of -ON on every test graph.\n"
             "PATTERNs are shell globs on test names, e.g. 'test_conv_*'.\n"
             "--compiled also compiles each passing test with fxcc compile --emit-main, builds\n"
-            "them all in one batch (make -jN in WORK) and checks the compiled outputs.\n",
+            "them all in one batch (make -jN in WORK) and checks the compiled outputs.\n"
+            "Only the inputs shape inference needs as constants are frozen; the others are\n"
+            "runtime inputs.  --weights-tier also runs every test whose weights, biases or\n"
+            "normalization statistics are graph inputs with those frozen, as initializers\n"
+            "are in real models (tier 'frozen weights', work folder NAME.weights); with\n"
+            "--opt 2 it fails if no convolution test reaches ConvNCHWc.\n",
             DEFAULT_DATA_DIR);
 }
 
@@ -582,6 +875,8 @@ int main(int argc, char **argv)
             o.jobs = atoi(argv[++i]);
         else if (strcmp(argv[i], "--opt") == 0 && i + 1 < argc)
             o.opt_level = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--weights-tier") == 0)
+            o.weights_tier = true;
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0)
             o.verbose = true;
         else if (strcmp(argv[i], "--help") == 0) {
@@ -614,69 +909,41 @@ int main(int argc, char **argv)
         fprintf(stderr, "fxcc_conformance: cannot create the work folder\n");
         return 2;
     }
-    Result *results = calloc((size_t)num_tests, sizeof *results);
-    bool *ran = calloc((size_t)num_tests, sizeof *ran);
-    bool(*frozen)[MAX_FROZEN] = calloc((size_t)num_tests, sizeof *frozen);
-    char(*whys)[1024] = calloc((size_t)num_tests, sizeof *whys);
-    int totals[3] = {0, 0, 0};
-    for (int t = 0; t < num_tests; t++) {
-        if (!selected(&o, tests[t]))
-            continue;
-        results[t] = run_test(&o, tests[t], frozen[t], whys[t], sizeof whys[t]);
-        ran[t] = true;
+    TierRun(*runs)[NUM_TIERS] = calloc((size_t)num_tests, sizeof *runs);
+    if (!runs) {
+        fprintf(stderr, "fxcc_conformance: out of memory\n");
+        return 2;
     }
+    int num_tiers = o.weights_tier ? NUM_TIERS : 1;
+    for (int t = 0; t < num_tests; t++)
+        for (int tier = 0; tier < num_tiers && selected(&o, tests[t]); tier++)
+            runs[t][tier].ran = run_test(&o, tests[t], (Tier)tier, &runs[t][tier]);
     if (o.compiled) {
-        build_compiled(&o, tests, results, ran, num_tests);
+        build_compiled(&o, runs, num_tests);
         for (int t = 0; t < num_tests; t++)
-            if (ran[t] && results[t] == RESULT_PASS)
-                results[t] = run_compiled(&o, tests[t], frozen[t], whys[t], sizeof whys[t]);
+            for (int tier = 0; tier < num_tiers; tier++) {
+                TierRun *run = &runs[t][tier];
+                if (run->ran && run->result == RESULT_PASS)
+                    run->result = run_compiled(&o, tests[t], run, run->why, sizeof run->why);
+            }
     }
-    for (int t = 0; t < num_tests; t++) {
-        if (!ran[t])
-            continue;
-        totals[results[t]]++;
-        if (o.verbose || o.num_patterns || results[t] == RESULT_FAIL)
-            printf("%-11s %s%s%s\n", result_names[results[t]], tests[t], whys[t][0] ? "  " : "",
-                   whys[t]);
-    }
-    int regressions = 0;
-    for (int e = 0; e < num_expected; e++) {
-        int t = 0;
-        while (t < num_tests && strcmp(tests[t], expected[e]) != 0)
-            t++;
-        if (t == num_tests || !ran[t])
-            continue;
-        if (results[t] != RESULT_PASS) {
-            printf("REGRESSION  %s (expected to pass, got %s)\n", tests[t],
-                   result_names[results[t]]);
-            regressions++;
-        }
-    }
+    int regressions = report(&o, tests, num_tests, runs, num_tiers, expected, num_expected);
     if (o.write_expected) {
         FILE *f = fopen(o.write_expected, "w");
         if (f) {
-            fprintf(f, "# ONNX backend node tests that pass in the interpreter.\n"
+            fprintf(f, "# ONNX backend node tests that pass in the interpreter with their data\n"
+                       "# inputs as runtime inputs.\n"
                        "# Regenerate: fxcc_conformance --write-expected FILE\n");
             for (int t = 0; t < num_tests; t++)
-                if (ran[t] && results[t] == RESULT_PASS)
+                if (runs[t][TIER_RUNTIME].ran && runs[t][TIER_RUNTIME].result == RESULT_PASS)
                     fprintf(f, "%s\n", tests[t]);
             fclose(f);
         }
     }
-    if (o.compiled)
-        printf("compiled for the %s target in %s\n",
-               o.target == FX_TARGET_HOST ? "host" : "portable", o.work);
-    printf("conformance totals: passed %d / failed %d / unsupported %d (of %d tests)\n",
-           totals[RESULT_PASS], totals[RESULT_FAIL], totals[RESULT_UNSUPPORTED],
-           totals[0] + totals[1] + totals[2]);
-    if (regressions)
-        printf("%d regression(s) against %s\n", regressions, o.expected);
+    int missed_nchwc = o.weights_tier && o.opt_level >= 2 ? nchwc_missed(runs, num_tests) : 0;
     free_list(tests, num_tests);
     free_list(expected, num_expected);
-    free(results);
-    free(ran);
-    free(frozen);
-    free(whys);
+    free(runs);
     free(o.patterns);
-    return regressions ? 1 : 0;
+    return regressions || missed_nchwc ? 1 : 0;
 }

@@ -24,7 +24,7 @@ typedef struct CommonArgs {
     int num_bindings;
     const char *const_args[MAX_BINDINGS]; /* "NAME=FILE" */
     int num_consts;
-    bool freeze_defaults;
+    bool keep_defaults; /* --keep-input-defaults */
     /* Optimization: a level (each command has its default) or a pass list. */
     int opt_level;
     const char *passes;
@@ -114,8 +114,8 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
         c->const_args[c->num_consts++] = v;
         return 1;
     }
-    if (strcmp(a, "--freeze-input-defaults") == 0) {
-        c->freeze_defaults = true;
+    if (strcmp(a, "--keep-input-defaults") == 0) {
+        c->keep_defaults = true;
         return 1;
     }
     if (strncmp(a, "-O", 2) == 0) {
@@ -216,7 +216,7 @@ static FxStatus freeze_input(Graph *g, const char *arg, Diag *d)
 
 static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Diag *d)
 {
-    OnnxLoadOptions lo = {.freeze_input_defaults = c->freeze_defaults,
+    OnnxLoadOptions lo = {.keep_input_defaults = c->keep_defaults,
                           .unknown_ops_as_leaves = true,
                           .leaf_ops = c->leaf_ops, .num_leaf_ops = c->num_leaf_ops,
                           .leaf_types = c->leaf_types, .num_leaf_types = c->num_leaf_types};
@@ -262,8 +262,10 @@ static const char inspect_help[] =
     "  --const NAME=FILE   input NAME becomes a constant holding FILE (.npy or\n"
     "                      .pb), like FX's concrete_args: shapes computed from it\n"
     "                      become static (repeatable)\n"
-    "  --freeze-input-defaults\n"
-    "                      IR-3 inputs that have an initializer become constants\n";
+    "  --keep-input-defaults\n"
+    "                      inputs that also have an initializer (models from older\n"
+    "                      exporters, IR 3) stay inputs, the initializer their default;\n"
+    "                      without it they are constants like any initializer\n";
 
 static int cmd_inspect(int argc, char **argv)
 {
@@ -356,8 +358,9 @@ static const char run_help[] =
     "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable)\n"
     "  --const NAME=FILE   input NAME becomes a constant holding FILE; it is then\n"
     "                      not given among the INPUTs (repeatable)\n"
-    "  --freeze-input-defaults\n"
-    "                      IR-3 inputs that have an initializer become constants\n";
+    "  --keep-input-defaults\n"
+    "                      inputs that also have an initializer (IR 3) stay inputs to\n"
+    "                      give among the INPUTs; without it they are constants\n";
 
 static FxStatus ensure_dir(const char *dir, Diag *d)
 {
@@ -553,7 +556,8 @@ static const char compile_help[] =
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
     "  -O0, -O1, -O2       optimization level (default -O2; see below)\n"
-    "  --shape, --const    as for `fxcc inspect`\n";
+    "  --shape, --const, --keep-input-defaults\n"
+    "                      as for `fxcc inspect`\n";
 
 static void default_name(const char *model, char *buf, size_t cap)
 {
@@ -688,7 +692,9 @@ static const char verify_help[] =
     "  --rtol R, --atol A  tolerance (default 1e-4 and 1e-5; atol is multiplied by\n"
     "                      the largest |value| of each reference output above 1)\n"
     "  --weights c|incbin  how the large weights are written, as for `fxcc compile`\n"
-    "  --keep DIR          build in DIR and keep it\n";
+    "  --keep DIR          build in DIR and keep it\n"
+    "  --shape, --const, --keep-input-defaults\n"
+    "                      as for `fxcc inspect`\n";
 
 static int cmd_verify(int argc, char **argv)
 {

@@ -160,9 +160,7 @@ static FxStatus reduce_infer(InferCtx *c)
         count = axes_t->dims[0];
         /* an empty list is known from the type alone */
         if (count > 0 && !axes)
-            return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                                   "axes input '%s' must be a compile-time constant: the output "
-                                   "shape depends on its data", c->node->args[1]->name);
+            return infer_not_constant(c, 1, "axes", "the output shape depends on its data");
     }
     uint32_t mask;
     bool identity;
@@ -271,7 +269,8 @@ static FxStatus reduce_emit(EmitCtx *c)
     int64_t count = axes_t && axes_t->rank == 1 ? axes_t->dims[0] : 0;
     if (count > 0 && !axes)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n,
-                               "axes input must be a compile-time constant");
+                               "axes input must be a compile-time constant%s",
+                               const_input_hint(n->graph));
     FxrtReduceView v;
     bool identity;
     FxStatus st = reduce_plan(c->diag, n, x, axes, count, &v, &identity);

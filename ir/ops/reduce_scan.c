@@ -270,7 +270,8 @@ static FxStatus cumsum_emit(EmitCtx *c)
     int64_t axis;
     if (!single_int(c->in_value[1], &axis) || axis < -rank || axis >= rank)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "axis must be a compile-time constant in range");
+                               "axis must be a compile-time constant in range%s",
+                               const_input_hint(c->node->graph));
     if (axis < 0)
         axis += rank;
     int64_t outer, n, inner;

@@ -309,10 +309,8 @@ static FxStatus resize_infer_common(InferCtx *c, int roi_i, int scales_i, int si
         need[2] = roi_i;
     for (int k = 0; k < 3; k++)
         if (need[k] >= 0)
-            return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                                   "input %s ('%s') must be a compile-time constant: the output "
-                                   "depends on its values", upsample ? "scales" : roles[need[k]],
-                                   c->node->args[need[k]]->name);
+            return infer_not_constant(c, need[k], upsample ? "scales" : roles[need[k]],
+                                      "the output depends on its values");
     ResizeSetup s;
     FxStatus st = resize_setup(c->diag, c->node, x, roi, scales, sizes, upsample, &s);
     if (st != FX_OK || (st = check_dtype(c->diag, c->node, x, s.cfg.mode)) != FX_OK)

@@ -549,10 +549,7 @@ static FxStatus onehot_infer(InferCtx *c)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
                                "values must be [off_value, on_value]");
     if (!dv)
-        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "input 'depth' (%s) must be a compile-time constant: the output "
-                               "shape depends on its data (data-dependent shapes are not "
-                               "supported)", c->node->args[1] ? c->node->args[1]->name : "?");
+        return infer_not_constant(c, 1, "depth", NULL);
     double df = tensor_get_float(dv, 0);
     if (!(df >= 1.0 && df <= (double)((int64_t)1 << 40)))
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "depth %g is invalid", df);

@@ -74,13 +74,8 @@ static FxStatus const_int_list(InferCtx *c, int i, const char *what, bool allow_
     FxStatus st = check_int_list(c->diag, c->node, t, what, allow_scalar, max);
     if (st != FX_OK)
         return st;
-    if (!c->in_value[i]) {
-        const Node *src = c->node->args[i];
-        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "input '%s' (%s) must be a compile-time constant: the output "
-                               "shape depends on its data (data-dependent shapes are not "
-                               "supported)", what, src ? src->name : "?");
-    }
+    if (!c->in_value[i])
+        return infer_not_constant(c, i, what, NULL);
     return infer_const_ints(c, i, vals, max, count);
 }
 
@@ -123,8 +118,8 @@ static FxStatus emit_int_list(EmitCtx *c, int i, const char *what, int64_t *vals
     const Tensor *t = i < c->num_inputs ? c->in_value[i] : NULL;
     if (!t)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "input '%s' must be a compile-time constant to compile the node",
-                               what);
+                               "input '%s' must be a compile-time constant to compile the "
+                               "node%s", what, const_input_hint(c->node->graph));
     return tensor_int_list(c->diag, c->node, t, what, false, vals, max, count);
 }
 

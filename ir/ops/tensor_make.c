@@ -19,11 +19,7 @@ static const AttrSpec no_attrs[] = {{NULL}};
 
 static FxStatus not_constant(InferCtx *c, int i, const char *what)
 {
-    const Node *src = i < c->num_inputs ? c->node->args[i] : NULL;
-    return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                           "input '%s' (%s) must be a compile-time constant: the output shape "
-                           "depends on its data (data-dependent shapes are not supported)",
-                           what, src ? src->name : "?");
+    return infer_not_constant(c, i, what, NULL);
 }
 
 static FxStatus check_out_dtype(InferCtx *c, DType t)

@@ -47,13 +47,8 @@ static FxStatus const_int_list(InferCtx *c, int i, const char *what, bool allow_
     if (t->rank != 1 && !(allow_scalar && t->rank == 0))
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
                                "input '%s' must be a 1-D tensor, not rank %d", what, t->rank);
-    if (!c->in_value[i]) {
-        const Node *src = c->node->args[i];
-        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                               "input '%s' (%s) must be a compile-time constant: the output "
-                               "shape depends on its data (data-dependent shapes are not "
-                               "supported)", what, src ? src->name : "?");
-    }
+    if (!c->in_value[i])
+        return infer_not_constant(c, i, what, NULL);
     return infer_const_ints(c, i, vals, max, count);
 }
 
@@ -400,10 +395,8 @@ static FxStatus dropout_infer(InferCtx *c)
             return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                    "input 'training_mode' must be a bool scalar");
         if (!v)
-            return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
-                                   "input 'training_mode' (%s) must be a compile-time constant "
-                                   "false: fxcc compiles for inference",
-                                   c->node->args[2] ? c->node->args[2]->name : "?");
+            return infer_not_constant(c, 2, "training_mode",
+                                      "fxcc compiles for inference, so it must be false");
         if (tensor_get_int(v, 0))
             return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                    "training_mode is true; fxcc compiles for inference only");

@@ -370,7 +370,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fwrite(model.d, 1, model.n, f);
         fclose(f);
     }
-    OnnxLoadOptions opt = {.freeze_input_defaults = false};
+    OnnxLoadOptions opt = {.keep_input_defaults = true};
     Diag d;
     diag_init(&d);
     Graph *g = NULL;

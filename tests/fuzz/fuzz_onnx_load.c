@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    OnnxLoadOptions opt = {.freeze_input_defaults = (size & 1) != 0};
+    OnnxLoadOptions opt = {.keep_input_defaults = (size & 1) != 0};
     Diag d;
     diag_init(&d);
     Graph *g = NULL;
