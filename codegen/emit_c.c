@@ -37,71 +37,7 @@ bool cg_valid_name(const char *name)
     return strlen(name) < 64;
 }
 
-/* --- a growable text buffer --------------------------------------------- */
-
-typedef struct Text {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} Text;
-
-static void text_vprintf(Text *t, const char *fmt, va_list ap)
-{
-    if (t->failed)
-        return;
-    va_list copy;
-    va_copy(copy, ap);
-    int n = vsnprintf(NULL, 0, fmt, copy);
-    va_end(copy);
-    if (n < 0) {
-        t->failed = true;
-        return;
-    }
-    if (t->len + (size_t)n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + (size_t)n + 1)
-            cap *= 2;
-        char *grown = fx_realloc_array(t->data, cap, 1);
-        if (!grown) {
-            t->failed = true;
-            return;
-        }
-        t->data = grown;
-        t->cap = cap;
-    }
-    vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
-    t->len += (size_t)n;
-}
-
-static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(Text *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    text_vprintf(t, fmt, ap);
-    va_end(ap);
-}
-
-static void text_append(Text *t, const char *s, size_t n)
-{
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *grown = realloc(t->data, cap);
-        if (!grown) {
-            t->failed = true;
-            return;
-        }
-        t->data = grown;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-    t->data[t->len] = '\0';
-}
+/* --- comments ------------------------------------------------------------ */
 
 /* Comment lines end before this column when an argument boundary allows. */
 enum { COMMENT_COLUMNS = 100 };
@@ -133,34 +69,34 @@ static size_t comment_piece_end(const char *s, size_t from, char *stack, int *de
 /* s as one comment that cannot end early, wrapped at argument boundaries so
  * that no line passes COMMENT_COLUMNS unless one argument alone is that long;
  * continuation lines are indented under the text. */
-static void text_comment(Text *t, const char *indent, const char *s)
+static void text_comment(EmitText *t, const char *indent, const char *s)
 {
     size_t base = strlen(indent), column = base + 3, at = 0;
     char stack[64];
     int depth = 0;
     bool space = false; /* a space separates this piece from the last */
-    text_printf(t, "%s/* ", indent);
+    emit_text_printf(t, "%s/* ", indent);
     while (s[at]) {
         size_t end = comment_piece_end(s, at, stack, &depth);
         size_t len = end - at + space;
         if (at > 0 && column + len > COMMENT_COLUMNS - 3) {
-            text_printf(t, "\n%s *     ", indent);
+            emit_text_printf(t, "\n%s *     ", indent);
             column = base + 8;
             len -= space;
         } else if (space) {
-            text_append(t, " ", 1);
+            emit_text_append(t, " ", 1);
         }
         for (size_t i = at; i < end; i++) {
             if (s[i] == '*' && s[i + 1] == '/')
-                text_append(t, "* ", 2); /* the '/' follows as the next char */
+                emit_text_append(t, "* ", 2); /* the '/' follows as the next char */
             else
-                text_append(t, &s[i], 1);
+                emit_text_append(t, &s[i], 1);
         }
         column += len;
         space = s[end] == ' ';
         at = end + space;
     }
-    text_printf(t, " */\n");
+    emit_text_printf(t, " */\n");
 }
 
 static const char *file_basename(const char *path)
@@ -211,8 +147,8 @@ static bool name_slot(const NameSet *set, const char *s, size_t n, size_t *slot)
 static bool name_set_grow(NameSet *set)
 {
     NameSet bigger = {.cap = set->cap ? set->cap * 2 : 1024};
-    bigger.start = calloc(bigger.cap, sizeof *bigger.start);
-    bigger.len = calloc(bigger.cap, sizeof *bigger.len);
+    bigger.start = fx_alloc_array(bigger.cap, sizeof *bigger.start);
+    bigger.len = fx_alloc_array(bigger.cap, sizeof *bigger.len);
     if (!bigger.start || !bigger.len) {
         free(bigger.start);
         free(bigger.len);
@@ -239,7 +175,7 @@ static void name_set_free(NameSet *set)
 }
 
 /* The identifiers of t outside comments; t must outlive the set. */
-static bool name_set_build(NameSet *set, const Text *t)
+static bool name_set_build(NameSet *set, const EmitText *t)
 {
     size_t count = 0;
     if (!name_set_grow(set))
@@ -286,7 +222,7 @@ typedef struct Gen {
     const CgOptions *o;
     CgPlan *plan;
     Diag *d;
-    Text body;      /* node blocks */
+    EmitText body;      /* node blocks */
     NameSet used;   /* identifiers of body, once it is complete */
     /* The weights above CG_LARGE_WEIGHT_BYTES the body reads, in plan
      * order, and how they are written (C or INCBIN, never AUTO). */
@@ -343,7 +279,7 @@ static bool root_writable(const CgValue *v)
 /* --- weights -------------------------------------------------------------- */
 
 /* A small weight: a C array in NAME.c, its FX line above it. */
-static void write_weight(Text *t, const Gen *gen, const CgValue *v)
+static void write_weight(EmitText *t, const Gen *gen, const CgValue *v)
 {
     const Tensor *x = value_tensor(v);
     const TensorType *ty = &x->type;
@@ -352,44 +288,44 @@ static void write_weight(Text *t, const Gen *gen, const CgValue *v)
     text_comment(t, "", line);
     weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
-    text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
+    emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
                 (long long)(n ? n : 1));
     if (n == 0)
-        text_printf(t, "0");
+        emit_text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
         if (i % 8 == 0)
-            text_printf(t, "\n    ");
+            emit_text_printf(t, "\n    ");
         if (ty->dtype == FXRT_DTYPE_FLOAT32) {
             char lit[48];
-            text_printf(t, "%s,", c_float_literal(((const float *)x->data)[i], lit, sizeof lit));
+            emit_text_printf(t, "%s,", c_float_literal(((const float *)x->data)[i], lit, sizeof lit));
         } else if (ty->dtype == FXRT_DTYPE_FLOAT64) {
             double f = ((const double *)x->data)[i];
             if (f != f)
-                text_printf(t, "NAN,");
+                emit_text_printf(t, "NAN,");
             else if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308)
-                text_printf(t, f > 0 ? "INFINITY," : "-INFINITY,");
+                emit_text_printf(t, f > 0 ? "INFINITY," : "-INFINITY,");
             else
-                text_printf(t, "%.17g,", f);
+                emit_text_printf(t, "%.17g,", f);
         } else if (ty->dtype == FXRT_DTYPE_UINT64) {
-            text_printf(t, "%lluu,", (unsigned long long)((const uint64_t *)x->data)[i]);
+            emit_text_printf(t, "%lluu,", (unsigned long long)((const uint64_t *)x->data)[i]);
         } else {
             int64_t iv = tensor_get_int(x, i);
             if (iv == INT64_MIN)
-                text_printf(t, "INT64_MIN,");
+                emit_text_printf(t, "INT64_MIN,");
             else
-                text_printf(t, "%lld,", (long long)iv);
+                emit_text_printf(t, "%lld,", (long long)iv);
         }
     }
-    text_printf(t, "\n};\n\n");
+    emit_text_printf(t, "\n};\n\n");
 }
 
 /* Sorts the weights the body reads into small ones (written here into src)
  * and large ones (listed in gen, declared extern in src, written later by
  * write_large_weights), and settles the mode and the blob layout. */
-static FxStatus plan_weights(Gen *gen, Text *src)
+static FxStatus plan_weights(Gen *gen, EmitText *src)
 {
     const CgPlan *p = gen->plan;
-    gen->large = calloc((size_t)p->num_values + 1, sizeof *gen->large);
+    gen->large = fx_alloc_array((size_t)p->num_values + 1, sizeof *gen->large);
     if (!gen->large)
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
     for (int i = 0; i < p->num_values; i++) {
@@ -415,7 +351,7 @@ static FxStatus plan_weights(Gen *gen, Text *src)
     gen->mode = cg_weights_mode(gen->o->weights, gen->large_bytes);
     const char *N = gen->o->name;
     if (gen->num_large)
-        text_printf(src, gen->mode == CG_WEIGHTS_INCBIN
+        emit_text_printf(src, gen->mode == CG_WEIGHTS_INCBIN
                              ? "/* The weights above %d bytes: raw little-endian bytes in %s_weights.bin,\n"
                                " * embedded by %s_weights.S, each at a 64-byte aligned offset. */\n"
                              : "/* The weights above %d bytes: in %s_weights.c. */\n",
@@ -424,15 +360,15 @@ static FxStatus plan_weights(Gen *gen, Text *src)
         const CgLargeWeight *w = &gen->large[k];
         char shape[256];
         type_format(&w->tensor->type, shape, sizeof shape);
-        text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes",
+        emit_text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes",
                     c_type_name(w->tensor->type.dtype), w->symbol,
                     (long long)tensor_numel(w->tensor), shape, tensor_nbytes(w->tensor));
         if (gen->mode == CG_WEIGHTS_INCBIN)
-            text_printf(src, " at offset %zu", w->offset);
-        text_printf(src, " */\n");
+            emit_text_printf(src, " at offset %zu", w->offset);
+        emit_text_printf(src, " */\n");
     }
     if (gen->num_large)
-        text_printf(src, "\n");
+        emit_text_printf(src, "\n");
     return FX_OK;
 }
 
@@ -454,7 +390,7 @@ static FxStatus write_large_weights(const Gen *gen, const char *dir)
 
 /* --- the entry point ------------------------------------------------------ */
 
-static void declare_value(Text *t, const Gen *gen, const CgValue *v)
+static void declare_value(EmitText *t, const Gen *gen, const CgValue *v)
 {
     const TensorType *ty = value_type(v);
     const char *ct = c_type_name(ty->dtype);
@@ -462,19 +398,19 @@ static void declare_value(Text *t, const Gen *gen, const CgValue *v)
     type_format(ty, shape, sizeof shape);
     switch (v->kind) {
     case CG_INPUT:
-        text_printf(t, "    const %s *const %s = (const %s *)inputs[%d]; /* %s, input %d */\n", ct,
+        emit_text_printf(t, "    const %s *const %s = (const %s *)inputs[%d]; /* %s, input %d */\n", ct,
                     v->cname, ct, v->io, shape, v->io);
         break;
     case CG_OUTPUT:
-        text_printf(t, "    %s *const %s = (%s *)outputs[%d]; /* %s, output %d */\n", ct, v->cname,
+        emit_text_printf(t, "    %s *const %s = (%s *)outputs[%d]; /* %s, output %d */\n", ct, v->cname,
                     ct, v->io, shape, v->io);
         break;
     case CG_ARENA:
-        text_printf(t, "    %s *const %s = (%s *)(a + %zu); /* %s, %zu bytes */\n", ct, v->cname, ct,
+        emit_text_printf(t, "    %s *const %s = (%s *)(a + %zu); /* %s, %zu bytes */\n", ct, v->cname, ct,
                     v->offset, shape, v->bytes);
         break;
     case CG_SCRATCH:
-        text_printf(t, "    void *const %s = a + %zu; /* %zu bytes of scratch */\n", v->cname,
+        emit_text_printf(t, "    void *const %s = a + %zu; /* %zu bytes of scratch */\n", v->cname,
                     v->offset, v->bytes);
         break;
     case CG_ALIAS: {
@@ -482,10 +418,10 @@ static void declare_value(Text *t, const Gen *gen, const CgValue *v)
         value_expr(gen, v->alias, src, sizeof src);
         const char *why = v->inplace ? "in-place over" : "view of";
         if (root_writable(v))
-            text_printf(t, "    %s *const %s = (%s *)%s; /* %s, %s %s */\n", ct, v->cname, ct, src,
+            emit_text_printf(t, "    %s *const %s = (%s *)%s; /* %s, %s %s */\n", ct, v->cname, ct, src,
                         shape, why, v->alias->cname);
         else
-            text_printf(t, "    const %s *const %s = (const %s *)%s; /* %s, %s %s */\n", ct,
+            emit_text_printf(t, "    const %s *const %s = (const %s *)%s; /* %s, %s %s */\n", ct,
                         v->cname, ct, src, shape, why, v->alias->cname);
         break;
     }
@@ -504,17 +440,17 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     CgValue *v = gen->plan->node_values[pos];
     if (v->kind == CG_WEIGHT)
         return FX_OK; /* a compile-time constant: emitted with the weights */
-    text_printf(&gen->body, "\n");
+    emit_text_printf(&gen->body, "\n");
     text_comment(&gen->body, "    ", line);
     if (v->kind == CG_ALIAS && !v->inplace) {
         char src[200];
         value_expr(gen, v->alias, src, sizeof src);
-        text_printf(&gen->body, "    /* no code: %%%s is a view of %s */\n", n->name, src);
+        emit_text_printf(&gen->body, "    /* no code: %%%s is a view of %s */\n", n->name, src);
         /* Dropout's mask is a real output: all true at inference. */
         for (int k = 1; k < n->num_outputs; k++) {
             char dst[200];
             value_expr(gen, &v[k], dst, sizeof dst);
-            text_printf(&gen->body, "    memset(%s, 1, %zu);\n", dst, v[k].bytes);
+            emit_text_printf(&gen->body, "    memset(%s, 1, %zu);\n", dst, v[k].bytes);
         }
         return FX_OK;
     }
@@ -546,7 +482,7 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     if (st == FX_OK && c.text.failed)
         st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
     if (st == FX_OK)
-        text_printf(&gen->body, "    {\n%s    }\n", c.text.data ? c.text.data : "");
+        emit_text_printf(&gen->body, "    {\n%s    }\n", c.text.data ? c.text.data : "");
     emit_text_free(&c.text);
 done:
     if (st == FX_ERR_NOMEM && (!exprs || !in || !out || !vals))
@@ -558,15 +494,15 @@ done:
     return st;
 }
 
-static void write_shape_comment(Text *t, const char *what, int k, const char *onnx_name,
+static void write_shape_comment(EmitText *t, const char *what, int k, const char *onnx_name,
                                 const TensorType *ty)
 {
     char shape[256];
-    text_printf(t, " * %s %d '%s': %s\n", what, k, onnx_name, type_format(ty, shape, sizeof shape));
+    emit_text_printf(t, " * %s %d '%s': %s\n", what, k, onnx_name, type_format(ty, shape, sizeof shape));
 }
 
 /* The header's declarations of the leaf ops' functions, one per op type. */
-static FxStatus write_leaf_prototypes(Text *t, const Gen *gen)
+static FxStatus write_leaf_prototypes(EmitText *t, const Gen *gen)
 {
     const char *N = gen->o->name;
     bool first = true;
@@ -591,7 +527,7 @@ static FxStatus write_leaf_prototypes(Text *t, const Gen *gen)
                                 : FX_OK;
         if (st == FX_OK && m == n) {
             if (first)
-                text_printf(t, "/* Leaf ops: fxcc does not implement these, so %s_run calls a\n"
+                emit_text_printf(t, "/* Leaf ops: fxcc does not implement these, so %s_run calls a\n"
                                " * function you define (fxcc compile --leaf-source FILE.c adds the\n"
                                " * file to this folder's build).  It receives every input, then\n"
                                " * every output, as a buffer of the element type shown, its shape\n"
@@ -601,7 +537,7 @@ static FxStatus write_leaf_prototypes(Text *t, const Gen *gen)
                                " * node of an op type. */\n", N, N);
             first = false;
             const char *domain = node_attr_string(n, "leaf_domain", "");
-            text_printf(t, "/* node %s: op '%s' of domain '%s' */\n%s;\n\n", n->name,
+            emit_text_printf(t, "/* node %s: op '%s' of domain '%s' */\n%s;\n\n", n->name,
                         node_attr_string(n, "leaf_op", ""), *domain ? domain : "ai.onnx", proto);
         }
         free(proto);
@@ -612,13 +548,13 @@ static FxStatus write_leaf_prototypes(Text *t, const Gen *gen)
     return FX_OK;
 }
 
-static FxStatus write_header(Text *t, const Gen *gen, const Node *out)
+static FxStatus write_header(EmitText *t, const Gen *gen, const Node *out)
 {
     const char *N = gen->o->name;
     int ni = graph_num_placeholders(gen->g), no = out->num_args;
-    text_printf(t, "/*\n * %s.h - generated by fxcc from %s.  Do not edit.\n *\n", N,
+    emit_text_printf(t, "/*\n * %s.h - generated by fxcc from %s.  Do not edit.\n *\n", N,
                 model_label(gen->o));
-    text_printf(t, " * Call %s_run with one buffer per input and per output, in the element type\n"
+    emit_text_printf(t, " * Call %s_run with one buffer per input and per output, in the element type\n"
                    " * given below, and an arena of %s_ARENA_BYTES bytes aligned to 64 bytes.\n"
                    " * It returns 0 on success, non-zero if a kernel refused its data.\n *\n",
                 N, N);
@@ -630,31 +566,31 @@ static FxStatus write_header(Text *t, const Gen *gen, const Node *out)
         write_shape_comment(t, "output", k,
                             out->onnx_outputs && out->onnx_outputs[k] ? out->onnx_outputs[k] : "",
                             node_input_type(out, k));
-    text_printf(t, " */\n#ifndef %s_H\n#define %s_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n",
+    emit_text_printf(t, " */\n#ifndef %s_H\n#define %s_H\n\n#include <stddef.h>\n#include <stdint.h>\n\n",
                 N, N);
-    text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
+    emit_text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
                 N, gen->plan->arena_bytes, N, ni, N, no);
-    text_printf(t, "/* element counts */\nextern const size_t %s_input_sizes[%d];\n"
+    emit_text_printf(t, "/* element counts */\nextern const size_t %s_input_sizes[%d];\n"
                    "extern const size_t %s_output_sizes[%d];\n",
                 N, ni ? ni : 1, N, no ? no : 1);
-    text_printf(t, "/* element types, ONNX TensorProto numbering (1 float32, 7 int64, ...) */\n"
+    emit_text_printf(t, "/* element types, ONNX TensorProto numbering (1 float32, 7 int64, ...) */\n"
                    "extern const int %s_input_dtypes[%d];\nextern const int %s_output_dtypes[%d];\n",
                 N, ni ? ni : 1, N, no ? no : 1);
-    text_printf(t, "extern const int %s_input_ranks[%d];\nextern const int %s_output_ranks[%d];\n", N,
+    emit_text_printf(t, "extern const int %s_input_ranks[%d];\nextern const int %s_output_ranks[%d];\n", N,
                 ni ? ni : 1, N, no ? no : 1);
-    text_printf(t, "extern const int64_t *const %s_input_shapes[%d];\n"
+    emit_text_printf(t, "extern const int64_t *const %s_input_shapes[%d];\n"
                    "extern const int64_t *const %s_output_shapes[%d];\n",
                 N, ni ? ni : 1, N, no ? no : 1);
-    text_printf(t, "extern const char *const %s_input_names[%d];\n"
+    emit_text_printf(t, "extern const char *const %s_input_names[%d];\n"
                    "extern const char *const %s_output_names[%d];\n\n",
                 N, ni ? ni : 1, N, no ? no : 1);
     FxStatus st = write_leaf_prototypes(t, gen);
-    text_printf(t, "int %s_run(const void *const *inputs, void *const *outputs, void *arena);\n\n"
+    emit_text_printf(t, "int %s_run(const void *const *inputs, void *const *outputs, void *arena);\n\n"
                    "#endif\n", N);
     return st;
 }
 
-static void write_io_tables(Text *t, const Gen *gen, const Node *out)
+static void write_io_tables(EmitText *t, const Gen *gen, const Node *out)
 {
     const char *N = gen->o->name;
     int ni = graph_num_placeholders(gen->g), no = out->num_args;
@@ -664,17 +600,17 @@ static void write_io_tables(Text *t, const Gen *gen, const Node *out)
         for (int k = 0; k < count; k++) {
             const TensorType *ty = side ? node_input_type(out, k)
                                         : &graph_placeholder(gen->g, k)->out_types[0];
-            text_printf(t, "static const int64_t %s_%s%d_shape[%d] = {", N, s, k,
+            emit_text_printf(t, "static const int64_t %s_%s%d_shape[%d] = {", N, s, k,
                         ty->rank ? ty->rank : 1);
             for (int i = 0; i < ty->rank; i++)
-                text_printf(t, "%s%lld", i ? ", " : "", (long long)ty->dims[i]);
-            text_printf(t, "%s};\n", ty->rank ? "" : "0");
+                emit_text_printf(t, "%s%lld", i ? ", " : "", (long long)ty->dims[i]);
+            emit_text_printf(t, "%s};\n", ty->rank ? "" : "0");
         }
         const char *fields[] = {"sizes", "dtypes", "ranks", "shapes", "names"};
         const char *types[] = {"const size_t", "const int", "const int", "const int64_t *const",
                                "const char *const"};
         for (int f = 0; f < 5; f++) {
-            text_printf(t, "%s %s_%s_%s[%d] = {", types[f], N, s, fields[f], count ? count : 1);
+            emit_text_printf(t, "%s %s_%s_%s[%d] = {", types[f], N, s, fields[f], count ? count : 1);
             for (int k = 0; k < count; k++) {
                 const TensorType *ty = side ? node_input_type(out, k)
                                             : &graph_placeholder(gen->g, k)->out_types[0];
@@ -683,27 +619,27 @@ static void write_io_tables(Text *t, const Gen *gen, const Node *out)
                                         : graph_placeholder(gen->g, k)->target;
                 const char *sep = k ? ", " : "";
                 switch (f) {
-                case 0: text_printf(t, "%s%lld", sep, (long long)type_numel(ty)); break;
-                case 1: text_printf(t, "%s%d", sep, (int)ty->dtype); break;
-                case 2: text_printf(t, "%s%d", sep, ty->rank); break;
-                case 3: text_printf(t, "%s%s_%s%d_shape", sep, N, s, k); break;
+                case 0: emit_text_printf(t, "%s%lld", sep, (long long)type_numel(ty)); break;
+                case 1: emit_text_printf(t, "%s%d", sep, (int)ty->dtype); break;
+                case 2: emit_text_printf(t, "%s%d", sep, ty->rank); break;
+                case 3: emit_text_printf(t, "%s%s_%s%d_shape", sep, N, s, k); break;
                 case 4:
-                    text_printf(t, "%s\"", sep);
+                    emit_text_printf(t, "%s\"", sep);
                     for (const char *p = name; *p; p++)
-                        text_printf(t, isalnum((unsigned char)*p) || strchr("_./:- ", *p) ? "%c"
+                        emit_text_printf(t, isalnum((unsigned char)*p) || strchr("_./:- ", *p) ? "%c"
                                                                                          : "?",
                                     *p);
-                    text_printf(t, "\"");
+                    emit_text_printf(t, "\"");
                     break;
                 }
             }
-            text_printf(t, "%s};\n", count ? "" : "0");
+            emit_text_printf(t, "%s};\n", count ? "" : "0");
         }
     }
-    text_printf(t, "\n");
+    emit_text_printf(t, "\n");
 }
 
-static FxStatus write_source(Gen *gen, Text *src)
+static FxStatus write_source(Gen *gen, EmitText *src)
 {
     const CgPlan *p = gen->plan;
     const char *N = gen->o->name;
@@ -716,29 +652,29 @@ static FxStatus write_source(Gen *gen, Text *src)
     for (int c = 0; c < p->num_copies; c++) {
         char expr[200];
         value_expr(gen, p->copies[c].src, expr, sizeof expr);
-        text_printf(&gen->body, "\n    /* output %d is %s: copied */\n", p->copies[c].output,
+        emit_text_printf(&gen->body, "\n    /* output %d is %s: copied */\n", p->copies[c].output,
                     p->copies[c].src->cname);
-        text_printf(&gen->body, "    memcpy(outputs[%d], %s, %zu);\n", p->copies[c].output, expr,
+        emit_text_printf(&gen->body, "    memcpy(outputs[%d], %s, %zu);\n", p->copies[c].output, expr,
                     p->copies[c].src->bytes);
     }
     if (gen->body.failed || !name_set_build(&gen->used, &gen->body))
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
 
-    text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
+    emit_text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
                      " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
                      " * %d views aliased.  Each block below is one node; its comment is the\n"
                      " * node's line in fxcc's FX-style graph.\n */\n",
                 N, model_label(gen->o), p->arena_bytes, p->lower_bound, p->naive_bytes,
                 p->inplace_count, p->alias_count);
-    text_printf(src, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+    emit_text_printf(src, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
                      "#include \"%s.h\"\n#include \"fxrt.h\"\n\n", N);
     write_io_tables(src, gen, out);
     FxStatus st = plan_weights(gen, src);
     if (st != FX_OK)
         return st;
-    text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
+    emit_text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
                 N);
-    text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
+    emit_text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
     /* Declare what the blocks read, plus what those aliases are made from;
      * aliases come after their sources, so one backward sweep suffices. */
     bool *used = fx_alloc_array((size_t)p->num_values + 1, sizeof *used);
@@ -754,76 +690,76 @@ static FxStatus write_source(Gen *gen, Text *src)
         if (used[i] && p->values[i].kind != CG_WEIGHT)
             declare_value(src, gen, &p->values[i]);
     free(used);
-    text_printf(src, "    (void)a;\n    (void)inputs;\n    (void)outputs;\n");
-    text_append(src, gen->body.data ? gen->body.data : "", gen->body.len);
-    text_printf(src, "    return 0;\n}\n");
+    emit_text_printf(src, "    (void)a;\n    (void)inputs;\n    (void)outputs;\n");
+    emit_text_append(src, gen->body.data ? gen->body.data : "", gen->body.len);
+    emit_text_printf(src, "    return 0;\n}\n");
     return src->failed ? diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C") : FX_OK;
 }
 
 /* --- build files ---------------------------------------------------------- */
 
-static void write_cmake(Text *t, const Gen *gen)
+static void write_cmake(EmitText *t, const Gen *gen)
 {
     const CgOptions *o = gen->o;
     const char *N = o->name;
     bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
-    text_printf(t, "# Generated by fxcc: builds %s as a static library%s.\n", N,
+    emit_text_printf(t, "# Generated by fxcc: builds %s as a static library%s.\n", N,
                 o->emit_main ? " and `main`, a command-line runner" : "");
-    text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C%s)\n\n", N,
+    emit_text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C%s)\n\n", N,
                 incbin ? " ASM" : "");
-    text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
+    emit_text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
                    "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n"
                    "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n");
-    text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
+    emit_text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
     if (gen->num_large && !incbin)
-        text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
+        emit_text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
     if (incbin)
-        text_printf(t, "# the weights: %s_weights.S embeds %s_weights.bin (.incbin finds it\n"
+        emit_text_printf(t, "# the weights: %s_weights.S embeds %s_weights.bin (.incbin finds it\n"
                        "# through the include path below)\n"
                        "target_sources(%s PRIVATE %s_weights.S)\n"
                        "set_source_files_properties(%s_weights.S PROPERTIES OBJECT_DEPENDS\n"
                        "  ${CMAKE_CURRENT_SOURCE_DIR}/%s_weights.bin)\n",
                     N, N, N, N, N, N);
     for (int k = 0; k < o->num_leaf_sources; k++)
-        text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
+        emit_text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
                     file_basename(o->leaf_sources[k]));
-    text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
+    emit_text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
                    "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
-    text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
-    text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
+    emit_text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
+    emit_text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
                    "  target_link_libraries(%s PUBLIC ${MATH_LIBRARY})\nendif()\n", N);
     if (o->target == FX_TARGET_HOST)
-        text_printf(t, "# host target: GEMM through OpenBLAS\nfind_package(PkgConfig REQUIRED)\n"
+        emit_text_printf(t, "# host target: GEMM through OpenBLAS\nfind_package(PkgConfig REQUIRED)\n"
                        "pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)\n"
                        "target_compile_definitions(%s PRIVATE FXRT_USE_CBLAS)\n"
                        "target_link_libraries(%s PUBLIC PkgConfig::OPENBLAS)\n", N, N);
     if (o->emit_main)
-        text_printf(t, "\nadd_executable(main main.c fxio.c)\ntarget_link_libraries(main PRIVATE %s)\n",
+        emit_text_printf(t, "\nadd_executable(main main.c fxio.c)\ntarget_link_libraries(main PRIVATE %s)\n",
                     N);
 }
 
-static void write_makefile(Text *t, const Gen *gen)
+static void write_makefile(EmitText *t, const Gen *gen)
 {
     const CgOptions *o = gen->o;
     const char *N = o->name;
     bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
-    text_printf(t, "# Generated by fxcc: include from a Makefile, with %s_DIR set to this folder.\n", N);
+    emit_text_printf(t, "# Generated by fxcc: include from a Makefile, with %s_DIR set to this folder.\n", N);
     if (incbin)
-        text_printf(t, "# %s_SRCS holds %s_weights.S: assemble it with $(CC) and %s_CFLAGS\n"
+        emit_text_printf(t, "# %s_SRCS holds %s_weights.S: assemble it with $(CC) and %s_CFLAGS\n"
                        "# (its -I$(%s_DIR) lets .incbin find %s_weights.bin).\n",
                     N, N, N, N, N);
-    text_printf(t, "%s_DIR ?= .\n", N);
-    text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
+    emit_text_printf(t, "%s_DIR ?= .\n", N);
+    emit_text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
     if (gen->num_large)
-        text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.%s\n", N, N, N, incbin ? "S" : "c");
+        emit_text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.%s\n", N, N, N, incbin ? "S" : "c");
     for (int k = 0; k < o->num_leaf_sources; k++)
-        text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
+        emit_text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
     if (o->target == FX_TARGET_HOST)
-        text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt -DFXRT_USE_CBLAS "
+        emit_text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt -DFXRT_USE_CBLAS "
                        "$(shell pkg-config --cflags openblas)\n"
                        "%s_LDLIBS := $(shell pkg-config --libs openblas) -lm\n", N, N, N, N);
     else
-        text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt\n%s_LDLIBS := -lm\n", N,
+        emit_text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt\n%s_LDLIBS := -lm\n", N,
                     N, N, N);
 }
 
@@ -987,7 +923,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     if (st != FX_OK)
         return st;
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
-    Text header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
+    EmitText header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
     char tmp[4200] = "";
     st = write_source(&gen, &src);
     if (st == FX_OK)

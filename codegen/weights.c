@@ -170,7 +170,7 @@ static void out_printf(Out *o, const char *fmt, ...)
 
 static Out *out_new(Diag *d)
 {
-    Out *o = calloc(1, sizeof *o);
+    Out *o = fx_alloc_array(1, sizeof *o);
     if (!o)
         diag_error(d, FX_ERR_NOMEM, "out of memory");
     return o;

@@ -14,6 +14,36 @@
 /* The indentation of a statement inside a node's block of NAME_run. */
 static const char block_indent[] = "        ";
 
+/* Room for n more bytes and the NUL; false (and t->failed) if there is none. */
+static bool reserve(EmitText *t, size_t n)
+{
+    if (t->failed)
+        return false;
+    size_t need = t->len + n + 1;
+    if (need <= t->cap)
+        return true;
+    size_t cap = t->cap ? t->cap : 1024;
+    while (cap < need)
+        cap *= 2;
+    char *grown = fx_realloc_array(t->data, cap, 1);
+    if (!grown) {
+        t->failed = true;
+        return false;
+    }
+    t->data = grown;
+    t->cap = cap;
+    return true;
+}
+
+void emit_text_append(EmitText *t, const char *s, size_t n)
+{
+    if (!reserve(t, n))
+        return;
+    memcpy(t->data + t->len, s, n);
+    t->len += n;
+    t->data[t->len] = '\0';
+}
+
 void emit_text_vprintf(EmitText *t, const char *fmt, va_list ap)
 {
     if (t->failed)
@@ -26,19 +56,8 @@ void emit_text_vprintf(EmitText *t, const char *fmt, va_list ap)
         t->failed = true;
         return;
     }
-    size_t need = t->len + (size_t)n + 1;
-    if (need > t->cap) {
-        size_t cap = t->cap ? t->cap : 1024;
-        while (cap < need)
-            cap *= 2;
-        char *grown = realloc(t->data, cap);
-        if (!grown) {
-            t->failed = true;
-            return;
-        }
-        t->data = grown;
-        t->cap = cap;
-    }
+    if (!reserve(t, (size_t)n))
+        return;
     vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
     t->len += (size_t)n;
 }
@@ -53,7 +72,7 @@ void emit_text_printf(EmitText *t, const char *fmt, ...)
 
 void emit_text_free(EmitText *t)
 {
-    free(t->data);
+    fx_free(t->data);
     *t = (EmitText){0};
 }
 

@@ -60,6 +60,7 @@ struct EmitCtx {
 
 void emit_text_printf(EmitText *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void emit_text_vprintf(EmitText *t, const char *fmt, va_list ap);
+void emit_text_append(EmitText *t, const char *s, size_t n);
 void emit_text_free(EmitText *t);
 
 /* One line of C in the node's block: the block's indentation, the text,
