@@ -333,7 +333,8 @@ Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *n
     return n;
 }
 
-Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value)
+Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value,
+                            Diag *d)
 {
     if (!before) {
         before = g->root.next;
@@ -344,12 +345,16 @@ Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tenso
     Node *n = graph_create_node(g, before, FX_OPCODE_GET_ATTR, name_hint, NULL, NULL, 0);
     if (!n) {
         tensor_free(value);
+        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
         return NULL;
     }
     n->target = n->name;
     n->value = value; /* owned from here on, freed with the node */
-    if (!node_set_num_outputs(n, 1))
+    if (!node_set_num_outputs(n, 1)) {
+        graph_erase_node(g, n);
+        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
         return NULL;
+    }
     n->out_types[0] = value->type;
     n->shapes_known = true;
     return n;
@@ -423,15 +428,15 @@ const TensorType *node_input_type(const Node *n, int i)
     return &a->out_types[0];
 }
 
-FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d)
+FxStatus node_set_const_input(Node *n, int slot, const char *role, Tensor *value, Diag *d)
 {
     if (!value)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return FX_ERR_NOMEM;
     char hint[256];
-    snprintf(hint, sizeof hint, "%s_%s", n->name, name_hint);
-    Node *c = graph_create_constant(n->graph, n, hint, value);
+    snprintf(hint, sizeof hint, "%s_%s", n->name, role);
+    Node *c = graph_create_constant(n->graph, NULL, hint, value, d);
     if (!c)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return FX_ERR_NOMEM;
     while (n->num_args <= slot)
         node_append_arg(n, NULL);
     node_set_arg(n, slot, c);

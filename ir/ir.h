@@ -291,20 +291,26 @@ Node *graph_create_op(Graph *g, Node *before, const OpDef *op, const char *name_
  * target is "fused." followed by the node's name. */
 Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *name_hint,
                           Node *const *args, int num_args);
-/* A get_attr node owning `value`. Placed before `before` (NULL = after the
- * last placeholder/get_attr at the top).  Takes ownership of value in every
- * case: on failure (NULL) it has been freed. */
-Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value);
+/* A get_attr node owning `value`, the one way to make a constant node.  Placed
+ * before `before` (NULL = after the last placeholder/get_attr at the top, where
+ * constants are defined before any user).  Takes ownership of value in every
+ * case: on failure (NULL, d filled) it has been freed. */
+Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value,
+                            Diag *d);
 
 /* Turns placeholder `ph` into a get_attr holding `value` (owned from then on),
  * the analogue of FX's concrete_args: shapes that depend on this input's data
  * become static.  The value must fit the declared type. */
 FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d);
 
-/* Sets argument `slot` of n to a new get_attr node (placed before n) holding
- * value, padding with omitted (NULL) arguments up to slot.  Takes ownership of
- * value.  Used by canonicalize to turn old-opset attributes into inputs. */
-FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
+/* Adds a constant input: argument `slot` of n becomes a new get_attr node
+ * (at the top of the graph, named NAME_role) holding value, padding with
+ * omitted (NULL) arguments up to slot; slot = n->num_args appends.  The
+ * argument it replaces is left to the caller (dead-code elimination).  Takes
+ * ownership of value, which may be NULL: the tensor constructor that failed
+ * has filled d, and this returns FX_ERR_NOMEM.  The one way for canonicalize and the passes to wire a constant
+ * into a node. */
+FxStatus node_set_const_input(Node *n, int slot, const char *role, Tensor *value, Diag *d);
 
 void node_set_arg(Node *n, int i, Node *value);
 int node_append_arg(Node *n, Node *value); /* returns the index */
@@ -430,7 +436,7 @@ struct OpDef {
     /* Called at import after attribute defaults are filled: turns older
      * opset forms into the one canonical form (attributes that later opsets
      * made inputs become constant inputs, ...).  May be NULL. */
-    FxStatus (*canonicalize)(Graph *g, Node *n, int opset, Diag *d);
+    FxStatus (*canonicalize)(Node *n, int opset, Diag *d);
     FxStatus (*infer)(InferCtx *c);
     FxStatus (*eval)(EvalCtx *c);
     /* Bytes of scratch the emitted code of node n needs (NULL: none). */

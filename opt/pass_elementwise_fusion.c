@@ -170,16 +170,13 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         Node *b;
         if (copied_into_body(a)) {
             Tensor *v = tensor_clone(node_const_value(a), d);
-            b = v ? graph_create_constant(body, NULL, a->name, v) : NULL;
-            if (b && !first_constant)
-                first_constant = b;
-            if (b) {
-                b->target = b->name;
-                if (node_set_num_outputs(b, 1)) {
-                    b->out_types[0] = b->value->type;
-                    b->shapes_known = true;
-                }
+            b = v ? graph_create_constant(body, NULL, a->name, v, d) : NULL;
+            if (!b) {
+                st = FX_ERR_NOMEM;
+                goto fail;
             }
+            if (!first_constant)
+                first_constant = b;
         } else {
             b = graph_create_node(body, first_constant, FX_OPCODE_PLACEHOLDER, a->name, a->name,
                                   NULL, 0);
@@ -224,8 +221,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         (st = node_infer_shapes(f, d)) != FX_OK) {
         if (st == FX_OK)
             st = diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
-        for (int i = 0; i < f->num_args; i++)
-            node_set_arg(f, i, NULL);
         graph_erase_node(g, f);
         goto fail;
     }

@@ -306,7 +306,7 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     if (c->bias) {
         char hint[200];
         snprintf(hint, sizeof hint, "%s_bias", a->name);
-        bias = create_constant(g, hint, c->bias, d);
+        bias = graph_create_constant(g, NULL, hint, c->bias, d);
         c->bias = NULL;
         if (!bias)
             return FX_ERR_NOMEM;
@@ -336,15 +336,11 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     if (st == FX_OK)
         st = node_infer_shapes(f, d);
     if (st != FX_OK) {
-        for (int i = 0; i < f->num_args; i++)
-            node_set_arg(f, i, NULL);
         graph_erase_node(g, f);
         return st;
     }
     node_replace_all_uses_with(c->last, f);
-    for (int i = c->num_nodes - 1; i >= 0; i--)
-        graph_erase_node(g, c->nodes[i]);
-    graph_erase_node(g, a);
+    node_eliminate_if_dead(c->last);
     return FX_OK;
 }
 

@@ -124,7 +124,7 @@ static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
     return FX_OK;
 }
 
-static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
+static FxStatus clean_shape_view(Node *n, int *changes, Diag *d)
 {
     Node *inner = n->args[0];
     const TensorType *out = &n->out_types[0];
@@ -144,23 +144,13 @@ static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
     for (int i = 0; i < out->rank; i++)
         if (out->dims[i] == 0)
             return FX_OK;
-    Tensor *shape = tensor_new_ints(out->dims, out->rank, d);
-    if (!shape)
-        return FX_ERR_NOMEM;
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_shape", n->name);
-    Node *shape_node = create_constant(g, hint, shape, d);
-    if (!shape_node)
-        return FX_ERR_NOMEM;
     FxStatus st = n->op == &fx_op_Reshape ? FX_OK : retarget(n, &fx_op_Reshape, d);
     if (st != FX_OK)
         return st;
     node_set_arg(n, 0, x);
-    if (n->num_args < 2)
-        node_append_arg(n, shape_node);
-    else
-        node_set_arg(n, 1, shape_node);
-    if ((st = node_infer_shapes(n, d)) != FX_OK)
+    /* a Reshape's old shape input is left to the dead-code elimination */
+    st = node_set_const_input(n, 1, "shape", tensor_new_ints(out->dims, out->rank, d), d);
+    if (st != FX_OK || (st = node_infer_shapes(n, d)) != FX_OK)
         return st;
     (*changes)++;
     return FX_OK;
@@ -275,7 +265,7 @@ FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d)
         else if (n->op == &fx_op_Transpose && has_single_output(n->args[0]))
             st = clean_transpose(n, &r->changes, d);
         else if (is_shape_view(n) && has_single_output(n->args[0]))
-            st = clean_shape_view(g, n, &r->changes, d);
+            st = clean_shape_view(n, &r->changes, d);
         else if (n->op == &fx_op_MatMul)
             st = absorb_transposes(n, &r->changes, d);
     }

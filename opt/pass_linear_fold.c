@@ -155,26 +155,25 @@ static FxStatus set_bound(Node *n, int slot, float v, Diag *d)
     const Tensor *now = slot < n->num_args ? fold_const_f32(n->args[slot]) : NULL;
     if (now && tensor_numel(now) == 1 && *(const float *)now->data == v)
         return FX_OK;
+    Node *old = slot < n->num_args ? n->args[slot] : NULL;
+    FxStatus st = FX_OK;
     if (isinf(v)) {
-        if (slot < n->num_args && n->args[slot]) {
-            Node *old = n->args[slot];
+        if (old)
             node_set_arg(n, slot, NULL);
-            fold_erase_dead(n->graph, old);
-        }
-        return FX_OK;
+    } else {
+        Tensor *t = fold_tensor_f32(0, NULL, d);
+        if (t)
+            *(float *)t->data = v;
+        st = node_set_const_input(n, slot, slot == 1 ? "min" : "max", t, d);
     }
-    Tensor *t = fold_tensor_f32(0, NULL, d);
-    if (!t)
-        return FX_ERR_NOMEM;
-    *(float *)t->data = v;
-    return fold_set_const_arg(n, slot, slot == 1 ? "clip_min" : "clip_max", t, d);
+    node_eliminate_if_dead(old);
+    return st;
 }
 
 /* n becomes the clamp [lo, hi] of x: in place when its op fits, else a new
  * Relu or Clip takes its uses.  `retired` is the clamp merged into it. */
 static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retired, Diag *d)
 {
-    Graph *g = n->graph;
     bool relu = lo == 0.0f && hi == INFINITY;
     Node *target = n;
     FxStatus st = FX_OK;
@@ -200,8 +199,8 @@ static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retire
     }
     if (st != FX_OK)
         return st;
-    fold_erase_dead(g, n);
-    fold_erase_dead(g, retired);
+    node_eliminate_if_dead(n);
+    node_eliminate_if_dead(retired);
     return FX_OK;
 }
 

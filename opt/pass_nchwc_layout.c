@@ -70,13 +70,6 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
     return n;
 }
 
-/* Erases n, which nothing reads yet. */
-static void discard(Graph *g, Node *n)
-{
-    for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
-    graph_erase_node(g, n);
-}
 
 /* Completes n (attributes set) and infers its types, or erases it. */
 static FxStatus finish_op(Graph *g, Node *n, Diag *d)
@@ -87,7 +80,7 @@ static FxStatus finish_op(Graph *g, Node *n, Diag *d)
     if (st == FX_OK)
         st = node_infer_shapes(n, d);
     if (st != FX_OK)
-        discard(g, n);
+        graph_erase_node(g, n);
     return st;
 }
 
@@ -130,7 +123,7 @@ static Node *packed_weights(Graph *g, const Node *conv, const FxrtConvParams *p,
     fxrt_conv_nchwc_pack_f32(p, x_blocked, node_const_value(conv->args[1])->data, w->data);
     char hint[200];
     snprintf(hint, sizeof hint, "%s_packed", conv->args[1]->name);
-    return create_constant(g, hint, w, d);
+    return graph_create_constant(g, NULL, hint, w, d);
 }
 
 /* The bias padded with zeros to whole blocks, or NULL (d untouched) when
@@ -152,7 +145,7 @@ static Node *padded_bias(Graph *g, const Node *conv, const FxrtConvParams *p, Di
     memcpy(padded->data, b->data, (size_t)p->out_channels * sizeof(float));
     char hint[200];
     snprintf(hint, sizeof hint, "%s_padded", conv->args[2]->name);
-    Node *c = create_constant(g, hint, padded, d);
+    Node *c = graph_create_constant(g, NULL, hint, padded, d);
     if (!c)
         *st = FX_ERR_NOMEM;
     return c;
@@ -208,7 +201,7 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
     if (!y)
         return FX_ERR_NOMEM;
     if (!node_set_attr_int(y, "channels", channels)) {
-        discard(g, y);
+        graph_erase_node(g, y);
         return diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     }
     FxStatus st = finish_op(g, y, d);
@@ -238,7 +231,7 @@ static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag
     if (!f)
         return FX_ERR_NOMEM;
     if (!set_geometry(f, p) || !copy_attrs(f, conv, epilogue_attrs, d)) {
-        discard(g, f);
+        graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
     }
     if ((st = finish_op(g, f, d)) != FX_OK)
@@ -270,7 +263,7 @@ static FxStatus convert_pool(Graph *g, Node *pool, const OpDef *op, Diag *d)
     if (!f)
         return FX_ERR_NOMEM;
     if (!copy_attrs(f, pool, NULL, d)) {
-        discard(g, f);
+        graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, pool, "out of memory");
     }
     FxStatus st = finish_op(g, f, d);

@@ -12,14 +12,6 @@ InsertPoint insert_before(Node *n) { return (InsertPoint){.graph = n->graph, .be
 
 InsertPoint insert_after(Node *n) { return (InsertPoint){.graph = n->graph, .before = n->next}; }
 
-/* Erases a node that was just created and has no users yet. */
-static void discard(Graph *g, Node *n)
-{
-    for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
-    graph_erase_node(g, n);
-}
-
 Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node *const *args,
                    int num_args, Diag *d)
 {
@@ -37,17 +29,9 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
     if (st == FX_OK)
         st = node_infer_shapes(n, d);
     if (st != FX_OK) {
-        discard(g, n);
+        graph_erase_node(g, n);
         return NULL;
     }
-    return n;
-}
-
-Node *create_constant(Graph *g, const char *name_hint, Tensor *value, Diag *d)
-{
-    Node *n = graph_create_constant(g, NULL, name_hint, value);
-    if (!n)
-        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
     return n;
 }
 
@@ -62,6 +46,26 @@ int node_replace_input_with(Node *n, Node *old, Node *repl)
     return count;
 }
 
+bool node_is_dead(const Node *n)
+{
+    return n->num_users == 0 && n->opcode != FX_OPCODE_PLACEHOLDER &&
+           n->opcode != FX_OPCODE_OUTPUT && !(n->op && (n->op->flags & FX_OPF_OPAQUE));
+}
+
+int node_eliminate_if_dead(Node *n)
+{
+    if (!n || !node_is_dead(n))
+        return 0;
+    int erased = 1;
+    for (int i = 0; i < n->num_args; i++) {
+        Node *a = n->args[i];
+        node_set_arg(n, i, NULL);
+        erased += node_eliminate_if_dead(a);
+    }
+    graph_erase_node(n->graph, n);
+    return erased;
+}
+
 int graph_eliminate_dead_code(Graph *g)
 {
     int erased = 0;
@@ -69,12 +73,7 @@ int graph_eliminate_dead_code(Graph *g)
      * once all its users have been decided. */
     for (Node *n = g->root.prev, *prev; n != &g->root; n = prev) {
         prev = n->prev;
-        if (n->num_users > 0 || n->opcode == FX_OPCODE_PLACEHOLDER ||
-            n->opcode == FX_OPCODE_OUTPUT)
-            continue;
-        for (int i = 0; i < n->num_args; i++)
-            node_set_arg(n, i, NULL);
-        if (graph_erase_node(g, n))
+        if (node_is_dead(n) && graph_erase_node(g, n))
             erased++;
     }
     return erased;
@@ -207,9 +206,7 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
     }
     case FX_OPCODE_GET_ATTR: {
         Tensor *v = tensor_clone(src->value, d);
-        n = v ? graph_create_constant(g, NULL, src->name, v) : NULL;
-        if (n)
-            n->target = n->name;
+        n = v ? graph_create_constant(g, NULL, src->name, v, d) : NULL;
         break;
     }
     case FX_OPCODE_CALL_MODULE:
@@ -228,13 +225,13 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
         return NULL;
     }
     if (copy_metadata(n, src, d) != FX_OK) {
-        discard(g, n);
+        graph_erase_node(g, n);
         return NULL;
     }
     bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
                     n->opcode == FX_OPCODE_CALL_MODULE;
     if (computes && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
-        discard(g, n);
+        graph_erase_node(g, n);
         return NULL;
     }
     value_map_set(m, src, n);

@@ -44,7 +44,7 @@ static Small small_graph(void)
     s.x = graph_create_node(s.g, NULL, FX_OPCODE_PLACEHOLDER, "x", "x", NULL, 0);
     ck_assert(node_set_num_outputs(s.x, 1));
     s.x->out_types[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}};
-    s.c = graph_create_constant(s.g, NULL, "c", scalar_f32(1.5f));
+    s.c = graph_create_constant(s.g, NULL, "c", scalar_f32(1.5f), NULL);
     s.relu = graph_create_op(s.g, NULL, op("Relu"), "relu", &s.x, 1);
     Node *args[2] = {s.relu, s.c};
     s.add = graph_create_op(s.g, NULL, op("Add"), "add", args, 2);
