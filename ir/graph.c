@@ -468,6 +468,17 @@ int node_replace_all_uses_with(Node *old, Node *repl)
     return rewritten;
 }
 
+bool node_is_call(const Node *n)
+{
+    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
+           n->opcode == FX_OPCODE_CALL_MODULE;
+}
+
+bool node_is_op(const Node *n, const OpDef *op)
+{
+    return n && n->opcode == FX_OPCODE_CALL_FUNCTION && n->op == op;
+}
+
 bool graph_erase_node(Graph *g, Node *n)
 {
     if (n->num_users > 0)

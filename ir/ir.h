@@ -317,6 +317,10 @@ int node_append_arg(Node *n, Node *value); /* returns the index */
 /* Replaces every use of `old` by `repl`, except inside `repl` itself (FX would
  * make a cycle there).  Returns the number of rewritten uses. */
 int node_replace_all_uses_with(Node *old, Node *repl);
+/* n computes a value: call_function, call_method or call_module. */
+bool node_is_call(const Node *n);
+/* n (may be NULL) is a call_function of op. */
+bool node_is_op(const Node *n, const OpDef *op);
 /* Refuses (returns false) while the node has users. */
 bool graph_erase_node(Graph *g, Node *n);
 /* Unlinks n and relinks it before `before`. */

@@ -327,9 +327,7 @@ FxStatus graph_decompose(Graph *g, const DecompositionRule *rules, const OpDef *
     int done = 0;
     FxStatus st = FX_OK;
     graph_for_each(g, n) {
-        bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION ||
-                        n->opcode == FX_OPCODE_CALL_METHOD || n->opcode == FX_OPCODE_CALL_MODULE;
-        if (!computes || n->num_outputs != 1 || !selected(n, only, num_only))
+        if (!node_is_call(n) || n->num_outputs != 1 || !selected(n, only, num_only))
             continue;
         const DecompositionRule *rule = rule_for(rules, n);
         if (!rule)

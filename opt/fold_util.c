@@ -611,7 +611,7 @@ FxStatus fold_affine_after(Node *layer, Node *result, const FoldAffine *a, bool 
                            Diag *d)
 {
     *folded = false;
-    if (layer->num_users != 1 || layer->users[0] != result || !fold_is_f32(result) ||
+    if (node_fusable_user(layer) != result || !fold_is_f32(result) ||
         !fold_is_f32(layer) || !type_equal(&result->out_types[0], &layer->out_types[0]))
         return FX_OK;
     bool ok;
@@ -635,7 +635,7 @@ FxStatus fold_affine_before(Node *layer, Node *pre, Node *x, const FoldAffine *a
                             Diag *d)
 {
     *folded = false;
-    if (layer->num_args < 1 || layer->args[0] != pre || pre->num_users != 1 ||
+    if (layer->num_args < 1 || layer->args[0] != pre || node_fusable_user(pre) != layer ||
         !fold_is_f32(pre) || !fold_is_f32(x) ||
         !type_equal(&pre->out_types[0], &x->out_types[0]))
         return FX_OK;

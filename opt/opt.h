@@ -34,6 +34,11 @@ InsertPoint insert_after(Node *n);
  * graph as it was. */
 Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node *const *args,
                    int num_args, Diag *d);
+/* The node v may fuse into (ggml's "can these nodes fuse"), or NULL: v has
+ * exactly one user and is not a graph output, i.e. the output node does not
+ * read it, so no one else sees the value once it lives inside the user.
+ * Every pass that merges a value into its reader asks this. */
+Node *node_fusable_user(const Node *v);
 /* Replaces uses of `old` by `repl` in n's arguments only; returns how many. */
 int node_replace_input_with(Node *n, Node *old, Node *repl);
 /* Dead: nobody reads n's value and erasing it changes nothing the model

@@ -301,8 +301,7 @@ static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
         bool ok = push_member(&gr, red, t_red);
         /* A result with kept dims may be broadcast back over the row. */
         const TensorType *x = node_input_type(red, 0), *y = &red->out_types[0];
-        while (ok && root->num_users == 1) {
-            Node *u = root->users[0];
+        for (Node *u; ok && (u = node_fusable_user(root));) {
             if (u->id >= ids || gr.group_of[u->id] != 0 || !fused_elementwise_supports(u) ||
                 !(type_equal(&u->out_types[0], y) ||
                   (y->rank == x->rank && type_equal(&u->out_types[0], x))))

@@ -193,7 +193,7 @@ static FxStatus absorb_batched_transposes(Node *n, int *changes, Diag *d)
     int64_t perm_a[FX_MAX_RANK], perm_b[FX_MAX_RANK], perm_y[FX_MAX_RANK];
     Node *src_a = batched_operand(n->args[0], perm_a);
     Node *src_b = batched_operand(n->args[1], perm_b);
-    Node *out_t = n->num_users == 1 ? n->users[0] : NULL;
+    Node *out_t = node_fusable_user(n);
     if (out_t && (out_t->op != &fx_op_Transpose || !has_single_output(out_t)))
         out_t = NULL;
     if (out_t) {

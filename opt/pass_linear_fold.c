@@ -210,7 +210,7 @@ static FxStatus fold_clamps(Node *n, bool *done, Diag *d)
     if (!clamp_bounds(n, &lo, &hi))
         return FX_OK;
     Node *inner = n->args[0];
-    if (inner->num_users == 1 && clamp_bounds(inner, &inner_lo, &inner_hi)) {
+    if (node_fusable_user(inner) == n && clamp_bounds(inner, &inner_lo, &inner_hi)) {
         float merged_lo = fmaxf(inner_lo, lo), merged_hi = fminf(fmaxf(inner_hi, lo), hi);
         *done = true;
         return clamp_rewrite(n, inner->args[0], merged_lo, merged_hi, inner, d);
@@ -230,7 +230,7 @@ static FxStatus merge_pair(Node *n, bool *done, Diag *d)
 {
     if ((n->op != &fx_op_Gemm && n->op != &fx_op_MatMul) || !n->args[0] ||
         (n->args[0]->op != &fx_op_Gemm && n->args[0]->op != &fx_op_MatMul) ||
-        n->args[0]->opcode != FX_OPCODE_CALL_FUNCTION || n->args[0]->num_users != 1)
+        n->args[0]->opcode != FX_OPCODE_CALL_FUNCTION || node_fusable_user(n->args[0]) != n)
         return FX_OK;
     FoldDense first = {0}, second = {0};
     bool ok1 = false, ok2 = false;

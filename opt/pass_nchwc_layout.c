@@ -34,15 +34,10 @@
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
-static bool is_call(const Node *n, const OpDef *op)
-{
-    return n && n->opcode == FX_OPCODE_CALL_FUNCTION && n->op == op;
-}
-
 /* True when n is a convolution this pass rewrites; fills p. */
 static bool convertible(const Node *n, FxrtConvParams *p)
 {
-    bool conv = is_call(n, &fx_op_Conv) ||
+    bool conv = node_is_op(n, &fx_op_Conv) ||
                 (n->opcode == FX_OPCODE_CALL_MODULE && n->op == &fx_op_FusedConv);
     if (!conv || !fold_is_f32(n) || n->num_args < 2 || !n->args[0] ||
         node_input_type(n, 0)->rank != 4 || !node_const_value(n->args[1]))
@@ -88,10 +83,10 @@ static FxStatus finish_op(Graph *g, Node *n, Diag *d)
  * of v is shared, else a ToNCHWc is made before reader. */
 static Node *blocked(Graph *g, Node *v, Node *reader, Diag *d)
 {
-    if (is_call(v, &fx_op_FromNCHWc))
+    if (node_is_op(v, &fx_op_FromNCHWc))
         return v->args[0];
     for (int i = 0; i < v->num_users; i++)
-        if (is_call(v->users[i], &fx_op_ToNCHWc))
+        if (node_is_op(v->users[i], &fx_op_ToNCHWc))
             return v->users[i];
     char hint[200];
     snprintf(hint, sizeof hint, "%s_nchwc", v->name);
@@ -213,7 +208,7 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
 static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag *d)
 {
     int x_blocked = p->groups > 1 || p->in_channels >= BLOCK ||
-                    is_call(conv->args[0], &fx_op_FromNCHWc);
+                    node_is_op(conv->args[0], &fx_op_FromNCHWc);
     FxStatus st = FX_OK;
     Node *x = x_blocked ? blocked(g, conv->args[0], conv, d) : conv->args[0];
     Node *w = x ? packed_weights(g, conv, p, x_blocked, d) : NULL;
@@ -243,7 +238,7 @@ static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag
 static const OpDef *blocked_pool(const Node *n)
 {
     if (n->opcode != FX_OPCODE_CALL_FUNCTION || n->num_outputs != 1 || !fold_is_f32(n) ||
-        !is_call(n->args[0], &fx_op_FromNCHWc))
+        !node_is_op(n->args[0], &fx_op_FromNCHWc))
         return NULL;
     if (n->op == &fx_op_MaxPool)
         return &fx_op_MaxPoolNCHWc;

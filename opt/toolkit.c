@@ -35,6 +35,13 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
     return n;
 }
 
+Node *node_fusable_user(const Node *v)
+{
+    if (v->num_users != 1 || v->users[0]->opcode == FX_OPCODE_OUTPUT)
+        return NULL;
+    return v->users[0];
+}
+
 int node_replace_input_with(Node *n, Node *old, Node *repl)
 {
     int count = 0;
@@ -228,9 +235,7 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
         graph_erase_node(g, n);
         return NULL;
     }
-    bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-                    n->opcode == FX_OPCODE_CALL_MODULE;
-    if (computes && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
+    if (node_is_call(n) && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
         graph_erase_node(g, n);
         return NULL;
     }

@@ -143,17 +143,11 @@ void tu_finish(Graph *g, Node *const *results, int count)
     ck_assert_int_eq(st, FX_OK);
 }
 
-static bool is_call(const Node *n)
-{
-    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-           n->opcode == FX_OPCODE_CALL_MODULE;
-}
-
 int tu_count_op(const Graph *g, const char *op_name)
 {
     int k = 0;
     for (const Node *n = g->root.next; n != &g->root; n = n->next)
-        k += is_call(n) && n->op && strcmp(n->op->name, op_name) == 0;
+        k += node_is_call(n) && n->op && strcmp(n->op->name, op_name) == 0;
     return k;
 }
 
@@ -161,7 +155,7 @@ int tu_count_calls(const Graph *g)
 {
     int k = 0;
     for (const Node *n = g->root.next; n != &g->root; n = n->next)
-        k += is_call(n);
+        k += node_is_call(n);
     return k;
 }
 
