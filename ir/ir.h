@@ -202,6 +202,7 @@ typedef struct Attr {
 
 typedef struct Graph Graph;
 typedef struct OpDef OpDef;
+typedef struct LeafLibraries LeafLibraries;
 
 typedef struct Node {
     struct Node *prev, *next; /* execution order */
@@ -259,6 +260,9 @@ struct Graph {
      * never iterated, so hash order never reaches output. */
     const char **name_slots;
     size_t name_cap, name_count;
+    /* Where the interpreter finds the functions of leaf ops (ops/leaf.c);
+     * owned by whoever loaded them, NULL when none were given. */
+    const LeafLibraries *leaf_libraries;
 };
 
 Graph *graph_new(void);
@@ -498,12 +502,23 @@ enum { FX_LEAF_MAX_VALUES = 8 }; /* inputs and outputs together */
 
 /* Parses "float32[1, 8]", "float32[1x8]" or "float32[]" (a scalar). */
 FxStatus leaf_type_parse(const char *text, TensorType *t, Diag *d);
-/* dlopens a library defining fxcc_leaf_OP functions for the interpreter;
- * libraries are searched in the order loaded.  A path without '/' names a
- * file in the current folder. */
-FxStatus leaf_library_load(const char *path, Diag *d);
-/* Closes every loaded library. */
-void leaf_libraries_close(void);
+/* The shared libraries whose fxcc_leaf_OP functions the interpreter runs,
+ * searched in the order loaded.  Owned by the caller that loads them (a
+ * zeroed struct is an empty table), attached to graphs through
+ * Graph.leaf_libraries, and closed by that caller once no graph runs. */
+enum { FX_LEAF_MAX_LIBRARIES = 16 };
+struct LeafLibraries {
+    int count;
+    struct {
+        void *handle;
+        char *path;
+    } items[FX_LEAF_MAX_LIBRARIES];
+};
+/* dlopens a library into l.  A path without '/' names a file in the current
+ * folder. */
+FxStatus leaf_libraries_load(LeafLibraries *l, const char *path, Diag *d);
+/* Closes every library of l; l is empty again. */
+void leaf_libraries_close(LeafLibraries *l);
 /* "fxcc_leaf_OP" (OP made a C identifier) into buf. */
 const char *leaf_function_name(const Node *n, char *buf, size_t cap);
 /* The C prototype of n's function, without the ';' (malloc'd, NULL on

@@ -81,6 +81,11 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d);
 FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
                     int *num_results, Diag *d);
 
+/* A whole copy of src, output node included, through graph_copy: the same
+ * node names, types, constants and module bodies (a call_module's body, or
+ * verify's unoptimized reference).  NULL with d filled on failure. */
+Graph *graph_clone(const Graph *src, Diag *d);
+
 /* ------------------------------------------------------------------------- */
 /* Text form (graph_parse.c)                                                  */
 /* ------------------------------------------------------------------------- */

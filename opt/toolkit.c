@@ -136,8 +136,6 @@ bool node_copy_attr(Node *dst, const Attr *a, Diag *d)
     return r != NULL;
 }
 
-static Graph *graph_clone(const Graph *src, Diag *d);
-
 /* Everything but the links and the arguments. */
 static FxStatus copy_metadata(Node *dst, const Node *src, Diag *d)
 {
@@ -272,8 +270,7 @@ FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
     return FX_OK;
 }
 
-/* A whole copy, output included: a call_module's body. */
-static Graph *graph_clone(const Graph *src, Diag *d)
+Graph *graph_clone(const Graph *src, Diag *d)
 {
     Graph *g = graph_new();
     ValueMap m = {0};
@@ -287,6 +284,7 @@ static Graph *graph_clone(const Graph *src, Diag *d)
     g->opset = src->opset;
     g->ir_version = src->ir_version;
     g->source = src->source;
+    g->leaf_libraries = src->leaf_libraries;
     FxStatus st = graph_copy(g, src, &m, &results, &count, d);
     Node *out = NULL;
     if (st == FX_OK) {

@@ -21,7 +21,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "opt/opt.h"
+#include "opt/pipeline.h"
 
 #define DEFAULT_DATA_DIR "/usr/share/libonnx-testdata/data/node"
 
@@ -218,10 +218,9 @@ static bool same_tensor(const Tensor *a, const Tensor *b)
  * traced argument one.  After shape propagation refused the graph, the
  * failing node is the first without shapes; of the small placeholders it
  * depends on that hold the same value in every data set, the smallest is
- * frozen to that value and propagation is retried, until it succeeds or
- * nothing more can be frozen.
- * The outputs are still checked against the reference.  Returns the status
- * of the last propagation. */
+ * frozen to that value and propagation is retried (the pipeline's
+ * FreezePolicy), until it succeeds or nothing more can be frozen.
+ * The outputs are still checked against the reference. */
 enum { FREEZE_MAX_ELEMS = 2 * FX_MAX_RANK };
 
 /* Whether `n` reads `input`, directly or through other nodes.  Walks the
@@ -243,64 +242,80 @@ static bool depends_on(Node *n, const Node *input)
     return found;
 }
 
-static FxStatus propagate_freezing_inputs(Graph *g, const char *dir, char **sets, int num_sets,
-                                          bool *frozen, Diag *d)
+/* The test's data sets, read the first time the policy is asked. */
+typedef struct Freezer {
+    const char *dir;
+    char **sets;
+    int num_sets;
+    Tensor ***per_set; /* [set][input] */
+    int *counts;
+    bool read, usable;
+    bool frozen[MAX_FROZEN]; /* input k became a constant */
+} Freezer;
+
+static bool freezer_read(Freezer *f, Diag *d)
 {
-    FxStatus st = graph_propagate_shapes(g, NULL, 0, d);
-    if (st != FX_ERR_UNSUPPORTED || num_sets == 0)
-        return st;
-    Tensor ***per_set = calloc((size_t)num_sets, sizeof *per_set);
-    int *counts = calloc((size_t)num_sets, sizeof *counts);
-    Node **placeholders = NULL;
-    if (!per_set || !counts)
-        goto done;
-    for (int s = 0; s < num_sets; s++) {
+    f->read = true;
+    if (f->num_sets == 0 || !(f->per_set = calloc((size_t)f->num_sets, sizeof *f->per_set)) ||
+        !(f->counts = calloc((size_t)f->num_sets, sizeof *f->counts)))
+        return false;
+    for (int s = 0; s < f->num_sets; s++) {
         char set_dir[8300];
         FxStatus rst;
-        snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
-        counts[s] = read_numbered(set_dir, "input", &per_set[s], d, &rst);
-        if (rst != FX_OK || counts[s] != counts[0])
-            goto done;
+        snprintf(set_dir, sizeof set_dir, "%s/%s", f->dir, f->sets[s]);
+        f->counts[s] = read_numbered(set_dir, "input", &f->per_set[s], d, &rst);
+        if (rst != FX_OK || f->counts[s] != f->counts[0])
+            return false;
     }
-    int num_inputs = counts[0] < MAX_FROZEN ? counts[0] : MAX_FROZEN;
-    placeholders = calloc((size_t)num_inputs + 1, sizeof *placeholders);
-    if (!placeholders)
-        goto done;
-    for (int k = 0; k < num_inputs; k++)
-        placeholders[k] = graph_placeholder(g, k);
-    while (st == FX_ERR_UNSUPPORTED) {
-        Node *failed = NULL;
-        graph_for_each(g, n) if (!failed && !n->shapes_known) failed = n;
-        /* One input per round, the smallest first: shape-like inputs are
-         * tiny, data is not, so the data input stays a real input. */
-        int pick = -1;
-        for (int k = 0; failed && k < num_inputs; k++) {
-            const Tensor *v = per_set[0][k];
-            if (frozen[k] || !placeholders[k] || !depends_on(failed, placeholders[k]) ||
-                tensor_numel(v) > FREEZE_MAX_ELEMS)
-                continue;
-            bool same = true;
-            for (int s = 1; s < num_sets && same; s++)
-                same = same_tensor(v, per_set[s][k]);
-            if (same && (pick < 0 || tensor_numel(v) < tensor_numel(per_set[0][pick])))
-                pick = k;
-        }
-        if (pick < 0)
-            break;
-        Tensor *copy = tensor_clone(per_set[0][pick], d);
-        if (!copy || graph_freeze_input(g, placeholders[pick], copy, d) != FX_OK)
-            break;
-        frozen[pick] = true;
-        diag_clear(d);
-        st = graph_propagate_shapes(g, NULL, 0, d);
+    return true;
+}
+
+static void freezer_free(Freezer *f)
+{
+    for (int s = 0; f->per_set && s < f->num_sets; s++)
+        free_tensors(f->per_set[s], f->counts[s]);
+    free(f->per_set);
+    free(f->counts);
+}
+
+/* FreezePolicy: freezes one more input, the smallest the failing node
+ * depends on, or returns false. */
+static bool freeze_one_more(Graph *g, void *user, Diag *d)
+{
+    Freezer *f = user;
+    if (!f->read)
+        f->usable = freezer_read(f, d);
+    if (!f->usable)
+        return false;
+    int num_inputs = f->counts[0] < MAX_FROZEN ? f->counts[0] : MAX_FROZEN;
+    Node *failed = NULL;
+    graph_for_each(g, n) if (!failed && !n->shapes_known) failed = n;
+    /* Frozen inputs are no longer placeholders: count the k-th input among
+     * the ones still left. */
+    Node *placeholders[MAX_FROZEN] = {NULL};
+    for (int k = 0, left = 0; k < num_inputs; k++)
+        placeholders[k] = f->frozen[k] ? NULL : graph_placeholder(g, left++);
+    /* The smallest first: shape-like inputs are tiny, data is not, so the
+     * data input stays a real input. */
+    int pick = -1;
+    for (int k = 0; failed && k < num_inputs; k++) {
+        const Tensor *v = f->per_set[0][k];
+        if (!placeholders[k] || !depends_on(failed, placeholders[k]) ||
+            tensor_numel(v) > FREEZE_MAX_ELEMS)
+            continue;
+        bool same = true;
+        for (int s = 1; s < f->num_sets && same; s++)
+            same = same_tensor(v, f->per_set[s][k]);
+        if (same && (pick < 0 || tensor_numel(v) < tensor_numel(f->per_set[0][pick])))
+            pick = k;
     }
-done:
-    free(placeholders);
-    for (int s = 0; per_set && s < num_sets; s++)
-        free_tensors(per_set[s], counts[s]);
-    free(per_set);
-    free(counts);
-    return st;
+    if (pick < 0)
+        return false;
+    Tensor *copy = tensor_clone(f->per_set[0][pick], d);
+    if (!copy || graph_freeze_input(g, placeholders[pick], copy, d) != FX_OK)
+        return false;
+    f->frozen[pick] = true;
+    return true;
 }
 
 /* Compiled mode, step 1: the test's graph (inputs frozen as for the
@@ -332,16 +347,16 @@ static Result run_test(const Options *o, const char *name, bool *frozen_out, cha
     diag_init(&d);
     Graph *g = NULL;
     Result r = RESULT_FAIL;
-    OnnxLoadOptions lo = {0};
     char **sets;
     int num_sets = list_dir(dir, "test_data_set_", &sets);
-    bool frozen[MAX_FROZEN] = {false};
-    FxStatus st = onnx_load(model, &lo, &g, &d);
-    if (st == FX_OK)
-        st = propagate_freezing_inputs(g, dir, sets, num_sets, frozen, &d);
-    if (st == FX_OK)
-        st = graph_lint(g, true, &d);
-    if (st == FX_OK && o->opt_level > 0 && opt_run_level(g, o->opt_level, NULL, &d) != FX_OK) {
+    Freezer freezer = {.dir = dir, .sets = sets, .num_sets = num_sets};
+    PipelineOptions po = {.model = model, .freeze_more = freeze_one_more,
+                          .freeze_user = &freezer, .opt_level = o->opt_level};
+    PipelineResult pr;
+    FxStatus st = pipeline_load(&po, &pr, &d);
+    g = pr.graph;
+    const bool *frozen = freezer.frozen;
+    if (st != FX_OK && pr.failed == PIPELINE_PASSES) {
         r = RESULT_FAIL; /* a graph the interpreter runs must survive the passes */
     } else if (st != FX_OK) {
         r = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
@@ -359,7 +374,8 @@ static Result run_test(const Options *o, const char *name, bool *frozen_out, cha
         if (r == RESULT_PASS && o->compiled)
             r = compile_test(o, g, name, why, why_cap, &d);
     }
-    memcpy(frozen_out, frozen, sizeof frozen);
+    memcpy(frozen_out, freezer.frozen, sizeof freezer.frozen);
+    freezer_free(&freezer);
     free_list(sets, num_sets);
     if (d.count && !why[0]) {
         const DiagEntry *e = &d.entries[0];
