@@ -79,19 +79,6 @@ static Graph *transform(Transformer *t, const Graph *src)
 
 /* --- no hooks: a faithful copy ------------------------------------------------ */
 
-static Graph *load_seed(void)
-{
-    Graph *g = NULL;
-    OnnxLoadOptions lo = {0};
-    FxStatus st = onnx_load(FXCC_SOURCE_DIR "/examples/seed.onnx", &lo, &g, &tu_diag);
-    if (st == FX_OK)
-        st = graph_propagate_shapes(g, NULL, 0, &tu_diag);
-    if (st != FX_OK)
-        diag_print(&tu_diag, stderr);
-    ck_assert_int_eq(st, FX_OK);
-    return g;
-}
-
 /* The copy prints as the source, shares no node with it, leaves it as it
  * was and computes the same. */
 static void assert_faithful_copy(Graph *src, int num_outputs)
@@ -115,7 +102,7 @@ static void assert_faithful_copy(Graph *src, int num_outputs)
 
 START_TEST(test_copy_seed)
 {
-    Graph *g = load_seed();
+    Graph *g = tu_load_model("examples/seed.onnx");
     assert_faithful_copy(g, 1);
     graph_free(g);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opt/pipeline.h"
+
 #ifndef FXCC_SOURCE_DIR
 #error "FXCC_SOURCE_DIR must point at the repository"
 #endif
@@ -79,6 +81,19 @@ Node *tu_ints(Graph *g, const char *name, const int64_t *v, int64_t count)
     Tensor *t = tensor_new_ints(v, count, &tu_diag);
     ck_assert_ptr_nonnull(t);
     return tu_constant(g, name, t);
+}
+
+Graph *tu_load_model(const char *relative_path)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", FXCC_SOURCE_DIR, relative_path);
+    PipelineOptions po = {.model = path};
+    PipelineResult r;
+    FxStatus st = pipeline_load(&po, &r, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    return r.graph;
 }
 
 char *tu_print(const Graph *g)

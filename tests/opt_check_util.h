@@ -33,6 +33,9 @@ Node *tu_weights_f32(Graph *g, const char *name, int rank, int64_t d0, int64_t d
                      int64_t d3, float scale);
 /* A 1-D int64 constant holding v[0..count) (axes, shapes, pads). */
 Node *tu_ints(Graph *g, const char *name, const int64_t *v, int64_t count);
+/* A model loaded, frozen, shaped and linted by the pipeline, no passes
+ * (FXCC_SOURCE_DIR-relative path); fails the test on error. */
+Graph *tu_load_model(const char *relative_path);
 /* The printer's text of g (malloc'd). */
 char *tu_print(const Graph *g);
 /* A call node of ONNX op (or module kind) `op_name` at the end of g, its
