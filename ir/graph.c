@@ -42,6 +42,18 @@ Graph *graph_new(void)
     return g;
 }
 
+Graph *graph_new_like(const Graph *src)
+{
+    Graph *g = graph_new();
+    if (!g)
+        return NULL;
+    g->opset = src->opset;
+    g->ir_version = src->ir_version;
+    g->source = src->source;
+    g->leaf_libraries = src->leaf_libraries;
+    return g;
+}
+
 static void node_release(Node *n)
 {
     free(n->args);

@@ -266,6 +266,9 @@ struct Graph {
 };
 
 Graph *graph_new(void);
+/* An empty graph of the same model as src: opset, IR version, source file
+ * and leaf libraries (copies, transforms, fused bodies). */
+Graph *graph_new_like(const Graph *src);
 void graph_free(Graph *g);
 
 /* Iteration in execution order.  Safe against erasing the current node. */

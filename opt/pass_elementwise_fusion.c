@@ -151,7 +151,7 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
                            Diag *d)
 {
     *fused = false;
-    Graph *body = graph_new();
+    Graph *body = graph_new_like(g);
     ValueMap map = {0};
     Node **args = calloc((size_t)gr->num_inputs + 1, sizeof *args);
     int num_args = 0;
@@ -160,9 +160,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         st = diag_error(d, FX_ERR_NOMEM, "out of memory fusing %s", root->name);
         goto fail;
     }
-    body->opset = g->opset;
-    body->ir_version = g->ir_version;
-    body->source = g->source;
     /* Placeholders go before the first constant: lint wants them first. */
     Node *first_constant = NULL;
     for (int k = 0; k < gr->num_inputs; k++) {

@@ -272,25 +272,21 @@ FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
 
 Graph *graph_clone(const Graph *src, Diag *d)
 {
-    Graph *g = graph_new();
+    Graph *g = graph_new_like(src);
     ValueMap m = {0};
     Node **results = NULL;
     int count = 0;
     if (!g || !value_map_init(&m, src)) {
         graph_free(g);
-        diag_error(d, FX_ERR_NOMEM, "out of memory copying a module body");
+        diag_error(d, FX_ERR_NOMEM, "out of memory copying a graph");
         return NULL;
     }
-    g->opset = src->opset;
-    g->ir_version = src->ir_version;
-    g->source = src->source;
-    g->leaf_libraries = src->leaf_libraries;
     FxStatus st = graph_copy(g, src, &m, &results, &count, d);
     Node *out = NULL;
     if (st == FX_OK) {
         out = graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", results, count);
         if (!out)
-            st = diag_error(d, FX_ERR_NOMEM, "out of memory copying a module body");
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory copying a graph");
     }
     const Node *src_out = graph_output_node(src);
     if (st == FX_OK && src_out)
