@@ -18,7 +18,7 @@
 static bool is_computed(const Node *n)
 {
     /* multi-output nodes are read through their getitems */
-    return node_is_call(n) && n->num_outputs == 1; /* multi-output nodes are read through their getitems */
+    return node_is_call(n) && n->num_outputs == 1;
 }
 
 /* Output names for the values appended after the first `before` outputs:

@@ -315,8 +315,8 @@ FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d);
  * omitted (NULL) arguments up to slot; slot = n->num_args appends.  The
  * argument it replaces is left to the caller (dead-code elimination).  Takes
  * ownership of value, which may be NULL: the tensor constructor that failed
- * has filled d, and this returns FX_ERR_NOMEM.  The one way for canonicalize and the passes to wire a constant
- * into a node. */
+ * has filled d, and this returns FX_ERR_NOMEM.  The one way for canonicalize
+ * and the passes to wire a constant into a node. */
 FxStatus node_set_const_input(Node *n, int slot, const char *role, Tensor *value, Diag *d);
 
 void node_set_arg(Node *n, int i, Node *value);

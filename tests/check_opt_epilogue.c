@@ -221,9 +221,9 @@ static Graph *build_activations(void)
         outs[k++] = y;
     }
     Node *gm = tu_op3(g, "Gemm", a, tu_weights_f32(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
-    outs[k++] =
-        tu_op3(g, "Sigmoid", tu_op3(g, "Add", gm, tu_weights_f32(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
-               NULL, NULL);
+    outs[k++] = tu_op3(g, "Sigmoid",
+                       tu_op3(g, "Add", gm, tu_weights_f32(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
+                       NULL, NULL);
     /* GELU whose final 0.5 a fold has moved into the next layer. */
     Node *mm = tu_op3(g, "MatMul", a, tu_weights_f32(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
     Node *e = tu_op3(g, "Erf", tu_op3(g, "Div", mm, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL),

@@ -157,7 +157,8 @@ START_TEST(test_fold_multi_output)
 {
     Graph *g = graph_new();
     Node *x = tu_input_f32(g, "x", 2, 2, 2, 0, 0);
-    Node *split = outputs(tu_op3(g, "Split", tu_weights_f32(g, "w", 2, 6, 6, 0, 0, 0.125f), NULL, NULL), 3);
+    Node *split =
+        outputs(tu_op3(g, "Split", tu_weights_f32(g, "w", 2, 6, 6, 0, 0, 0.125f), NULL, NULL), 3);
     Node *top = getitem(g, split, 0), *bottom = getitem(g, split, 2);
     Node *y = tu_op3(g, "Add", tu_op3(g, "MatMul", x, top, NULL), bottom, NULL);
     tu_finish(g, &y, 1);
@@ -279,7 +280,8 @@ START_TEST(test_layout_matmul_transpose)
     Node *tb = tu_op3(g, "MatMul", neg, transpose(g, b, NULL, 2), NULL);
     Node *tb_t = transpose(g, tb, NULL, 2);
     Node *both = tu_op3(g, "MatMul", tb_t, transpose(g, a, NULL, 2), NULL);
-    Node *w = tu_op3(g, "MatMul", both, transpose(g, tu_weights_f32(g, "w", 2, 6, 5, 0, 0, 0.125f), NULL, 2), NULL);
+    Node *w = tu_op3(g, "MatMul", both,
+                     transpose(g, tu_weights_f32(g, "w", 2, 6, 5, 0, 0, 0.125f), NULL, 2), NULL);
     int64_t swap12[3] = {0, 2, 1};
     Node *batched = tu_op3(g, "MatMul", transpose(g, x, swap12, 3), w, NULL);
     tu_finish(g, &batched, 1);
@@ -327,7 +329,8 @@ static void build_batched_matmuls(Graph *g)
     Node *moved_last = tu_op3(g, "MatMul", transpose(g, z, last_first, 3), w, NULL);
     Node *cols_moved = transpose(g, tu_op3(g, "MatMul", u, c, NULL), swap12, 3);
     Node *of_constant =
-        tu_op3(g, "MatMul", u, transpose(g, tu_weights_f32(g, "k", 3, 2, 2, 3, 0, 0.125f), swap12, 3), NULL);
+        tu_op3(g, "MatMul", u,
+               transpose(g, tu_weights_f32(g, "k", 3, 2, 2, 3, 0, 0.125f), swap12, 3), NULL);
     Node *ranks = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), r, NULL);
     Node *results[7] = {attn, both_t, broadcast, moved_last, cols_moved, of_constant, ranks};
     tu_finish(g, results, 7);
@@ -430,7 +433,8 @@ START_TEST(test_cse_constants)
     Node *m2 = tu_op3(g, "Mul", x, tu_weights_f32(g, "w_copy", 2, 2, 3, 0, 0, 0.125f), NULL);
     Node *row = tu_weights_f32(g, "w_flat", 2, 1, 6, 0, 0, 0.125f); /* same bytes, [1, 6] */
     int64_t s2x3[2] = {2, 3};
-    Node *m3 = tu_op3(g, "Mul", x, tu_op3(g, "Reshape", row, tu_ints(g, "s2x3", s2x3, 2), NULL), NULL);
+    Node *m3 =
+        tu_op3(g, "Mul", x, tu_op3(g, "Reshape", row, tu_ints(g, "s2x3", s2x3, 2), NULL), NULL);
     Node *a1 = tu_op3(g, "Add", m1, tu_scalar(g, "zero", 0.0f), NULL);
     Node *a2 = tu_op3(g, "Add", m2, tu_scalar(g, "minus_zero", -0.0f), NULL);
     Node *outs[3] = {a1, a2, m3};

@@ -325,7 +325,8 @@ START_TEST(test_missing_library)
     ck_assert_int_eq(run(g, in, &got, 1), FX_ERR_UNSUPPORTED);
     ck_assert_ptr_null(got);
     ck_assert(diag_has("cummax (Leaf)", "fxcc_leaf_CumMaxRows with --leaf-lib"));
-    ck_assert_int_eq(leaf_libraries_load(&libraries, LEAF_DIR "no_such_library.so", &tu_diag), FX_ERR_IO);
+    ck_assert_int_eq(leaf_libraries_load(&libraries, LEAF_DIR "no_such_library.so", &tu_diag),
+                     FX_ERR_IO);
     ck_assert(diag_has("cannot load leaf library", "no_such_library.so"));
     tensor_free(in);
     graph_free(g);

@@ -33,12 +33,14 @@ static Graph *build_chain(void)
 {
     Graph *g = graph_new();
     Node *x = tu_input_f32(g, "x", 4, 1, 3, 10, 9);
-    Node *c1 = tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f), tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1, 1, 1);
+    Node *c1 = tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f),
+                       tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1, 1, 1);
     Node *r1 = tu_op3(g, "Relu", c1, NULL, NULL);
     Node *c2 = tu_conv(g, r1, tu_weights_f32(g, "w2", 4, 16, 8, 3, 3, 0.05f), NULL, 1, 2, 1);
     Node *lo = tu_scalar(g, "lo", 0.0f), *hi = tu_scalar(g, "hi", 6.0f);
     Node *r2 = tu_op3(g, "Clip", c2, lo, hi);
-    Node *c3 = tu_conv(g, r2, tu_weights_f32(g, "w3", 4, 16, 1, 3, 3, 0.2f), tu_weights_f32(g, "b3", 1, 16, 0, 0, 0, 0.1f), 1, 1, 16);
+    Node *c3 = tu_conv(g, r2, tu_weights_f32(g, "w3", 4, 16, 1, 3, 3, 0.2f),
+                       tu_weights_f32(g, "b3", 1, 16, 0, 0, 0, 0.1f), 1, 1, 16);
     Node *r3 = tu_op3(g, "Relu", c3, NULL, NULL);
     Node *c4 = tu_conv(g, r3, tu_weights_f32(g, "w4", 4, 5, 16, 1, 1, 0.1f), NULL, 0, 1, 1);
     tu_finish(g, &c4, 1);
@@ -64,8 +66,8 @@ static Graph *build_residual(void)
     Graph *g = graph_new();
     Node *x = tu_input_f32(g, "x", 4, 2, 16, 6, 5);
     Node *a = tu_op3(g, "Relu",
-                     tu_conv(g, x, tu_weights_f32(g, "wa", 4, 16, 16, 3, 3, 0.03f), tu_weights_f32(g, "ba", 1, 16, 0, 0, 0, 0.1f), 1,
-                             1, 1),
+                     tu_conv(g, x, tu_weights_f32(g, "wa", 4, 16, 16, 3, 3, 0.03f),
+                             tu_weights_f32(g, "ba", 1, 16, 0, 0, 0, 0.1f), 1, 1, 1),
                      NULL, NULL);
     Node *b = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 16, 16, 3, 3, 0.03f), NULL, 1, 1, 1);
     Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", b, a, NULL), NULL, NULL);
@@ -91,7 +93,8 @@ static Graph *build_odd_channels(void)
     Graph *g = graph_new();
     Node *x = tu_input_f32(g, "x", 4, 1, 5, 7, 7);
     Node *d = tu_conv(g, x, tu_weights_f32(g, "wd", 4, 5, 1, 5, 5, 0.1f), NULL, 2, 1, 5);
-    Node *c = tu_conv(g, d, tu_weights_f32(g, "wc", 4, 13, 5, 3, 3, 0.1f), tu_weights_f32(g, "bc", 1, 13, 0, 0, 0, 0.1f), 0, 2, 1);
+    Node *c = tu_conv(g, d, tu_weights_f32(g, "wc", 4, 13, 5, 3, 3, 0.1f),
+                      tu_weights_f32(g, "bc", 1, 13, 0, 0, 0, 0.1f), 0, 2, 1);
     Node *s = tu_op3(g, "Sigmoid", c, NULL, NULL);
     Node *p = tu_conv(g, s, tu_weights_f32(g, "wp", 4, 7, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
     tu_finish(g, &p, 1);
@@ -132,8 +135,8 @@ static Graph *build_pools(void)
     Graph *g = graph_new();
     Node *x = tu_input_f32(g, "x", 4, 1, 3, 12, 11);
     Node *c1 = tu_op3(g, "Relu",
-                      tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f), tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1,
-                              1, 1),
+                      tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f),
+                              tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1, 1, 1),
                       NULL, NULL);
     Node *p1 = pool(g, "MaxPool", c1, 3, 2, 1, 1);
     Node *c2 = tu_conv(g, p1, tu_weights_f32(g, "w2", 4, 12, 8, 3, 3, 0.05f), NULL, 1, 1, 1);

@@ -482,7 +482,8 @@ static FxStatus split_canonicalize(Node *n, int opset, Diag *d)
         return st;
     if (n->num_args != 1)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected 1", n->num_args);
-    if ((st = node_set_const_input(n, n->num_args, "split", tensor_new_ints(vals, count, d), d)) == FX_OK)
+    st = node_set_const_input(n, n->num_args, "split", tensor_new_ints(vals, count, d), d);
+    if (st == FX_OK)
         node_remove_attr(n, "split");
     return st;
 }
@@ -634,7 +635,8 @@ static FxStatus slice_canonicalize(Node *n, int opset, Diag *d)
                                      names[i]);
             continue;
         }
-        if ((st = node_set_const_input(n, n->num_args, names[i], tensor_new_ints(vals, count, d), d)) == FX_OK)
+        st = node_set_const_input(n, n->num_args, names[i], tensor_new_ints(vals, count, d), d);
+        if (st == FX_OK)
             node_remove_attr(n, names[i]);
     }
     return st;
@@ -961,7 +963,8 @@ static FxStatus pad_canonicalize(Node *n, int opset, Diag *d)
         return diag_node_error(d, FX_ERR_INVALID, n, "required attribute 'pads' is missing");
     if (n->num_args != 1)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected 1", n->num_args);
-    if ((st = node_set_const_input(n, n->num_args, "pads", tensor_new_ints(pads, count, d), d)) != FX_OK)
+    st = node_set_const_input(n, n->num_args, "pads", tensor_new_ints(pads, count, d), d);
+    if (st != FX_OK)
         return st;
     node_remove_attr(n, "pads");
     /* value: these opsets pad float tensors only; 0 is what an omitted
