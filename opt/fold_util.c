@@ -134,13 +134,17 @@ void fold_affine_free(FoldAffine *a)
     a->scale = a->shift = NULL;
 }
 
-/* After a rewrite whose value `target` now stands for `result`: when they
- * differ, result and everything it alone read (the old layer, the op before
- * it) are dead; else only `retired`, which the rewritten layer stopped
- * reading.  One root, so nothing is erased twice. */
-static void erase_replaced(Node *target, Node *result, Node *retired)
+/* Ends a rewrite whose value `target` now stands for `result`: result's
+ * users read target, and when they differ, result and everything it alone
+ * read (the old layer, the op before it) are dead; else only `retired`,
+ * which the rewritten layer stopped reading.  One root, so nothing is erased
+ * twice. */
+static FxStatus commit_replacement(Node *target, Node *result, Node *retired)
 {
+    if (result != target)
+        node_replace_all_uses_with(result, target);
     node_eliminate_if_dead(result != target ? result : retired);
+    return FX_OK;
 }
 
 static FxStatus nomem(Diag *d)
@@ -287,12 +291,7 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
     }
     if (st == FX_OK)
         st = node_infer_shapes(layer, d);
-    if (st != FX_OK)
-        return st;
-    if (result != layer)
-        node_replace_all_uses_with(result, layer);
-    erase_replaced(layer, result, retired);
-    return FX_OK;
+    return st == FX_OK ? commit_replacement(layer, result, retired) : st;
 }
 
 static FxStatus conv_after(ConvLayer *cv, Node *result, const FoldAffine *a, bool *folded,
@@ -502,12 +501,7 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
             return st;
         }
     }
-    if (st != FX_OK)
-        return st;
-    if (result != target)
-        node_replace_all_uses_with(result, target);
-    erase_replaced(target, result, retired);
-    return FX_OK;
+    return st == FX_OK ? commit_replacement(target, result, retired) : st;
 }
 
 static FxStatus dense_after(FoldDense *dn, Node *result, const FoldAffine *a, bool *folded,

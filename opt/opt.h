@@ -55,6 +55,14 @@ int graph_eliminate_dead_code(Graph *g);
  * pass walking forward past n may call it.  Returns the number erased. */
 int node_eliminate_if_dead(Node *n);
 
+/* Tries a local rewrite at node n: *done when it changed the graph.  It may
+ * erase n and nodes before n, never nodes after it. */
+typedef FxStatus (*NodeRewriteFn)(Node *n, bool *done, Diag *d);
+/* Calls rewrite on every call_function node in order, walking again while
+ * a walk changed something (one rewrite can enable another); adds the
+ * rewrites made to *changes. */
+FxStatus graph_rewrite_until_fixed(Graph *g, NodeRewriteFn rewrite, int *changes, Diag *d);
+
 /* A value map from the nodes of one graph to those of another (FX's
  * val_map), pre-fillable by the caller.  Keyed by node id. */
 typedef struct ValueMap {

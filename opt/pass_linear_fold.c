@@ -288,27 +288,21 @@ static FxStatus merge_pair(Node *n, bool *done, Diag *d)
 
 /* --- the pass ------------------------------------------------------------------ */
 
+/* The first of the folds that applies at n. */
+static FxStatus fold_at(Node *n, bool *done, Diag *d)
+{
+    FxStatus st = fold_clamps(n, done, d);
+    if (st == FX_OK && !*done)
+        st = fold_after(n, done, d);
+    if (st == FX_OK && !*done)
+        st = fold_before(n, done, d);
+    if (st == FX_OK && !*done)
+        st = merge_pair(n, done, d);
+    return st;
+}
+
 FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
-    for (int before = -1; before != r->changes;) {
-        before = r->changes;
-        graph_for_each(g, n)
-        {
-            if (n->opcode != FX_OPCODE_CALL_FUNCTION)
-                continue;
-            bool done = false;
-            FxStatus st = fold_clamps(n, &done, d);
-            if (st == FX_OK && !done)
-                st = fold_after(n, &done, d);
-            if (st == FX_OK && !done)
-                st = fold_before(n, &done, d);
-            if (st == FX_OK && !done)
-                st = merge_pair(n, &done, d);
-            if (st != FX_OK)
-                return st;
-            r->changes += done;
-        }
-    }
-    return FX_OK;
+    return graph_rewrite_until_fixed(g, fold_at, &r->changes, d);
 }

@@ -86,6 +86,24 @@ int graph_eliminate_dead_code(Graph *g)
     return erased;
 }
 
+FxStatus graph_rewrite_until_fixed(Graph *g, NodeRewriteFn rewrite, int *changes, Diag *d)
+{
+    for (int before = -1; before != *changes;) {
+        before = *changes;
+        graph_for_each(g, n)
+        {
+            if (n->opcode != FX_OPCODE_CALL_FUNCTION)
+                continue;
+            bool done = false;
+            FxStatus st = rewrite(n, &done, d);
+            if (st != FX_OK)
+                return st;
+            *changes += done;
+        }
+    }
+    return FX_OK;
+}
+
 /* --- value maps ------------------------------------------------------------ */
 
 bool value_map_init(ValueMap *m, const Graph *src)
