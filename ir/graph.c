@@ -642,31 +642,38 @@ Attr *node_set_attr_string(Node *n, const char *name, const char *s)
     return a;
 }
 
-Attr *node_set_attr_ints(Node *n, const char *name, const int64_t *v, int64_t count)
+/* A list attribute: count elements of `size` bytes copied into the arena
+ * (never a zero-byte allocation); *data gets the copy. */
+static Attr *set_list_attr(Node *n, const char *name, AttrKind kind, const void *v,
+                           int64_t count, size_t size, void **data)
 {
-    int64_t *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * sizeof *copy);
+    void *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * size);
     Attr *a = copy ? attr_slot(n, name) : NULL;
     if (!a)
         return NULL;
     if (count)
-        memcpy(copy, v, (size_t)count * sizeof *copy);
-    a->kind = FX_ATTR_INTS;
-    a->ints = copy;
+        memcpy(copy, v, (size_t)count * size);
+    a->kind = kind;
     a->count = count;
+    *data = copy;
+    return a;
+}
+
+Attr *node_set_attr_ints(Node *n, const char *name, const int64_t *v, int64_t count)
+{
+    void *copy = NULL;
+    Attr *a = set_list_attr(n, name, FX_ATTR_INTS, v, count, sizeof *v, &copy);
+    if (a)
+        a->ints = copy;
     return a;
 }
 
 Attr *node_set_attr_floats(Node *n, const char *name, const float *v, int64_t count)
 {
-    float *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * sizeof *copy);
-    Attr *a = copy ? attr_slot(n, name) : NULL;
-    if (!a)
-        return NULL;
-    if (count)
-        memcpy(copy, v, (size_t)count * sizeof *copy);
-    a->kind = FX_ATTR_FLOATS;
-    a->floats = copy;
-    a->count = count;
+    void *copy = NULL;
+    Attr *a = set_list_attr(n, name, FX_ATTR_FLOATS, v, count, sizeof *v, &copy);
+    if (a)
+        a->floats = copy;
     return a;
 }
 
