@@ -17,9 +17,8 @@
 
 static bool is_computed(const Node *n)
 {
-    return (n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-            n->opcode == FX_OPCODE_CALL_MODULE) &&
-           n->num_outputs == 1; /* multi-output nodes are read through their getitems */
+    /* multi-output nodes are read through their getitems */
+    return node_is_call(n) && n->num_outputs == 1;
 }
 
 /* Output names for the values appended after the first `before` outputs:

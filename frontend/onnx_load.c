@@ -415,22 +415,19 @@ static FxStatus add_placeholder(Loader *L, const Onnx__ValueInfoProto *vi)
     return FX_OK;
 }
 
-/* A get_attr node owning t (freed here if the node cannot be made). */
+/* A get_attr node owning t (freed if the node cannot be made), in file
+ * order and named by its ONNX value; NULL with L->d filled on failure. */
 static Node *add_constant(Loader *L, const char *onnx_name, Tensor *t)
 {
-    Node *n = graph_create_node(L->g, NULL, FX_OPCODE_GET_ATTR, onnx_name, onnx_name, NULL, 0);
-    if (!n) {
-        tensor_free(t);
+    Node *n = graph_create_constant(L->g, &L->g->root, onnx_name, t, L->d);
+    if (!n)
+        return NULL;
+    if (!(n->target = arena_strdup(&L->g->arena, onnx_name)) ||
+        !(n->onnx_outputs = arena_names(L->g, &onnx_name, 1)) ||
+        !strmap_put(&L->values, onnx_name, n)) {
+        nomem(L);
         return NULL;
     }
-    n->value = t; /* owned by the linked node from here on */
-    if (!node_set_num_outputs(n, 1))
-        return NULL;
-    n->out_types[0] = t->type;
-    n->shapes_known = true;
-    if (!(n->onnx_outputs = arena_names(L->g, &onnx_name, 1)) ||
-        !strmap_put(&L->values, onnx_name, n))
-        return NULL;
     return n;
 }
 
@@ -494,7 +491,7 @@ static FxStatus build_inputs(Loader *L)
             return st;
         }
         if (!add_constant(L, name, t))
-            return nomem(L);
+            return FX_ERR_NOMEM;
     }
     return FX_OK;
 }
@@ -566,7 +563,7 @@ static FxStatus constant_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
         return st;
     Node *n = add_constant(L, out_name, t);
     if (!n)
-        return nomem(L);
+        return FX_ERR_NOMEM;
     if (!(n->onnx_name = arena_strdup(&L->g->arena, str(np->name))))
         return nomem(L);
     return FX_OK;
@@ -895,7 +892,7 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
     if (st == FX_OK && !leaf) /* a leaf's attributes stay as the model wrote them */
         st = op_apply_attr_specs(op, n, L->d);
     if (st == FX_OK && op->canonicalize)
-        st = op->canonicalize(L->g, n, L->g->opset, L->d);
+        st = op->canonicalize(n, L->g->opset, L->d);
     if (st != FX_OK)
         return st;
 

@@ -42,6 +42,18 @@ Graph *graph_new(void)
     return g;
 }
 
+Graph *graph_new_like(const Graph *src)
+{
+    Graph *g = graph_new();
+    if (!g)
+        return NULL;
+    g->opset = src->opset;
+    g->ir_version = src->ir_version;
+    g->source = src->source;
+    g->leaf_libraries = src->leaf_libraries;
+    return g;
+}
+
 static void node_release(Node *n)
 {
     free(n->args);
@@ -352,7 +364,8 @@ Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *n
     return n;
 }
 
-Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value)
+Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value,
+                            Diag *d)
 {
     if (!before) {
         before = g->root.next;
@@ -363,12 +376,14 @@ Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tenso
     Node *n = graph_create_node(g, before, FX_OPCODE_GET_ATTR, name_hint, NULL, NULL, 0);
     if (!n) {
         tensor_free(value);
+        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
         return NULL;
     }
     n->target = n->name;
     n->value = value; /* owned from here on, freed with the node */
     if (!node_set_num_outputs(n, 1)) {
         graph_erase_node(g, n);
+        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
         return NULL;
     }
     n->out_types[0] = value->type;
@@ -444,15 +459,15 @@ const TensorType *node_input_type(const Node *n, int i)
     return &a->out_types[0];
 }
 
-FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d)
+FxStatus node_set_const_input(Node *n, int slot, const char *role, Tensor *value, Diag *d)
 {
     if (!value)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return FX_ERR_NOMEM;
     char hint[256];
-    snprintf(hint, sizeof hint, "%s_%s", n->name, name_hint);
-    Node *c = graph_create_constant(n->graph, n, hint, value);
+    snprintf(hint, sizeof hint, "%s_%s", n->name, role);
+    Node *c = graph_create_constant(n->graph, NULL, hint, value, d);
     if (!c)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return FX_ERR_NOMEM;
     while (n->num_args <= slot)
         if (node_append_arg(n, NULL) < 0)
             return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
@@ -483,6 +498,17 @@ int node_replace_all_uses_with(Node *old, Node *repl)
             }
     }
     return rewritten;
+}
+
+bool node_is_call(const Node *n)
+{
+    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
+           n->opcode == FX_OPCODE_CALL_MODULE;
+}
+
+bool node_is_op(const Node *n, const OpDef *op)
+{
+    return n && n->opcode == FX_OPCODE_CALL_FUNCTION && n->op == op;
 }
 
 bool graph_erase_node(Graph *g, Node *n)
@@ -636,31 +662,38 @@ Attr *node_set_attr_string(Node *n, const char *name, const char *s)
     return a;
 }
 
-Attr *node_set_attr_ints(Node *n, const char *name, const int64_t *v, int64_t count)
+/* A list attribute: count elements of `size` bytes copied into the arena
+ * (never a zero-byte allocation); *data gets the copy. */
+static Attr *set_list_attr(Node *n, const char *name, AttrKind kind, const void *v,
+                           int64_t count, size_t size, void **data)
 {
-    int64_t *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * sizeof *copy);
+    void *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * size);
     Attr *a = copy ? attr_slot(n, name) : NULL;
     if (!a)
         return NULL;
     if (count)
-        memcpy(copy, v, (size_t)count * sizeof *copy);
-    a->kind = FX_ATTR_INTS;
-    a->ints = copy;
+        memcpy(copy, v, (size_t)count * size);
+    a->kind = kind;
     a->count = count;
+    *data = copy;
+    return a;
+}
+
+Attr *node_set_attr_ints(Node *n, const char *name, const int64_t *v, int64_t count)
+{
+    void *copy = NULL;
+    Attr *a = set_list_attr(n, name, FX_ATTR_INTS, v, count, sizeof *v, &copy);
+    if (a)
+        a->ints = copy;
     return a;
 }
 
 Attr *node_set_attr_floats(Node *n, const char *name, const float *v, int64_t count)
 {
-    float *copy = arena_alloc(&n->graph->arena, (size_t)(count ? count : 1) * sizeof *copy);
-    Attr *a = copy ? attr_slot(n, name) : NULL;
-    if (!a)
-        return NULL;
-    if (count)
-        memcpy(copy, v, (size_t)count * sizeof *copy);
-    a->kind = FX_ATTR_FLOATS;
-    a->floats = copy;
-    a->count = count;
+    void *copy = NULL;
+    Attr *a = set_list_attr(n, name, FX_ATTR_FLOATS, v, count, sizeof *v, &copy);
+    if (a)
+        a->floats = copy;
     return a;
 }
 

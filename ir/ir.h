@@ -220,6 +220,7 @@ typedef struct Attr {
 
 typedef struct Graph Graph;
 typedef struct OpDef OpDef;
+typedef struct LeafLibraries LeafLibraries;
 
 typedef struct Node {
     struct Node *prev, *next; /* execution order */
@@ -277,9 +278,15 @@ struct Graph {
      * never iterated, so hash order never reaches output. */
     const char **name_slots;
     size_t name_cap, name_count;
+    /* Where the interpreter finds the functions of leaf ops (ops/leaf.c);
+     * owned by whoever loaded them, NULL when none were given. */
+    const LeafLibraries *leaf_libraries;
 };
 
 Graph *graph_new(void);
+/* An empty graph of the same model as src: opset, IR version, source file
+ * and leaf libraries (copies, transforms, fused bodies). */
+Graph *graph_new_like(const Graph *src);
 void graph_free(Graph *g);
 
 /* Iteration in execution order.  Safe against erasing the current node. */
@@ -309,20 +316,26 @@ Node *graph_create_op(Graph *g, Node *before, const OpDef *op, const char *name_
  * target is "fused." followed by the node's name. */
 Node *graph_create_module(Graph *g, Node *before, const OpDef *op, const char *name_hint,
                           Node *const *args, int num_args);
-/* A get_attr node owning `value`. Placed before `before` (NULL = after the
- * last placeholder/get_attr at the top).  Takes ownership of value in every
- * case: on failure (NULL) it has been freed. */
-Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value);
+/* A get_attr node owning `value`, the one way to make a constant node.  Placed
+ * before `before` (NULL = after the last placeholder/get_attr at the top, where
+ * constants are defined before any user).  Takes ownership of value in every
+ * case: on failure (NULL, d filled) it has been freed. */
+Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tensor *value,
+                            Diag *d);
 
 /* Turns placeholder `ph` into a get_attr holding `value` (owned from then on),
  * the analogue of FX's concrete_args: shapes that depend on this input's data
  * become static.  The value must fit the declared type. */
 FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d);
 
-/* Sets argument `slot` of n to a new get_attr node (placed before n) holding
- * value, padding with omitted (NULL) arguments up to slot.  Takes ownership of
- * value.  Used by canonicalize to turn old-opset attributes into inputs. */
-FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
+/* Adds a constant input: argument `slot` of n becomes a new get_attr node
+ * (at the top of the graph, named NAME_role) holding value, padding with
+ * omitted (NULL) arguments up to slot; slot = n->num_args appends.  The
+ * argument it replaces is left to the caller (dead-code elimination).  Takes
+ * ownership of value, which may be NULL: the tensor constructor that failed
+ * has filled d, and this returns FX_ERR_NOMEM.  The one way for canonicalize
+ * and the passes to wire a constant into a node. */
+FxStatus node_set_const_input(Node *n, int slot, const char *role, Tensor *value, Diag *d);
 
 /* The three edits that grow a users or args list can run out of memory:
  * node_set_arg returns false and changes nothing; node_append_arg returns
@@ -333,8 +346,12 @@ void node_clear_arg(Node *n, int i); /* sets argument i to None; never fails */
 __attribute__((warn_unused_result)) bool node_set_arg(Node *n, int i, Node *value);
 __attribute__((warn_unused_result)) int node_append_arg(Node *n, Node *value);
 /* Replaces every use of `old` by `repl`, except inside `repl` itself (FX would
- * make a cycle there). */
+ * make a cycle there).  Returns the number of rewritten uses, -1 when memory ran out. */
 __attribute__((warn_unused_result)) int node_replace_all_uses_with(Node *old, Node *repl);
+/* n computes a value: call_function, call_method or call_module. */
+bool node_is_call(const Node *n);
+/* n (may be NULL) is a call_function of op. */
+bool node_is_op(const Node *n, const OpDef *op);
 /* Refuses (returns false) while the node has users. */
 bool graph_erase_node(Graph *g, Node *n);
 /* Unlinks n and relinks it before `before`. */
@@ -432,7 +449,7 @@ struct OpDef {
     /* Called at import after attribute defaults are filled: turns older
      * opset forms into the one canonical form (attributes that later opsets
      * made inputs become constant inputs, ...).  May be NULL. */
-    FxStatus (*canonicalize)(Graph *g, Node *n, int opset, Diag *d);
+    FxStatus (*canonicalize)(Node *n, int opset, Diag *d);
     FxStatus (*infer)(InferCtx *c);
     FxStatus (*eval)(EvalCtx *c);
     /* Bytes of scratch the emitted code of node n needs (NULL: none). */
@@ -501,12 +518,23 @@ enum { FX_LEAF_MAX_VALUES = 8 }; /* inputs and outputs together */
 
 /* Parses "float32[1, 8]", "float32[1x8]" or "float32[]" (a scalar). */
 FxStatus leaf_type_parse(const char *text, TensorType *t, Diag *d);
-/* dlopens a library defining fxcc_leaf_OP functions for the interpreter;
- * libraries are searched in the order loaded.  A path without '/' names a
- * file in the current folder. */
-FxStatus leaf_library_load(const char *path, Diag *d);
-/* Closes every loaded library. */
-void leaf_libraries_close(void);
+/* The shared libraries whose fxcc_leaf_OP functions the interpreter runs,
+ * searched in the order loaded.  Owned by the caller that loads them (a
+ * zeroed struct is an empty table), attached to graphs through
+ * Graph.leaf_libraries, and closed by that caller once no graph runs. */
+enum { FX_LEAF_MAX_LIBRARIES = 16 };
+struct LeafLibraries {
+    int count;
+    struct {
+        void *handle;
+        char *path;
+    } items[FX_LEAF_MAX_LIBRARIES];
+};
+/* dlopens a library into l.  A path without '/' names a file in the current
+ * folder. */
+FxStatus leaf_libraries_load(LeafLibraries *l, const char *path, Diag *d);
+/* Closes every library of l; l is empty again. */
+void leaf_libraries_close(LeafLibraries *l);
 /* "fxcc_leaf_OP" (OP made a C identifier) into buf. */
 const char *leaf_function_name(const Node *n, char *buf, size_t cap);
 /* The C prototype of n's function, without the ';' (malloc'd, NULL on

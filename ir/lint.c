@@ -73,9 +73,7 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
             if (n->next != &g->root)
                 LINT_FAIL(n, "output node is not the last node");
         }
-        bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION ||
-                        n->opcode == FX_OPCODE_CALL_METHOD || n->opcode == FX_OPCODE_CALL_MODULE;
-        if (computes && !n->op)
+        if (node_is_call(n) && !n->op)
             LINT_FAIL(n, "target '%s' is not a known op", n->target);
         if (n->op && (n->op->flags & FX_OPF_MODULE)) {
             if (n->opcode != FX_OPCODE_CALL_MODULE)

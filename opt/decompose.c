@@ -101,7 +101,7 @@ static Node *scalar(InsertPoint *ip, const Node *n, const char *what, const Node
     }
     char name[256];
     part_name(n, what, name, sizeof name);
-    return create_constant(ip->graph, name, c, d);
+    return graph_create_constant(ip->graph, NULL, name, c, d);
 }
 
 /* The constant axes input of a reduction over axes first..rank-1 of x
@@ -129,7 +129,7 @@ static Node *axes_from(InsertPoint *ip, const Node *n, const Node *x, int64_t fi
         return NULL;
     char name[256];
     part_name(n, "axes", name, sizeof name);
-    return create_constant(ip->graph, name, t, d);
+    return graph_create_constant(ip->graph, NULL, name, t, d);
 }
 
 /* --- the rules ------------------------------------------------------------- */
@@ -328,9 +328,7 @@ FxStatus graph_decompose(Graph *g, const DecompositionRule *rules, const OpDef *
     int done = 0;
     FxStatus st = FX_OK;
     graph_for_each(g, n) {
-        bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION ||
-                        n->opcode == FX_OPCODE_CALL_METHOD || n->opcode == FX_OPCODE_CALL_MODULE;
-        if (!computes || n->num_outputs != 1 || !selected(n, only, num_only))
+        if (!node_is_call(n) || n->num_outputs != 1 || !selected(n, only, num_only))
             continue;
         const DecompositionRule *rule = rule_for(rules, n);
         if (!rule)

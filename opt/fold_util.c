@@ -103,50 +103,28 @@ bool fold_channel_vector(const Tensor *t, const TensorType *type, int axis, floa
     return true;
 }
 
-/* `existing` when it already holds exactly value (a fold that left the
- * weights alone need not copy them), else a new constant; value is owned. */
-static Node *constant_like(Graph *g, Node *existing, const char *name_hint, Tensor *value,
-                           Diag *d)
+/* a already holds exactly value: a fold that left the weights alone need not
+ * copy them. */
+static bool holds(const Node *a, const Tensor *value)
 {
-    const Tensor *now = fold_const_f32(existing);
-    if (now && type_equal(&now->type, &value->type) &&
-        memcmp(now->data, value->data, tensor_nbytes(value)) == 0) {
+    const Tensor *now = a ? fold_const_f32(a) : NULL;
+    return now && type_equal(&now->type, &value->type) &&
+           memcmp(now->data, value->data, tensor_nbytes(value)) == 0;
+}
+
+/* Argument `slot` of n becomes a constant holding value (owned from here)
+ * unless it holds that already; the argument it replaces goes when dead. */
+static FxStatus set_const_arg(Node *n, int slot, const char *role, Tensor *value, Diag *d)
+{
+    Node *old = slot < n->num_args ? n->args[slot] : NULL;
+    if (holds(old, value)) {
         tensor_free(value);
-        return existing;
+        return FX_OK;
     }
-    return create_constant(g, name_hint, value, d);
-}
-
-FxStatus fold_set_const_arg(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d)
-{
-    Node *c = constant_like(n->graph, slot < n->num_args ? n->args[slot] : NULL, name_hint,
-                            value, d);
-    if (!c)
-        return FX_ERR_NOMEM;
-    while (n->num_args <= slot)
-        if (node_append_arg(n, NULL) < 0)
-            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    Node *old = n->args[slot];
-    if (!node_set_arg(n, slot, c))
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    if (old)
-        fold_erase_dead(n->graph, old);
-    return FX_OK;
-}
-
-void fold_erase_dead(Graph *g, Node *n)
-{
-    if (!n || n->num_users > 0 || n->opcode == FX_OPCODE_PLACEHOLDER ||
-        n->opcode == FX_OPCODE_OUTPUT)
-        return;
-    /* Arguments come before n, so erasing them never touches what a walk
-     * over the graph reaches after n. */
-    for (int i = 0; i < n->num_args; i++) {
-        Node *a = n->args[i];
-        node_clear_arg(n, i);
-        fold_erase_dead(g, a);
-    }
-    graph_erase_node(g, n);
+    FxStatus st = node_set_const_input(n, slot, role, value, d);
+    if (st == FX_OK)
+        node_eliminate_if_dead(old);
+    return st;
 }
 
 void fold_affine_free(FoldAffine *a)
@@ -156,13 +134,17 @@ void fold_affine_free(FoldAffine *a)
     a->scale = a->shift = NULL;
 }
 
-/* After a rewrite whose value `target` now stands for `result`: when they
- * differ, result and everything it alone read (the old layer, the op before
- * it) are dead; else only `retired`, which the rewritten layer stopped
- * reading.  One root, so nothing is erased twice. */
-static void erase_replaced(Graph *g, Node *target, Node *result, Node *retired)
+/* Ends a rewrite whose value `target` now stands for `result`: result's
+ * users read target, and when they differ, result and everything it alone
+ * read (the old layer, the op before it) are dead; else only `retired`,
+ * which the rewritten layer stopped reading.  One root, so nothing is erased
+ * twice. */
+static FxStatus commit_replacement(Node *target, Node *result, Node *retired, Diag *d)
 {
-    fold_erase_dead(g, result != target ? result : retired);
+    if (result != target && node_replace_all_uses_with(result, target) < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, target, "out of memory");
+    node_eliminate_if_dead(result != target ? result : retired);
+    return FX_OK;
 }
 
 static FxStatus nomem(Diag *d)
@@ -293,13 +275,11 @@ static bool conv_pads(const Node *layer)
 static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired, Diag *d)
 {
     Node *layer = cv->layer;
-    char hint[256];
     if (x && !node_set_arg(layer, 0, x))
         return diag_node_error(d, FX_ERR_NOMEM, layer, "out of memory");
-    snprintf(hint, sizeof hint, "%s_weight", layer->name);
     Tensor *w = cv->w;
     cv->w = NULL;
-    FxStatus st = fold_set_const_arg(layer, 1, hint, w, d);
+    FxStatus st = set_const_arg(layer, 1, "weight", w, d);
     /* A scale alone leaves a missing bias at zero: no need to add one. */
     bool bias = cv->had_bias || any_nonzero(cv->bias, cv->cout);
     Tensor *b = st == FX_OK && bias ? fold_tensor_f32(1, &cv->cout, d) : NULL;
@@ -307,17 +287,11 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
         st = FX_ERR_NOMEM;
     if (st == FX_OK && bias) {
         memcpy(b->data, cv->bias, (size_t)cv->cout * sizeof *cv->bias);
-        snprintf(hint, sizeof hint, "%s_bias", layer->name);
-        st = fold_set_const_arg(layer, 2, hint, b, d);
+        st = set_const_arg(layer, 2, "bias", b, d);
     }
     if (st == FX_OK)
         st = node_infer_shapes(layer, d);
-    if (st != FX_OK)
-        return st;
-    if (result != layer && node_replace_all_uses_with(result, layer) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, layer, "out of memory");
-    erase_replaced(layer->graph, layer, result, retired);
-    return FX_OK;
+    return st == FX_OK ? commit_replacement(layer, result, retired, d) : st;
 }
 
 static FxStatus conv_after(ConvLayer *cv, Node *result, const FoldAffine *a, bool *folded,
@@ -469,7 +443,6 @@ static FxStatus dense_add_bias(FoldDense *dn, const float *add, int64_t rows, Di
 FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, Diag *d)
 {
     Node *layer = dn->layer, *target = layer;
-    Graph *g = layer->graph;
     bool transposed = dn->gemm && dn->trans_b;
     int64_t wd[2] = {transposed ? dn->n : dn->k, transposed ? dn->k : dn->n};
     Tensor *w = fold_tensor_f32(2, wd, d), *c = NULL;
@@ -488,9 +461,6 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
         }
         memcpy(c->data, dn->bias, (size_t)(dn->bias_rows * dn->n) * sizeof(float));
     }
-    char whint[256], chint[256];
-    snprintf(whint, sizeof whint, "%s_weight", layer->name);
-    snprintf(chint, sizeof chint, "%s_bias", layer->name);
     FxStatus st = FX_OK;
     if (dn->gemm || !c) {
         if (x && !node_set_arg(layer, 0, x)) {
@@ -498,14 +468,14 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
             tensor_free(c);
             return nomem(d);
         }
-        st = fold_set_const_arg(layer, 1, whint, w, d);
+        st = set_const_arg(layer, 1, "weight", w, d);
         if (st == FX_OK && c) {
-            st = fold_set_const_arg(layer, 2, chint, c, d);
+            st = set_const_arg(layer, 2, "bias", c, d);
             c = NULL;
         } else if (st == FX_OK && layer->num_args > 2 && layer->args[2]) {
             Node *old = layer->args[2];
             node_clear_arg(layer, 2);
-            fold_erase_dead(g, old);
+            node_eliminate_if_dead(old);
         }
         if (st == FX_OK && dn->gemm &&
             (!node_set_attr_float(layer, "alpha", 1.0f) ||
@@ -517,23 +487,24 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
     } else {
         /* A MatMul that gained a bias: the same product as a Gemm, which the
          * 2-D operand allows (transA, transB 0). */
-        Node *wn = constant_like(g, layer->args[1], whint, w, d);
-        Node *cn = wn ? create_constant(g, chint, c, d) : (tensor_free(c), NULL);
-        Node *args[3] = {x ? x : layer->args[0], wn, cn};
+        Node *args[3] = {x ? x : layer->args[0], layer->args[1], NULL};
         InsertPoint ip = insert_before(layer);
-        target = cn ? ip_create_op(&ip, &fx_op_Gemm, layer->name, args, 3, d) : NULL;
+        target = ip_create_op(&ip, &fx_op_Gemm, layer->name, args, 2, d);
         if (!target) {
-            fold_erase_dead(g, wn);
-            fold_erase_dead(g, cn);
-            return wn && cn ? FX_ERR_INVALID : FX_ERR_NOMEM;
+            tensor_free(w);
+            tensor_free(c);
+            return FX_ERR_INVALID;
+        }
+        st = set_const_arg(target, 1, "weight", w, d);
+        if (st != FX_OK)
+            tensor_free(c);
+        if (st != FX_OK || (st = set_const_arg(target, 2, "bias", c, d)) != FX_OK ||
+            (st = node_infer_shapes(target, d)) != FX_OK) {
+            node_eliminate_if_dead(target);
+            return st;
         }
     }
-    if (st != FX_OK)
-        return st;
-    if (result != target && node_replace_all_uses_with(result, target) < 0)
-        return nomem(d);
-    erase_replaced(g, target, result, retired);
-    return FX_OK;
+    return st == FX_OK ? commit_replacement(target, result, retired, d) : st;
 }
 
 static FxStatus dense_after(FoldDense *dn, Node *result, const FoldAffine *a, bool *folded,
@@ -637,7 +608,7 @@ FxStatus fold_affine_after(Node *layer, Node *result, const FoldAffine *a, bool 
                            Diag *d)
 {
     *folded = false;
-    if (layer->num_users != 1 || layer->users[0] != result || !fold_is_f32(result) ||
+    if (node_fusable_user(layer) != result || !fold_is_f32(result) ||
         !fold_is_f32(layer) || !type_equal(&result->out_types[0], &layer->out_types[0]))
         return FX_OK;
     bool ok;
@@ -661,7 +632,7 @@ FxStatus fold_affine_before(Node *layer, Node *pre, Node *x, const FoldAffine *a
                             Diag *d)
 {
     *folded = false;
-    if (layer->num_args < 1 || layer->args[0] != pre || pre->num_users != 1 ||
+    if (layer->num_args < 1 || layer->args[0] != pre || node_fusable_user(pre) != layer ||
         !fold_is_f32(pre) || !fold_is_f32(x) ||
         !type_equal(&pre->out_types[0], &x->out_types[0]))
         return FX_OK;

@@ -34,16 +34,35 @@ InsertPoint insert_after(Node *n);
  * graph as it was. */
 Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node *const *args,
                    int num_args, Diag *d);
-/* A get_attr node holding `value` (always owned from here, freed on failure).
- * Constants stay at the top of the graph, whatever ip says, so that a
- * constant is defined before any user. */
-Node *create_constant(Graph *g, const char *name_hint, Tensor *value, Diag *d);
+/* The node v may fuse into (ggml's "can these nodes fuse"), or NULL: v has
+ * exactly one user and is not a graph output, i.e. the output node does not
+ * read it, so no one else sees the value once it lives inside the user.
+ * Every pass that merges a value into its reader asks this. */
+Node *node_fusable_user(const Node *v);
 /* Replaces uses of `old` by `repl` in n's arguments only; returns how many,
  * -1 when memory ran out. */
 __attribute__((warn_unused_result)) int node_replace_input_with(Node *n, Node *old, Node *repl);
-/* Erases every node without users, except placeholders and the output, until
- * none is left.  Returns the number erased. */
+/* Dead: nobody reads n's value and erasing it changes nothing the model
+ * does.  Placeholders (the generated signature is the model's), the output
+ * and opaque nodes (a leaf's user function may have effects, FX's impure
+ * nodes) are never dead. */
+bool node_is_dead(const Node *n);
+/* FX's eliminate_dead_code, the way to erase dead nodes: every dead node of
+ * g, until none is left.  Returns the number erased.  Passes call it once
+ * they are done, or, in the middle of a walk, node_eliminate_if_dead. */
 int graph_eliminate_dead_code(Graph *g);
+/* The same from one root: n (NULL or not dead: nothing) and the arguments
+ * that erasing it leaves dead, recursively.  They all come before n, so a
+ * pass walking forward past n may call it.  Returns the number erased. */
+int node_eliminate_if_dead(Node *n);
+
+/* Tries a local rewrite at node n: *done when it changed the graph.  It may
+ * erase n and nodes before n, never nodes after it. */
+typedef FxStatus (*NodeRewriteFn)(Node *n, bool *done, Diag *d);
+/* Calls rewrite on every call_function node in order, walking again while
+ * a walk changed something (one rewrite can enable another); adds the
+ * rewrites made to *changes. */
+FxStatus graph_rewrite_until_fixed(Graph *g, NodeRewriteFn rewrite, int *changes, Diag *d);
 
 /* A value map from the nodes of one graph to those of another (FX's
  * val_map), pre-fillable by the caller.  Keyed by node id. */
@@ -70,6 +89,11 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d);
  * returns (caller frees), *num_results their count. */
 FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
                     int *num_results, Diag *d);
+
+/* A whole copy of src, output node included, through graph_copy: the same
+ * node names, types, constants and module bodies (a call_module's body, or
+ * verify's unoptimized reference).  NULL with d filled on failure. */
+Graph *graph_clone(const Graph *src, Diag *d);
 
 /* ------------------------------------------------------------------------- */
 /* Text form (graph_parse.c)                                                  */
@@ -232,12 +256,6 @@ Tensor *fold_broadcast_to(const Tensor *t, const TensorType *type, Diag *d);
 /* When t, broadcast to `type`, varies only along `axis`, writes its value
  * per index of that axis into out[type->dims[axis]] and returns true. */
 bool fold_channel_vector(const Tensor *t, const TensorType *type, int axis, float *out);
-/* Sets argument `slot` of n (padding with omitted arguments) to a new
- * constant holding value (owned from here, freed on failure). */
-FxStatus fold_set_const_arg(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
-/* Erases n if nobody reads it, then those of its arguments that became
- * unread, recursively (never a placeholder or the output). */
-void fold_erase_dead(Graph *g, Node *n);
 
 /* y = scale * x + shift, elementwise.  Each tensor (NULL: 1, resp. 0) is
  * float32 and broadcasts to the value the map applies to without growing it;

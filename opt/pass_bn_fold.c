@@ -90,20 +90,7 @@ static FxStatus fold_at(Node *n, bool *folded, Diag *d)
 FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
-    /* A fold can make another possible (a BN before a BN before a Conv), so
-     * walk until nothing changes; each fold erases a BN. */
-    for (int before = -1; before != r->changes;) {
-        before = r->changes;
-        graph_for_each(g, n)
-        {
-            if (n->opcode != FX_OPCODE_CALL_FUNCTION)
-                continue;
-            bool folded;
-            FxStatus st = fold_at(n, &folded, d);
-            if (st != FX_OK)
-                return st;
-            r->changes += folded;
-        }
-    }
-    return FX_OK;
+    /* A fold can make another possible (a BN before a BN before a Conv);
+     * each fold erases a BN. */
+    return graph_rewrite_until_fixed(g, fold_at, &r->changes, d);
 }

@@ -31,12 +31,6 @@
  * work is worth. */
 #define FOLD_MAX_BYTES ((size_t)64 << 20)
 
-static bool is_call(const Node *n)
-{
-    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-           n->opcode == FX_OPCODE_CALL_MODULE;
-}
-
 static bool already_folded(const Node *n)
 {
     if (!n->const_values || n->num_outputs < 1)
@@ -59,7 +53,7 @@ static bool foldable(const Node *n)
 {
     /* an unread node is dce's to erase, not worth evaluating; an opaque one
      * (a leaf) has no kernel fxcc may run at compile time */
-    if (!is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval ||
+    if (!node_is_call(n) || n->op == &fx_op_getitem || !n->op || !n->op->eval ||
         (n->op->flags & FX_OPF_OPAQUE) || !n->shapes_known || n->num_users == 0)
         return false;
     if (!already_folded(n) && !inputs_constant(n))
@@ -162,12 +156,12 @@ FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d)
     r->changes = 0;
     /* Walk a snapshot: folding moves nodes to the top. */
     int count = 0;
-    graph_for_each(g, n) count += is_call(n);
+    graph_for_each(g, n) count += node_is_call(n);
     Node **calls = fx_alloc_array((size_t)(count ? count : 1), sizeof *calls);
     if (!calls)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     int k = 0;
-    graph_for_each(g, n) if (is_call(n)) calls[k++] = n;
+    graph_for_each(g, n) if (node_is_call(n)) calls[k++] = n;
     FxStatus st = FX_OK;
     for (k = 0; k < count && st == FX_OK; k++) {
         Node *n = calls[k];

@@ -151,7 +151,7 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
                            Diag *d)
 {
     *fused = false;
-    Graph *body = graph_new();
+    Graph *body = graph_new_like(g);
     ValueMap map = {0};
     Node **args = fx_alloc_array((size_t)gr->num_inputs + 1, sizeof *args);
     int num_args = 0;
@@ -160,9 +160,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         st = diag_error(d, FX_ERR_NOMEM, "out of memory fusing %s", root->name);
         goto fail;
     }
-    body->opset = g->opset;
-    body->ir_version = g->ir_version;
-    body->source = g->source;
     /* Placeholders go before the first constant: lint wants them first. */
     Node *first_constant = NULL;
     for (int k = 0; k < gr->num_inputs; k++) {
@@ -170,16 +167,13 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         Node *b;
         if (copied_into_body(a)) {
             Tensor *v = tensor_clone(node_const_value(a), d);
-            b = v ? graph_create_constant(body, NULL, a->name, v) : NULL;
-            if (b && !first_constant)
-                first_constant = b;
-            if (b) {
-                b->target = b->name;
-                if (node_set_num_outputs(b, 1)) {
-                    b->out_types[0] = b->value->type;
-                    b->shapes_known = true;
-                }
+            b = v ? graph_create_constant(body, NULL, a->name, v, d) : NULL;
+            if (!b) {
+                st = FX_ERR_NOMEM;
+                goto fail;
             }
+            if (!first_constant)
+                first_constant = b;
         } else {
             b = graph_create_node(body, first_constant, FX_OPCODE_PLACEHOLDER, a->name, a->name,
                                   NULL, 0);
@@ -224,8 +218,6 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         (st = node_infer_shapes(f, d)) != FX_OK) {
         if (st == FX_OK)
             st = diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
-        for (int i = 0; i < f->num_args; i++)
-            node_clear_arg(f, i);
         graph_erase_node(g, f);
         goto fail;
     }
@@ -309,8 +301,7 @@ static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
         bool ok = push_member(&gr, red, t_red);
         /* A result with kept dims may be broadcast back over the row. */
         const TensorType *x = node_input_type(red, 0), *y = &red->out_types[0];
-        while (ok && root->num_users == 1) {
-            Node *u = root->users[0];
+        for (Node *u; ok && (u = node_fusable_user(root));) {
             if (u->id >= ids || gr.group_of[u->id] != 0 || !fused_elementwise_supports(u) ||
                 !(type_equal(&u->out_types[0], y) ||
                   (y->rank == x->rank && type_equal(&u->out_types[0], x))))

@@ -57,19 +57,6 @@ static bool is_f32(const Node *n)
            n->out_types[0].dtype == FXRT_DTYPE_FLOAT32;
 }
 
-static bool is_call(const Node *n, const OpDef *op)
-{
-    return n->opcode == FX_OPCODE_CALL_FUNCTION && n->op == op;
-}
-
-/* The only user of v, if v has exactly one and it is not the output. */
-static Node *sole_user(const Node *v)
-{
-    if (v->num_users != 1 || v->users[0]->opcode == FX_OPCODE_OUTPUT)
-        return NULL;
-    return v->users[0];
-}
-
 /* The operand of binary node b that is not v (NULL when both are v). */
 static Node *other_operand(const Node *b, const Node *v)
 {
@@ -172,29 +159,29 @@ static int match_gelu(const Node *v, Node **parts, float *scale)
     Node *dv = NULL, *m1 = NULL;
     for (int i = 0; i < 2; i++) {
         Node *u = v->users[i];
-        if (is_call(u, &fx_op_Div) && u->num_args == 2 && u->args[0] == v &&
+        if (node_is_op(u, &fx_op_Div) && u->num_args == 2 && u->args[0] == v &&
             scalar_is(u->args[1], 1.41421356f))
             dv = u;
-        else if (is_call(u, &fx_op_Mul))
+        else if (node_is_op(u, &fx_op_Mul))
             m1 = u;
     }
     if (!dv || !m1)
         return 0;
-    Node *e = sole_user(dv);
-    if (!e || !is_call(e, &fx_op_Erf))
+    Node *e = node_fusable_user(dv);
+    if (!e || !node_is_op(e, &fx_op_Erf))
         return 0;
-    Node *a = sole_user(e);
-    if (!a || !is_call(a, &fx_op_Add) || !scalar_is(other_operand(a, e), 1.0f))
+    Node *a = node_fusable_user(e);
+    if (!a || !node_is_op(a, &fx_op_Add) || !scalar_is(other_operand(a, e), 1.0f))
         return 0;
-    if (sole_user(a) != m1 || other_operand(m1, a) != v)
+    if (node_fusable_user(a) != m1 || other_operand(m1, a) != v)
         return 0;
     parts[0] = dv;
     parts[1] = e;
     parts[2] = a;
     parts[3] = m1;
     *scale = 1.0f;
-    Node *m2 = sole_user(m1);
-    if (m2 && is_call(m2, &fx_op_Mul) && scalar_const(other_operand(m2, m1), scale)) {
+    Node *m2 = node_fusable_user(m1);
+    if (m2 && node_is_op(m2, &fx_op_Mul) && scalar_const(other_operand(m2, m1), scale)) {
         parts[4] = m2;
         return 5;
     }
@@ -216,7 +203,7 @@ static bool take_activation(Chain *c)
         c->alpha = scale;
         return true;
     }
-    Node *u = sole_user(c->last);
+    Node *u = node_fusable_user(c->last);
     if (!u || u->opcode != FX_OPCODE_CALL_FUNCTION || u->args[0] != c->last ||
         !type_equal(&u->out_types[0], &c->last->out_types[0]))
         return false;
@@ -284,17 +271,17 @@ static bool has_own_bias(const Chain *c)
 
 static void chain_grow(Chain *c, Diag *d, FxStatus *st)
 {
-    Node *u = sole_user(c->last);
-    if (u && is_call(u, &fx_op_Add) && !has_own_bias(c) && take_bias(c, u, d, st))
-        u = sole_user(c->last);
+    Node *u = node_fusable_user(c->last);
+    if (u && node_is_op(u, &fx_op_Add) && !has_own_bias(c) && take_bias(c, u, d, st))
+        u = node_fusable_user(c->last);
     if (*st != FX_OK)
         return;
-    if (u && is_call(u, &fx_op_Add) && take_residual(c, u, 0))
-        u = sole_user(c->last);
+    if (u && node_is_op(u, &fx_op_Add) && take_residual(c, u, 0))
+        u = node_fusable_user(c->last);
     if (!take_activation(c) || c->residual)
         return;
-    u = sole_user(c->last);
-    if (u && is_call(u, &fx_op_Add))
+    u = node_fusable_user(c->last);
+    if (u && node_is_op(u, &fx_op_Add))
         take_residual(c, u, 1);
 }
 
@@ -306,7 +293,7 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     if (c->bias) {
         char hint[200];
         snprintf(hint, sizeof hint, "%s_bias", a->name);
-        bias = create_constant(g, hint, c->bias, d);
+        bias = graph_create_constant(g, NULL, hint, c->bias, d);
         c->bias = NULL;
         if (!bias)
             return FX_ERR_NOMEM;
@@ -336,16 +323,12 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
     if (st == FX_OK)
         st = node_infer_shapes(f, d);
     if (st != FX_OK) {
-        for (int i = 0; i < f->num_args; i++)
-            node_clear_arg(f, i);
         graph_erase_node(g, f);
         return st;
     }
     if (node_replace_all_uses_with(c->last, f) < 0)
         return diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
-    for (int i = c->num_nodes - 1; i >= 0; i--)
-        graph_erase_node(g, c->nodes[i]);
-    graph_erase_node(g, a);
+    node_eliminate_if_dead(c->last);
     return FX_OK;
 }
 

@@ -134,7 +134,7 @@ static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
     return FX_OK;
 }
 
-static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
+static FxStatus clean_shape_view(Node *n, int *changes, Diag *d)
 {
     Node *inner = n->args[0];
     const TensorType *out = &n->out_types[0];
@@ -150,21 +150,14 @@ static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
     for (int i = 0; i < out->rank; i++)
         if (out->dims[i] == 0)
             return FX_OK;
-    Tensor *shape = tensor_new_ints(out->dims, out->rank, d);
-    if (!shape)
-        return FX_ERR_NOMEM;
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_shape", n->name);
-    Node *shape_node = create_constant(g, hint, shape, d);
-    if (!shape_node)
-        return FX_ERR_NOMEM;
     FxStatus st = n->op == &fx_op_Reshape ? FX_OK : retarget(n, &fx_op_Reshape, d);
     if (st != FX_OK)
         return st;
-    if (!node_set_arg(n, 0, x) ||
-        !(n->num_args < 2 ? node_append_arg(n, shape_node) >= 0 : node_set_arg(n, 1, shape_node)))
+    if (!node_set_arg(n, 0, x))
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    if ((st = node_infer_shapes(n, d)) != FX_OK)
+    /* a Reshape's old shape input is left to the dead-code elimination */
+    st = node_set_const_input(n, 1, "shape", tensor_new_ints(out->dims, out->rank, d), d);
+    if (st != FX_OK || (st = node_infer_shapes(n, d)) != FX_OK)
         return st;
     (*changes)++;
     return FX_OK;
@@ -207,7 +200,7 @@ static FxStatus absorb_batched_transposes(Node *n, int *changes, Diag *d)
     int64_t perm_a[FX_MAX_RANK], perm_b[FX_MAX_RANK], perm_y[FX_MAX_RANK];
     Node *src_a = batched_operand(n->args[0], perm_a);
     Node *src_b = batched_operand(n->args[1], perm_b);
-    Node *out_t = n->num_users == 1 ? n->users[0] : NULL;
+    Node *out_t = node_fusable_user(n);
     if (out_t && (out_t->op != &fx_op_Transpose || !has_single_output(out_t)))
         out_t = NULL;
     if (out_t) {
@@ -276,7 +269,7 @@ FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d)
         else if (n->op == &fx_op_Transpose && has_single_output(n->args[0]))
             st = clean_transpose(n, &r->changes, d);
         else if (is_shape_view(n) && has_single_output(n->args[0]))
-            st = clean_shape_view(g, n, &r->changes, d);
+            st = clean_shape_view(n, &r->changes, d);
         else if (n->op == &fx_op_MatMul)
             st = absorb_transposes(n, &r->changes, d);
     }

@@ -155,26 +155,25 @@ static FxStatus set_bound(Node *n, int slot, float v, Diag *d)
     const Tensor *now = slot < n->num_args ? fold_const_f32(n->args[slot]) : NULL;
     if (now && tensor_numel(now) == 1 && *(const float *)now->data == v)
         return FX_OK;
+    Node *old = slot < n->num_args ? n->args[slot] : NULL;
+    FxStatus st = FX_OK;
     if (isinf(v)) {
-        if (slot < n->num_args && n->args[slot]) {
-            Node *old = n->args[slot];
+        if (old)
             node_clear_arg(n, slot);
-            fold_erase_dead(n->graph, old);
-        }
-        return FX_OK;
+    } else {
+        Tensor *t = fold_tensor_f32(0, NULL, d);
+        if (t)
+            *(float *)t->data = v;
+        st = node_set_const_input(n, slot, slot == 1 ? "min" : "max", t, d);
     }
-    Tensor *t = fold_tensor_f32(0, NULL, d);
-    if (!t)
-        return FX_ERR_NOMEM;
-    *(float *)t->data = v;
-    return fold_set_const_arg(n, slot, slot == 1 ? "clip_min" : "clip_max", t, d);
+    node_eliminate_if_dead(old);
+    return st;
 }
 
 /* n becomes the clamp [lo, hi] of x: in place when its op fits, else a new
  * Relu or Clip takes its uses.  `retired` is the clamp merged into it. */
 static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retired, Diag *d)
 {
-    Graph *g = n->graph;
     bool relu = lo == 0.0f && hi == INFINITY;
     Node *target = n;
     FxStatus st = FX_OK;
@@ -201,8 +200,8 @@ static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retire
     }
     if (st != FX_OK)
         return st;
-    fold_erase_dead(g, n);
-    fold_erase_dead(g, retired);
+    node_eliminate_if_dead(n);
+    node_eliminate_if_dead(retired);
     return FX_OK;
 }
 
@@ -212,7 +211,7 @@ static FxStatus fold_clamps(Node *n, bool *done, Diag *d)
     if (!clamp_bounds(n, &lo, &hi))
         return FX_OK;
     Node *inner = n->args[0];
-    if (inner->num_users == 1 && clamp_bounds(inner, &inner_lo, &inner_hi)) {
+    if (node_fusable_user(inner) == n && clamp_bounds(inner, &inner_lo, &inner_hi)) {
         float merged_lo = fmaxf(inner_lo, lo), merged_hi = fminf(fmaxf(inner_hi, lo), hi);
         *done = true;
         return clamp_rewrite(n, inner->args[0], merged_lo, merged_hi, inner, d);
@@ -232,7 +231,7 @@ static FxStatus merge_pair(Node *n, bool *done, Diag *d)
 {
     if ((n->op != &fx_op_Gemm && n->op != &fx_op_MatMul) || !n->args[0] ||
         (n->args[0]->op != &fx_op_Gemm && n->args[0]->op != &fx_op_MatMul) ||
-        n->args[0]->opcode != FX_OPCODE_CALL_FUNCTION || n->args[0]->num_users != 1)
+        n->args[0]->opcode != FX_OPCODE_CALL_FUNCTION || node_fusable_user(n->args[0]) != n)
         return FX_OK;
     FoldDense first = {0}, second = {0};
     bool ok1 = false, ok2 = false;
@@ -290,27 +289,21 @@ static FxStatus merge_pair(Node *n, bool *done, Diag *d)
 
 /* --- the pass ------------------------------------------------------------------ */
 
+/* The first of the folds that applies at n. */
+static FxStatus fold_at(Node *n, bool *done, Diag *d)
+{
+    FxStatus st = fold_clamps(n, done, d);
+    if (st == FX_OK && !*done)
+        st = fold_after(n, done, d);
+    if (st == FX_OK && !*done)
+        st = fold_before(n, done, d);
+    if (st == FX_OK && !*done)
+        st = merge_pair(n, done, d);
+    return st;
+}
+
 FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
-    for (int before = -1; before != r->changes;) {
-        before = r->changes;
-        graph_for_each(g, n)
-        {
-            if (n->opcode != FX_OPCODE_CALL_FUNCTION)
-                continue;
-            bool done = false;
-            FxStatus st = fold_clamps(n, &done, d);
-            if (st == FX_OK && !done)
-                st = fold_after(n, &done, d);
-            if (st == FX_OK && !done)
-                st = fold_before(n, &done, d);
-            if (st == FX_OK && !done)
-                st = merge_pair(n, &done, d);
-            if (st != FX_OK)
-                return st;
-            r->changes += done;
-        }
-    }
-    return FX_OK;
+    return graph_rewrite_until_fixed(g, fold_at, &r->changes, d);
 }

@@ -34,15 +34,10 @@
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
-static bool is_call(const Node *n, const OpDef *op)
-{
-    return n && n->opcode == FX_OPCODE_CALL_FUNCTION && n->op == op;
-}
-
 /* True when n is a convolution this pass rewrites; fills p. */
 static bool convertible(const Node *n, FxrtConvParams *p)
 {
-    bool conv = is_call(n, &fx_op_Conv) ||
+    bool conv = node_is_op(n, &fx_op_Conv) ||
                 (n->opcode == FX_OPCODE_CALL_MODULE && n->op == &fx_op_FusedConv);
     if (!conv || !fold_is_f32(n) || n->num_args < 2 || !n->args[0] ||
         node_input_type(n, 0)->rank != 4 || !node_const_value(n->args[1]))
@@ -70,13 +65,6 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
     return n;
 }
 
-/* Erases n, which nothing reads yet. */
-static void discard(Graph *g, Node *n)
-{
-    for (int i = 0; i < n->num_args; i++)
-        node_clear_arg(n, i);
-    graph_erase_node(g, n);
-}
 
 /* Completes n (attributes set) and infers its types, or erases it. */
 static FxStatus finish_op(Graph *g, Node *n, Diag *d)
@@ -87,7 +75,7 @@ static FxStatus finish_op(Graph *g, Node *n, Diag *d)
     if (st == FX_OK)
         st = node_infer_shapes(n, d);
     if (st != FX_OK)
-        discard(g, n);
+        graph_erase_node(g, n);
     return st;
 }
 
@@ -95,10 +83,10 @@ static FxStatus finish_op(Graph *g, Node *n, Diag *d)
  * of v is shared, else a ToNCHWc is made before reader. */
 static Node *blocked(Graph *g, Node *v, Node *reader, Diag *d)
 {
-    if (is_call(v, &fx_op_FromNCHWc))
+    if (node_is_op(v, &fx_op_FromNCHWc))
         return v->args[0];
     for (int i = 0; i < v->num_users; i++)
-        if (is_call(v->users[i], &fx_op_ToNCHWc))
+        if (node_is_op(v->users[i], &fx_op_ToNCHWc))
             return v->users[i];
     char hint[200];
     snprintf(hint, sizeof hint, "%s_nchwc", v->name);
@@ -130,7 +118,7 @@ static Node *packed_weights(Graph *g, const Node *conv, const FxrtConvParams *p,
     fxrt_conv_nchwc_pack_f32(p, x_blocked, node_const_value(conv->args[1])->data, w->data);
     char hint[200];
     snprintf(hint, sizeof hint, "%s_packed", conv->args[1]->name);
-    return create_constant(g, hint, w, d);
+    return graph_create_constant(g, NULL, hint, w, d);
 }
 
 /* The bias padded with zeros to whole blocks, or NULL (d untouched) when
@@ -152,7 +140,7 @@ static Node *padded_bias(Graph *g, const Node *conv, const FxrtConvParams *p, Di
     memcpy(padded->data, b->data, (size_t)p->out_channels * sizeof(float));
     char hint[200];
     snprintf(hint, sizeof hint, "%s_padded", conv->args[2]->name);
-    Node *c = create_constant(g, hint, padded, d);
+    Node *c = graph_create_constant(g, NULL, hint, padded, d);
     if (!c)
         *st = FX_ERR_NOMEM;
     return c;
@@ -208,7 +196,7 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
     if (!y)
         return FX_ERR_NOMEM;
     if (!node_set_attr_int(y, "channels", channels)) {
-        discard(g, y);
+        graph_erase_node(g, y);
         return diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     }
     FxStatus st = finish_op(g, y, d);
@@ -220,7 +208,7 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
 static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag *d)
 {
     int x_blocked = p->groups > 1 || p->in_channels >= BLOCK ||
-                    is_call(conv->args[0], &fx_op_FromNCHWc);
+                    node_is_op(conv->args[0], &fx_op_FromNCHWc);
     FxStatus st = FX_OK;
     Node *x = x_blocked ? blocked(g, conv->args[0], conv, d) : conv->args[0];
     Node *w = x ? packed_weights(g, conv, p, x_blocked, d) : NULL;
@@ -238,7 +226,7 @@ static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag
     if (!f)
         return FX_ERR_NOMEM;
     if (!set_geometry(f, p) || !copy_attrs(f, conv, epilogue_attrs, d)) {
-        discard(g, f);
+        graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
     }
     if ((st = finish_op(g, f, d)) != FX_OK)
@@ -250,7 +238,7 @@ static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag
 static const OpDef *blocked_pool(const Node *n)
 {
     if (n->opcode != FX_OPCODE_CALL_FUNCTION || n->num_outputs != 1 || !fold_is_f32(n) ||
-        !is_call(n->args[0], &fx_op_FromNCHWc))
+        !node_is_op(n->args[0], &fx_op_FromNCHWc))
         return NULL;
     if (n->op == &fx_op_MaxPool)
         return &fx_op_MaxPoolNCHWc;
@@ -270,7 +258,7 @@ static FxStatus convert_pool(Graph *g, Node *pool, const OpDef *op, Diag *d)
     if (!f)
         return FX_ERR_NOMEM;
     if (!copy_attrs(f, pool, NULL, d)) {
-        discard(g, f);
+        graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, pool, "out of memory");
     }
     FxStatus st = finish_op(g, f, d);

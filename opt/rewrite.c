@@ -44,12 +44,6 @@
 
 #include "opt.h"
 
-static bool is_call(const Node *n)
-{
-    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-           n->opcode == FX_OPCODE_CALL_MODULE;
-}
-
 static bool is_leaf(const Node *n)
 {
     return n->opcode == FX_OPCODE_PLACEHOLDER || n->opcode == FX_OPCODE_GET_ATTR;
@@ -235,7 +229,7 @@ void match_list_free(MatchList *l)
 static bool in_match(const Match *x, const Graph *pattern, const Node *gn, bool interior_only)
 {
     for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
-        if (x->nodes[pn->id] == gn && (!interior_only || is_call(pn)))
+        if (x->nodes[pn->id] == gn && (!interior_only || node_is_call(pn)))
             return true;
     return false;
 }
@@ -252,7 +246,7 @@ static bool returned_by_pattern(const Node *pattern_out, const Node *pn)
 static bool self_contained(const Match *x, const Graph *pattern, const Node *pattern_out)
 {
     for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next) {
-        if (!is_call(pn) || returned_by_pattern(pattern_out, pn))
+        if (!node_is_call(pn) || returned_by_pattern(pattern_out, pn))
             continue;
         const Node *gn = x->nodes[pn->id];
         for (int u = 0; u < gn->num_users; u++)
@@ -266,7 +260,7 @@ static bool self_contained(const Match *x, const Graph *pattern, const Node *pat
 static bool overlaps(const Match *x, const bool *taken, const Graph *pattern)
 {
     for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
-        if (is_call(pn) && taken[x->nodes[pn->id]->id])
+        if (node_is_call(pn) && taken[x->nodes[pn->id]->id])
             return true;
     return false;
 }
@@ -274,7 +268,7 @@ static bool overlaps(const Match *x, const bool *taken, const Graph *pattern)
 static void take(const Match *x, bool *taken, const Graph *pattern)
 {
     for (const Node *pn = pattern->root.next; pn != &pattern->root; pn = pn->next)
-        if (is_call(pn))
+        if (node_is_call(pn))
             taken[x->nodes[pn->id]->id] = true;
 }
 
@@ -328,7 +322,7 @@ static FxStatus check_graphs(const Graph *pattern, const Graph *replacement, Dia
                           "the replacement has %d placeholders, the pattern %d",
                           graph_num_placeholders(replacement), graph_num_placeholders(pattern));
     for (int k = 0; k < pout->num_args; k++)
-        if (!pout->args[k] || !is_call(pout->args[k]))
+        if (!pout->args[k] || !node_is_call(pout->args[k]))
             return diag_error(d, FX_ERR_INVALID,
                               "the pattern's returned values must be call nodes");
     for (const Node *n = pattern->root.next; n != &pattern->root; n = n->next)
@@ -479,7 +473,7 @@ static FxStatus apply_match(Graph *g, const Graph *pattern, const Graph *replace
      * so a node's users are gone before it is looked at. */
     for (const Node *pn = pattern->root.prev; pn != &pattern->root; pn = pn->prev) {
         Node *gn = pn->opcode == FX_OPCODE_OUTPUT ? NULL : x->nodes[pn->id];
-        if (gn && (is_call(pn) || pn->opcode == FX_OPCODE_GET_ATTR) && gn->num_users == 0 &&
+        if (gn && (node_is_call(pn) || pn->opcode == FX_OPCODE_GET_ATTR) && gn->num_users == 0 &&
             gn->prev)
             graph_erase_node(g, gn);
     }
@@ -521,7 +515,7 @@ static FxStatus find_matches(Graph *g, const Graph *pattern, const RewriteOption
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
     int cap = 0;
     for (Node *gn = g->root.next; gn != &g->root && st == FX_OK; gn = gn->next) {
-        if (!is_call(gn))
+        if (!node_is_call(gn))
             continue;
         Match x = {0};
         bool found = false;

@@ -12,14 +12,6 @@ InsertPoint insert_before(Node *n) { return (InsertPoint){.graph = n->graph, .be
 
 InsertPoint insert_after(Node *n) { return (InsertPoint){.graph = n->graph, .before = n->next}; }
 
-/* Erases a node that was just created and has no users yet. */
-static void discard(Graph *g, Node *n)
-{
-    for (int i = 0; i < n->num_args; i++)
-        node_clear_arg(n, i);
-    graph_erase_node(g, n);
-}
-
 Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node *const *args,
                    int num_args, Diag *d)
 {
@@ -37,18 +29,17 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
     if (st == FX_OK)
         st = node_infer_shapes(n, d);
     if (st != FX_OK) {
-        discard(g, n);
+        graph_erase_node(g, n);
         return NULL;
     }
     return n;
 }
 
-Node *create_constant(Graph *g, const char *name_hint, Tensor *value, Diag *d)
+Node *node_fusable_user(const Node *v)
 {
-    Node *n = graph_create_constant(g, NULL, name_hint, value);
-    if (!n)
-        diag_error(d, FX_ERR_NOMEM, "out of memory creating constant '%s'", name_hint);
-    return n;
+    if (v->num_users != 1 || v->users[0]->opcode == FX_OPCODE_OUTPUT)
+        return NULL;
+    return v->users[0];
 }
 
 int node_replace_input_with(Node *n, Node *old, Node *repl)
@@ -63,6 +54,26 @@ int node_replace_input_with(Node *n, Node *old, Node *repl)
     return count;
 }
 
+bool node_is_dead(const Node *n)
+{
+    return n->num_users == 0 && n->opcode != FX_OPCODE_PLACEHOLDER &&
+           n->opcode != FX_OPCODE_OUTPUT && !(n->op && (n->op->flags & FX_OPF_OPAQUE));
+}
+
+int node_eliminate_if_dead(Node *n)
+{
+    if (!n || !node_is_dead(n))
+        return 0;
+    int erased = 1;
+    for (int i = 0; i < n->num_args; i++) {
+        Node *a = n->args[i];
+        node_clear_arg(n, i);
+        erased += node_eliminate_if_dead(a);
+    }
+    graph_erase_node(n->graph, n);
+    return erased;
+}
+
 int graph_eliminate_dead_code(Graph *g)
 {
     int erased = 0;
@@ -70,15 +81,28 @@ int graph_eliminate_dead_code(Graph *g)
      * once all its users have been decided. */
     for (Node *n = g->root.prev, *prev; n != &g->root; n = prev) {
         prev = n->prev;
-        if (n->num_users > 0 || n->opcode == FX_OPCODE_PLACEHOLDER ||
-            n->opcode == FX_OPCODE_OUTPUT)
-            continue;
-        for (int i = 0; i < n->num_args; i++)
-            node_clear_arg(n, i);
-        if (graph_erase_node(g, n))
+        if (node_is_dead(n) && graph_erase_node(g, n))
             erased++;
     }
     return erased;
+}
+
+FxStatus graph_rewrite_until_fixed(Graph *g, NodeRewriteFn rewrite, int *changes, Diag *d)
+{
+    for (int before = -1; before != *changes;) {
+        before = *changes;
+        graph_for_each(g, n)
+        {
+            if (n->opcode != FX_OPCODE_CALL_FUNCTION)
+                continue;
+            bool done = false;
+            FxStatus st = rewrite(n, &done, d);
+            if (st != FX_OK)
+                return st;
+            *changes += done;
+        }
+    }
+    return FX_OK;
 }
 
 /* --- value maps ------------------------------------------------------------ */
@@ -130,8 +154,6 @@ bool node_copy_attr(Node *dst, const Attr *a, Diag *d)
     }
     return r != NULL;
 }
-
-static Graph *graph_clone(const Graph *src, Diag *d);
 
 /* Everything but the links and the arguments. */
 static FxStatus copy_metadata(Node *dst, const Node *src, Diag *d)
@@ -208,9 +230,7 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
     }
     case FX_OPCODE_GET_ATTR: {
         Tensor *v = tensor_clone(src->value, d);
-        n = v ? graph_create_constant(g, NULL, src->name, v) : NULL;
-        if (n)
-            n->target = n->name;
+        n = v ? graph_create_constant(g, NULL, src->name, v, d) : NULL;
         break;
     }
     case FX_OPCODE_CALL_MODULE:
@@ -229,13 +249,11 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
         return NULL;
     }
     if (copy_metadata(n, src, d) != FX_OK) {
-        discard(g, n);
+        graph_erase_node(g, n);
         return NULL;
     }
-    bool computes = n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-                    n->opcode == FX_OPCODE_CALL_MODULE;
-    if (computes && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
-        discard(g, n);
+    if (node_is_call(n) && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
+        graph_erase_node(g, n);
         return NULL;
     }
     value_map_set(m, src, n);
@@ -271,27 +289,23 @@ FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
     return FX_OK;
 }
 
-/* A whole copy, output included: a call_module's body. */
-static Graph *graph_clone(const Graph *src, Diag *d)
+Graph *graph_clone(const Graph *src, Diag *d)
 {
-    Graph *g = graph_new();
+    Graph *g = graph_new_like(src);
     ValueMap m = {0};
     Node **results = NULL;
     int count = 0;
     if (!g || !value_map_init(&m, src)) {
         graph_free(g);
-        diag_error(d, FX_ERR_NOMEM, "out of memory copying a module body");
+        diag_error(d, FX_ERR_NOMEM, "out of memory copying a graph");
         return NULL;
     }
-    g->opset = src->opset;
-    g->ir_version = src->ir_version;
-    g->source = src->source;
     FxStatus st = graph_copy(g, src, &m, &results, &count, d);
     Node *out = NULL;
     if (st == FX_OK) {
         out = graph_create_node(g, NULL, FX_OPCODE_OUTPUT, "output", "output", results, count);
         if (!out)
-            st = diag_error(d, FX_ERR_NOMEM, "out of memory copying a module body");
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory copying a graph");
     }
     const Node *src_out = graph_output_node(src);
     if (st == FX_OK && src_out)

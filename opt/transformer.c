@@ -118,7 +118,7 @@ static FxStatus transform_node(Transformer *t, const Node *src, Node **args, Dia
 
 Graph *transformer_run(Transformer *t, const Graph *src, Diag *d)
 {
-    Graph *dst = graph_new();
+    Graph *dst = graph_new_like(src);
     int max_args = 0;
     for (const Node *n = src->root.next; n != &src->root; n = n->next)
         if (n->num_args > max_args)
@@ -130,9 +130,6 @@ Graph *transformer_run(Transformer *t, const Graph *src, Diag *d)
         diag_error(d, FX_ERR_NOMEM, "out of memory starting a transform");
         return NULL;
     }
-    dst->opset = src->opset;
-    dst->ir_version = src->ir_version;
-    dst->source = src->source;
     t->dst = dst;
     t->diag = d;
 

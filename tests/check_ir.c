@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
+#include "opt/pipeline.h"
 
 #ifndef FXCC_SOURCE_DIR
 #error "FXCC_SOURCE_DIR must point at the repository"
@@ -44,7 +45,7 @@ static Small small_graph(void)
     s.x = graph_create_node(s.g, NULL, FX_OPCODE_PLACEHOLDER, "x", "x", NULL, 0);
     ck_assert(node_set_num_outputs(s.x, 1));
     s.x->out_types[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 2, .dims = {2, 3}};
-    s.c = graph_create_constant(s.g, NULL, "c", scalar_f32(1.5f));
+    s.c = graph_create_constant(s.g, NULL, "c", scalar_f32(1.5f), NULL);
     s.relu = graph_create_op(s.g, NULL, op("Relu"), "relu", &s.x, 1);
     Node *args[2] = {s.relu, s.c};
     s.add = graph_create_op(s.g, NULL, op("Add"), "add", args, 2);
@@ -326,17 +327,14 @@ static Graph *load_seed(void)
 {
     Diag d;
     diag_init(&d);
-    Graph *g = NULL;
-    OnnxLoadOptions lo = {0};
-    FxStatus st = onnx_load(FXCC_SOURCE_DIR "/examples/seed.onnx", &lo, &g, &d);
-    if (st == FX_OK)
-        st = graph_propagate_shapes(g, NULL, 0, &d);
+    PipelineOptions po = {.model = FXCC_SOURCE_DIR "/examples/seed.onnx"};
+    PipelineResult r;
+    FxStatus st = pipeline_load(&po, &r, &d);
     if (st != FX_OK)
         diag_print(&d, stderr);
     ck_assert_int_eq(st, FX_OK);
-    ck_assert_int_eq(graph_lint(g, true, &d), FX_OK);
     diag_free(&d);
-    return g;
+    return r.graph;
 }
 
 static char *slurp(const char *path)

@@ -16,19 +16,6 @@
 
 typedef Graph *(*Builder)(void);
 
-static Node *input4(Graph *g, const char *name, int64_t n, int64_t c, int64_t h, int64_t w)
-{
-    int64_t dims[4] = {n, c, h, w};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
-}
-
-static Node *weights(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
-                     int64_t d3, float scale)
-{
-    int64_t dims[4] = {d0, d1, d2, d3};
-    return tu_weights(g, name, rank, dims, scale);
-}
-
 /* A node whose types the caller infers (tu_reinfer) once it has set the
  * attributes the shapes depend on. */
 static Node *op_uninferred(Graph *g, const char *name, Node *a, Node *b, Node *c)
@@ -72,9 +59,9 @@ static void assert_attr(const Graph *g, const char *op_name, const char *activat
 static Graph *build_conv_bias_relu(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 3, 9, 9);
-    Node *c = tu_conv(g, x, weights(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
-    Node *a = tu_op3(g, "Add", c, weights(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
+    Node *x = tu_input_f32(g, "x", 4, 1, 3, 9, 9);
+    Node *c = tu_conv(g, x, tu_weights_f32(g, "w", 4, 4, 3, 3, 3, 0.05f), NULL, 1, 1, 1);
+    Node *a = tu_op3(g, "Add", c, tu_weights_f32(g, "b", 3, 4, 1, 1, 0, 0.1f), NULL);
     Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
     return g;
@@ -95,9 +82,9 @@ END_TEST
 static Graph *build_conv_residual_relu(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 4, 7, 7);
-    Node *c = tu_conv(g, x, weights(g, "w", 4, 4, 4, 3, 3, 0.04f),
-                   weights(g, "b", 1, 4, 0, 0, 0, 0.1f), 1, 1, 1);
+    Node *x = tu_input_f32(g, "x", 4, 1, 4, 7, 7);
+    Node *c = tu_conv(g, x, tu_weights_f32(g, "w", 4, 4, 4, 3, 3, 0.04f),
+                   tu_weights_f32(g, "b", 1, 4, 0, 0, 0, 0.1f), 1, 1, 1);
     Node *a = tu_op3(g, "Add", c, x, NULL);
     Node *y = tu_op3(g, "Relu", a, NULL, NULL);
     tu_finish(g, &y, 1);
@@ -118,9 +105,9 @@ END_TEST
 static Graph *build_conv_relu_residual(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 2, 10, 10);
-    Node *r = input4(g, "r", 1, 3, 5, 5);
-    Node *c = tu_conv(g, x, weights(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
+    Node *x = tu_input_f32(g, "x", 4, 1, 2, 10, 10);
+    Node *r = tu_input_f32(g, "r", 4, 1, 3, 5, 5);
+    Node *c = tu_conv(g, x, tu_weights_f32(g, "w", 4, 3, 2, 3, 3, 0.05f), NULL, 1, 2, 1);
     Node *a = tu_op3(g, "Relu", c, NULL, NULL);
     Node *y = tu_op3(g, "Add", r, a, NULL);
     tu_finish(g, &y, 1);
@@ -143,8 +130,8 @@ static Graph *build_gemm_clip(void)
     Graph *g = graph_new();
     int64_t ad[2] = {7, 5};
     Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
-    Node *gm = op_uninferred(g, "Gemm", a, weights(g, "w", 2, 9, 7, 0, 0, 0.3f),
-                             weights(g, "c", 1, 9, 0, 0, 0, 0.5f));
+    Node *gm = op_uninferred(g, "Gemm", a, tu_weights_f32(g, "w", 2, 9, 7, 0, 0, 0.3f),
+                             tu_weights_f32(g, "c", 1, 9, 0, 0, 0, 0.5f));
     node_set_attr_int(gm, "transA", 1);
     node_set_attr_int(gm, "transB", 1);
     node_set_attr_float(gm, "alpha", 0.5f);
@@ -172,14 +159,14 @@ static Graph *build_ffn(void)
     Graph *g = graph_new();
     int64_t xd[3] = {1, 6, 8};
     Node *x = tu_input(g, "x", FXRT_DTYPE_FLOAT32, 3, xd);
-    Node *h = tu_op3(g, "MatMul", x, weights(g, "w1", 2, 8, 16, 0, 0, 0.1f), NULL);
-    h = tu_op3(g, "Add", h, weights(g, "b1", 1, 16, 0, 0, 0, 0.05f), NULL);
+    Node *h = tu_op3(g, "MatMul", x, tu_weights_f32(g, "w1", 2, 8, 16, 0, 0, 0.1f), NULL);
+    h = tu_op3(g, "Add", h, tu_weights_f32(g, "b1", 1, 16, 0, 0, 0, 0.05f), NULL);
     Node *e = tu_op3(g, "Div", h, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL);
     e = tu_op3(g, "Erf", e, NULL, NULL);
     e = tu_op3(g, "Add", e, tu_scalar(g, "one", 1.0f), NULL);
     Node *gl = tu_op3(g, "Mul", tu_op3(g, "Mul", h, e, NULL), tu_scalar(g, "half", 0.5f), NULL);
-    Node *f = tu_op3(g, "MatMul", gl, weights(g, "w2", 2, 16, 8, 0, 0, 0.1f), NULL);
-    f = tu_op3(g, "Add", f, weights(g, "b2", 1, 8, 0, 0, 0, 0.05f), NULL);
+    Node *f = tu_op3(g, "MatMul", gl, tu_weights_f32(g, "w2", 2, 16, 8, 0, 0, 0.1f), NULL);
+    f = tu_op3(g, "Add", f, tu_weights_f32(g, "b2", 1, 8, 0, 0, 0, 0.05f), NULL);
     Node *y = tu_op3(g, "Add", x, f, NULL);
     tu_finish(g, &y, 1);
     return g;
@@ -200,7 +187,7 @@ END_TEST
 static Graph *build_activations(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 4, 6, 6);
+    Node *x = tu_input_f32(g, "x", 4, 1, 4, 6, 6);
     int64_t ad[2] = {3, 6};
     Node *a = tu_input(g, "a", FXRT_DTYPE_FLOAT32, 2, ad);
     const char *acts[] = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSwish", "HardSigmoid",
@@ -212,13 +199,13 @@ static Graph *build_activations(void)
         snprintf(name, sizeof name, "w%d", i);
         Node *c;
         if (i % 3 == 0)
-            c = tu_conv(g, x, weights(g, name, 4, 4, 4, 3, 3, 0.05f), NULL, 1, 1, 1);
+            c = tu_conv(g, x, tu_weights_f32(g, name, 4, 4, 4, 3, 3, 0.05f), NULL, 1, 1, 1);
         else if (i % 3 == 1)
-            c = tu_conv(g, x, weights(g, name, 4, 4, 1, 3, 3, 0.1f), NULL, 1, 1, 4);
+            c = tu_conv(g, x, tu_weights_f32(g, name, 4, 4, 1, 3, 3, 0.1f), NULL, 1, 1, 4);
         else
-            c = tu_conv(g, x, weights(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
+            c = tu_conv(g, x, tu_weights_f32(g, name, 4, 4, 4, 1, 1, 0.1f), NULL, 0, 1, 1);
         snprintf(name, sizeof name, "b%d", i);
-        Node *biased = tu_op3(g, "Add", weights(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
+        Node *biased = tu_op3(g, "Add", tu_weights_f32(g, name, 3, 4, 1, 1, 0, 0.1f), c, NULL);
         Node *y;
         if (i == 1) {
             y = tu_op3(g, "Clip", biased, tu_scalar(g, "lo", -0.2f), NULL);
@@ -233,12 +220,12 @@ static Graph *build_activations(void)
         }
         outs[k++] = y;
     }
-    Node *gm = tu_op3(g, "Gemm", a, weights(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
-    outs[k++] =
-        tu_op3(g, "Sigmoid", tu_op3(g, "Add", gm, weights(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
-               NULL, NULL);
+    Node *gm = tu_op3(g, "Gemm", a, tu_weights_f32(g, "wg", 2, 6, 5, 0, 0, 0.2f), NULL);
+    outs[k++] = tu_op3(g, "Sigmoid",
+                       tu_op3(g, "Add", gm, tu_weights_f32(g, "bg", 2, 1, 5, 0, 0, 0.1f), NULL),
+                       NULL, NULL);
     /* GELU whose final 0.5 a fold has moved into the next layer. */
-    Node *mm = tu_op3(g, "MatMul", a, weights(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
+    Node *mm = tu_op3(g, "MatMul", a, tu_weights_f32(g, "wm", 2, 6, 7, 0, 0, 0.2f), NULL);
     Node *e = tu_op3(g, "Erf", tu_op3(g, "Div", mm, tu_scalar(g, "sqrt2", sqrtf(2.0f)), NULL),
                      NULL, NULL);
     outs[k++] = tu_op3(g, "Mul", tu_op3(g, "Add", tu_scalar(g, "one", 1.0f), e, NULL), mm, NULL);
@@ -262,11 +249,11 @@ END_TEST
 static Graph *build_used_twice(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 2, 5, 5);
-    Node *c1 = tu_conv(g, x, weights(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *a1 = tu_op3(g, "Add", c1, weights(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
-    Node *c2 = tu_conv(g, x, weights(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *a2 = tu_op3(g, "Add", c2, weights(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *x = tu_input_f32(g, "x", 4, 1, 2, 5, 5);
+    Node *c1 = tu_conv(g, x, tu_weights_f32(g, "w1", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *a1 = tu_op3(g, "Add", c1, tu_weights_f32(g, "b1", 3, 2, 1, 1, 0, 0.1f), NULL);
+    Node *c2 = tu_conv(g, x, tu_weights_f32(g, "w2", 4, 2, 2, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *a2 = tu_op3(g, "Add", c2, tu_weights_f32(g, "b2", 3, 2, 1, 1, 0, 0.1f), NULL);
     Node *r2 = tu_op3(g, "Relu", a2, NULL, NULL);
     Node *y2 = tu_op3(g, "Add", r2, x, NULL);
     Node *z2 = tu_op3(g, "Add", r2, y2, NULL);
@@ -291,13 +278,13 @@ END_TEST
 START_TEST(test_not_a_bias)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 3, 4, 4);
+    Node *x = tu_input_f32(g, "x", 4, 1, 3, 4, 4);
     int64_t sd[3] = {4, 1, 1};
     Node *s = tu_input(g, "s", FXRT_DTYPE_FLOAT32, 3, sd);
-    Node *c1 = tu_conv(g, x, weights(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c1 = tu_conv(g, x, tu_weights_f32(g, "w1", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
     Node *y1 = tu_op3(g, "Add", c1, s, NULL);
-    Node *c2 = tu_conv(g, x, weights(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
-    Node *y2 = tu_op3(g, "Add", c2, weights(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
+    Node *c2 = tu_conv(g, x, tu_weights_f32(g, "w2", 4, 4, 3, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *y2 = tu_op3(g, "Add", c2, tu_weights_f32(g, "row", 1, 4, 0, 0, 0, 0.1f), NULL);
     Node *outs[2] = {y1, y2};
     tu_finish(g, outs, 2);
     ck_assert_int_eq(tu_run_pass(g, pass_epilogue_fusion, 1e-6, 1e-7), 0);
@@ -334,9 +321,9 @@ END_TEST
 START_TEST(test_fused_conv_refuses)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 2, 4, 4);
-    Node *r = input4(g, "r", 1, 2, 3, 3);
-    Node *w = weights(g, "w", 4, 2, 2, 3, 3, 0.1f);
+    Node *x = tu_input_f32(g, "x", 4, 1, 2, 4, 4);
+    Node *r = tu_input_f32(g, "r", 4, 1, 2, 3, 3);
+    Node *w = tu_weights_f32(g, "w", 4, 2, 2, 3, 3, 0.1f);
     Node *args[4] = {x, w, NULL, r};
     Node *f = graph_create_module(g, NULL, &fx_op_FusedConv, "f", args, 4);
     ck_assert_int_eq(op_apply_attr_specs(f->op, f, &tu_diag), FX_OK);

@@ -16,20 +16,6 @@
 
 /* --- building graphs -------------------------------------------------------- */
 
-static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2)
-{
-    int64_t dims[3] = {d0, d1, d2};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
-}
-
-/* A 1-D int64 constant. */
-static Node *ints(Graph *g, const char *name, const int64_t *v, int64_t count)
-{
-    Tensor *t = tensor_new_ints(v, count, &tu_diag);
-    ck_assert_ptr_nonnull(t);
-    return create_constant(g, name, t, &tu_diag);
-}
-
 /* A 0-D int64 constant. */
 static Node *int_scalar(Graph *g, const char *name, int64_t v)
 {
@@ -37,13 +23,7 @@ static Node *int_scalar(Graph *g, const char *name, int64_t v)
     Tensor *x = tensor_new(&t, &tu_diag);
     ck_assert_ptr_nonnull(x);
     *(int64_t *)x->data = v;
-    return create_constant(g, name, x, &tu_diag);
-}
-
-static Node *weights(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2)
-{
-    int64_t dims[3] = {d0, d1, d2};
-    return tu_weights(g, name, rank, dims, 0.125f);
+    return graph_create_constant(g, NULL, name, x, &tu_diag);
 }
 
 static Node *with_int(Node *n, const char *attr, int64_t v)
@@ -125,12 +105,12 @@ static int run(Graph *g, PassFn pass) { return tu_run_pass(g, pass, 1e-6, 1e-7);
 START_TEST(test_fold_shape_chain)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 3, 2, 3, 4);
+    Node *x = tu_input_f32(g, "x", 3, 2, 3, 4, 0);
     int64_t zero = 0, minus_one = -1;
     Node *s = tu_op3(g, "Shape", x, NULL, NULL);
     Node *d0 = tu_op3(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
-    Node *u = tu_op3(g, "Unsqueeze", d0, ints(g, "axes", &zero, 1), NULL);
-    Node *shape = concat(g, u, ints(g, "rest", &minus_one, 1));
+    Node *u = tu_op3(g, "Unsqueeze", d0, tu_ints(g, "axes", &zero, 1), NULL);
+    Node *shape = concat(g, u, tu_ints(g, "rest", &minus_one, 1));
     Node *y = tu_op3(g, "Reshape", x, shape, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 4);
@@ -146,9 +126,9 @@ END_TEST
 START_TEST(test_fold_constant_makers)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 4, 300, 0);
+    Node *x = tu_input_f32(g, "x", 2, 4, 300, 0, 0);
     int64_t shape[2] = {4, 300};
-    Node *fill = tu_op3(g, "ConstantOfShape", ints(g, "fill_shape", shape, 2), NULL, NULL);
+    Node *fill = tu_op3(g, "ConstantOfShape", tu_ints(g, "fill_shape", shape, 2), NULL, NULL);
     Node *a = tu_op3(g, "Add", x, fill, NULL);
     Node *start = tu_scalar(g, "start", 0.0f);
     Node *limit = tu_scalar(g, "limit", 300.0f);
@@ -157,10 +137,10 @@ START_TEST(test_fold_constant_makers)
     Node *count = cast(g, int_scalar(g, "count", 3), FXRT_DTYPE_FLOAT32);
     Node *c = tu_op3(g, "Div", b, count, NULL);
     int64_t flat[2] = {1, 300};
-    Node *row = weights(g, "row", 1, 300, 0, 0);
-    row = tu_op3(g, "Reshape", row, ints(g, "flat", flat, 2), NULL);
+    Node *row = tu_weights_f32(g, "row", 1, 300, 0, 0, 0, 0.125f);
+    row = tu_op3(g, "Reshape", row, tu_ints(g, "flat", flat, 2), NULL);
     Node *e = tu_op3(g, "Add", c, row, NULL);
-    Node *wt = transpose(g, weights(g, "w", 2, 256, 300, 0), NULL, 2);
+    Node *wt = transpose(g, tu_weights_f32(g, "w", 2, 256, 300, 0, 0, 0.125f), NULL, 2);
     Node *y = tu_op3(g, "MatMul", e, wt, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 5);
@@ -176,8 +156,9 @@ END_TEST
 START_TEST(test_fold_multi_output)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 2, 2, 0);
-    Node *split = outputs(tu_op3(g, "Split", weights(g, "w", 2, 6, 6, 0), NULL, NULL), 3);
+    Node *x = tu_input_f32(g, "x", 2, 2, 2, 0, 0);
+    Node *split =
+        outputs(tu_op3(g, "Split", tu_weights_f32(g, "w", 2, 6, 6, 0, 0, 0.125f), NULL, NULL), 3);
     Node *top = getitem(g, split, 0), *bottom = getitem(g, split, 2);
     Node *y = tu_op3(g, "Add", tu_op3(g, "MatMul", x, top, NULL), bottom, NULL);
     tu_finish(g, &y, 1);
@@ -194,9 +175,9 @@ END_TEST
 START_TEST(test_fold_refuses)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 17, 1 << 20, 0);
+    Node *x = tu_input_f32(g, "x", 2, 17, 1 << 20, 0, 0);
     int64_t shape[2] = {17, 1 << 20};
-    Node *big = tu_op3(g, "ConstantOfShape", ints(g, "big_shape", shape, 2), NULL, NULL);
+    Node *big = tu_op3(g, "ConstantOfShape", tu_ints(g, "big_shape", shape, 2), NULL, NULL);
     Node *y = tu_op3(g, "Add", tu_op3(g, "Relu", x, NULL, NULL), big, NULL);
     tu_finish(g, &y, 1);
     ck_assert_int_eq(run(g, pass_const_fold), 0);
@@ -213,7 +194,7 @@ END_TEST
 START_TEST(test_layout_identity_dropout)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 3, 4, 0);
+    Node *x = tu_input_f32(g, "x", 2, 3, 4, 0, 0);
     Node *a = tu_op3(g, "Relu", tu_op3(g, "Identity", x, NULL, NULL), NULL, NULL);
     Node *b = tu_op3(g, "Neg", tu_op3(g, "Dropout", a, NULL, NULL), NULL, NULL);
     Node *d2 = outputs(tu_op3(g, "Dropout", b, NULL, NULL), 2);
@@ -236,7 +217,7 @@ END_TEST
 START_TEST(test_layout_transposes)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 3, 2, 3, 4);
+    Node *x = tu_input_f32(g, "x", 3, 2, 3, 4, 0);
     int64_t swap12[3] = {0, 2, 1}, swap01[3] = {1, 0, 2};
     Node *back = transpose(g, transpose(g, x, swap12, 3), swap12, 3);
     Node *a = tu_op3(g, "Relu", back, NULL, NULL);
@@ -260,16 +241,16 @@ END_TEST
 START_TEST(test_layout_reshape_chains)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 3, 2, 3, 4);
+    Node *x = tu_input_f32(g, "x", 3, 2, 3, 4, 0);
     int64_t zero = 0, s6x4[2] = {6, 4}, s2x3x4[3] = {2, 3, 4};
-    Node *u = tu_op3(g, "Unsqueeze", x, ints(g, "axes", &zero, 1), NULL);
+    Node *u = tu_op3(g, "Unsqueeze", x, tu_ints(g, "axes", &zero, 1), NULL);
     Node *f = with_int(tu_op3(g, "Flatten", u, NULL, NULL), "axis", 2);
     Node *a = tu_op3(g, "Relu", f, NULL, NULL); /* [2, 12] */
-    Node *r1 = tu_op3(g, "Reshape", a, ints(g, "s6x4", s6x4, 2), NULL);
-    Node *r2 = tu_op3(g, "Reshape", r1, ints(g, "s2x3x4", s2x3x4, 3), NULL);
+    Node *r1 = tu_op3(g, "Reshape", a, tu_ints(g, "s6x4", s6x4, 2), NULL);
+    Node *r2 = tu_op3(g, "Reshape", r1, tu_ints(g, "s2x3x4", s2x3x4, 3), NULL);
     Node *b = tu_op3(g, "Neg", r2, NULL, NULL); /* [2, 3, 4] */
-    Node *r3 = tu_op3(g, "Reshape", b, ints(g, "s6x4_again", s6x4, 2), NULL);
-    Node *r4 = tu_op3(g, "Reshape", r3, ints(g, "s2x3x4_again", s2x3x4, 3), NULL);
+    Node *r3 = tu_op3(g, "Reshape", b, tu_ints(g, "s6x4_again", s6x4, 2), NULL);
+    Node *r4 = tu_op3(g, "Reshape", r3, tu_ints(g, "s2x3x4_again", s2x3x4, 3), NULL);
     Node *sq = tu_op3(g, "Squeeze", r4, NULL, NULL);
     Node *y = tu_op3(g, "Flatten", tu_op3(g, "Exp", sq, NULL, NULL), NULL, NULL);
     tu_finish(g, &y, 1);
@@ -289,9 +270,9 @@ END_TEST
 START_TEST(test_layout_matmul_transpose)
 {
     Graph *g = graph_new();
-    Node *a = input(g, "a", 2, 5, 3, 0);
-    Node *b = input(g, "b", 2, 5, 4, 0);
-    Node *x = input(g, "x", 3, 2, 5, 3);
+    Node *a = tu_input_f32(g, "a", 2, 5, 3, 0, 0);
+    Node *b = tu_input_f32(g, "b", 2, 5, 4, 0, 0);
+    Node *x = tu_input_f32(g, "x", 3, 2, 5, 3, 0);
     /* one node made per statement: argument order of evaluation is unspecified */
     Node *a_t = transpose(g, a, NULL, 2);
     Node *ta = tu_op3(g, "MatMul", a_t, tu_op3(g, "Relu", b, NULL, NULL), NULL);
@@ -299,7 +280,8 @@ START_TEST(test_layout_matmul_transpose)
     Node *tb = tu_op3(g, "MatMul", neg, transpose(g, b, NULL, 2), NULL);
     Node *tb_t = transpose(g, tb, NULL, 2);
     Node *both = tu_op3(g, "MatMul", tb_t, transpose(g, a, NULL, 2), NULL);
-    Node *w = tu_op3(g, "MatMul", both, transpose(g, weights(g, "w", 2, 6, 5, 0), NULL, 2), NULL);
+    Node *w = tu_op3(g, "MatMul", both,
+                     transpose(g, tu_weights_f32(g, "w", 2, 6, 5, 0, 0, 0.125f), NULL, 2), NULL);
     int64_t swap12[3] = {0, 2, 1};
     Node *batched = tu_op3(g, "MatMul", transpose(g, x, swap12, 3), w, NULL);
     tu_finish(g, &batched, 1);
@@ -311,13 +293,6 @@ START_TEST(test_layout_matmul_transpose)
 }
 END_TEST
 
-/* A float32 placeholder of rank 4. */
-static Node *input4(Graph *g, const char *name, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
-{
-    int64_t dims[4] = {d0, d1, d2, d3};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
-}
-
 /* Attention's layout (batch 2, 5 positions, 2 heads of 3): the Transposes
  * of the head split, K^T and the head merge go into two TransposedMatMuls
  * (K^T as a transposed B, the merge as the output's permutation).  Also
@@ -328,13 +303,13 @@ static Node *input4(Graph *g, const char *name, int64_t d0, int64_t d1, int64_t 
  * two ranks. */
 static void build_batched_matmuls(Graph *g)
 {
-    Node *x = input(g, "x", 3, 2, 5, 6);
-    Node *u = input(g, "u", 3, 2, 4, 3), *w = input(g, "w", 3, 2, 5, 4);
-    Node *s = input(g, "s", 3, 1, 4, 3), *z = input(g, "z", 3, 3, 5, 2);
-    Node *c = input(g, "c", 3, 2, 3, 4), *r = input(g, "r", 2, 4, 2, 0);
+    Node *x = tu_input_f32(g, "x", 3, 2, 5, 6, 0);
+    Node *u = tu_input_f32(g, "u", 3, 2, 4, 3, 0), *w = tu_input_f32(g, "w", 3, 2, 5, 4, 0);
+    Node *s = tu_input_f32(g, "s", 3, 1, 4, 3, 0), *z = tu_input_f32(g, "z", 3, 3, 5, 2, 0);
+    Node *c = tu_input_f32(g, "c", 3, 2, 3, 4, 0), *r = tu_input_f32(g, "r", 2, 4, 2, 0, 0);
     int64_t heads[4] = {2, 5, 2, 3}, merged[3] = {2, 5, 6};
     int64_t split[4] = {0, 2, 1, 3}, k_t[4] = {0, 2, 3, 1};
-    Node *heads_shape = ints(g, "heads_shape", heads, 4);
+    Node *heads_shape = tu_ints(g, "heads_shape", heads, 4);
     Node *q_in = tu_op3(g, "Relu", x, NULL, NULL);
     Node *q = transpose(g, tu_op3(g, "Reshape", q_in, heads_shape, NULL), split, 4);
     Node *k_in = tu_op3(g, "Neg", x, NULL, NULL);
@@ -344,7 +319,7 @@ static void build_batched_matmuls(Graph *g)
     Node *v_in = tu_op3(g, "Sigmoid", x, NULL, NULL);
     Node *v = transpose(g, tu_op3(g, "Reshape", v_in, heads_shape, NULL), split, 4);
     Node *context = transpose(g, tu_op3(g, "MatMul", p, v, NULL), split, 4);
-    Node *attn = tu_op3(g, "Reshape", context, ints(g, "merged_shape", merged, 3), NULL);
+    Node *attn = tu_op3(g, "Reshape", context, tu_ints(g, "merged_shape", merged, 3), NULL);
 
     int64_t swap12[3] = {0, 2, 1}, last_first[3] = {2, 0, 1};
     Node *both_t = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), transpose(g, w, swap12, 3),
@@ -354,7 +329,8 @@ static void build_batched_matmuls(Graph *g)
     Node *moved_last = tu_op3(g, "MatMul", transpose(g, z, last_first, 3), w, NULL);
     Node *cols_moved = transpose(g, tu_op3(g, "MatMul", u, c, NULL), swap12, 3);
     Node *of_constant =
-        tu_op3(g, "MatMul", u, transpose(g, weights(g, "k", 3, 2, 2, 3), swap12, 3), NULL);
+        tu_op3(g, "MatMul", u,
+               transpose(g, tu_weights_f32(g, "k", 3, 2, 2, 3, 0, 0.125f), swap12, 3), NULL);
     Node *ranks = tu_op3(g, "MatMul", transpose(g, u, swap12, 3), r, NULL);
     Node *results[7] = {attn, both_t, broadcast, moved_last, cols_moved, of_constant, ranks};
     tu_finish(g, results, 7);
@@ -410,7 +386,7 @@ END_TEST
 START_TEST(test_transposed_matmul_refuses_bad_perm)
 {
     Graph *g = graph_new();
-    Node *a = input4(g, "a", 1, 2, 3, 4), *b = input4(g, "b", 1, 2, 4, 5);
+    Node *a = tu_input_f32(g, "a", 4, 1, 2, 3, 4), *b = tu_input_f32(g, "b", 4, 1, 2, 4, 5);
     Node *mm = tu_op3(g, "TransposedMatMul", a, b, NULL);
     ck_assert_int_eq(mm->out_types[0].dims[3], 5);
     int64_t bad[4] = {0, 3, 1, 2};
@@ -428,8 +404,8 @@ END_TEST
 START_TEST(test_cse_computations)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 3, 4, 0);
-    Node *z = input(g, "z", 2, 3, 4, 0);
+    Node *x = tu_input_f32(g, "x", 2, 3, 4, 0, 0);
+    Node *z = tu_input_f32(g, "z", 2, 3, 4, 0, 0);
     Node *e1 = tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
     Node *e2 = tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
     Node *add1 = tu_op3(g, "Add", e1, z, NULL), *add2 = tu_op3(g, "Add", z, e2, NULL);
@@ -452,12 +428,13 @@ END_TEST
 START_TEST(test_cse_constants)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 2, 3, 0);
-    Node *m1 = tu_op3(g, "Mul", x, weights(g, "w", 2, 2, 3, 0), NULL);
-    Node *m2 = tu_op3(g, "Mul", x, weights(g, "w_copy", 2, 2, 3, 0), NULL);
-    Node *row = weights(g, "w_flat", 2, 1, 6, 0); /* same bytes, [1, 6] */
+    Node *x = tu_input_f32(g, "x", 2, 2, 3, 0, 0);
+    Node *m1 = tu_op3(g, "Mul", x, tu_weights_f32(g, "w", 2, 2, 3, 0, 0, 0.125f), NULL);
+    Node *m2 = tu_op3(g, "Mul", x, tu_weights_f32(g, "w_copy", 2, 2, 3, 0, 0, 0.125f), NULL);
+    Node *row = tu_weights_f32(g, "w_flat", 2, 1, 6, 0, 0, 0.125f); /* same bytes, [1, 6] */
     int64_t s2x3[2] = {2, 3};
-    Node *m3 = tu_op3(g, "Mul", x, tu_op3(g, "Reshape", row, ints(g, "s2x3", s2x3, 2), NULL), NULL);
+    Node *m3 =
+        tu_op3(g, "Mul", x, tu_op3(g, "Reshape", row, tu_ints(g, "s2x3", s2x3, 2), NULL), NULL);
     Node *a1 = tu_op3(g, "Add", m1, tu_scalar(g, "zero", 0.0f), NULL);
     Node *a2 = tu_op3(g, "Add", m2, tu_scalar(g, "minus_zero", -0.0f), NULL);
     Node *outs[3] = {a1, a2, m3};
@@ -473,7 +450,7 @@ END_TEST
 START_TEST(test_cse_getitems)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 4, 3, 0);
+    Node *x = tu_input_f32(g, "x", 2, 4, 3, 0, 0);
     Node *s1 = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
     Node *s2 = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
     Node *first = getitem(g, s1, 0);
@@ -495,8 +472,8 @@ END_TEST
 START_TEST(test_dce)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 4, 3, 0);
-    input(g, "unused", 1, 2, 0, 0);
+    Node *x = tu_input_f32(g, "x", 2, 4, 3, 0, 0);
+    tu_input_f32(g, "unused", 1, 2, 0, 0, 0);
     tu_op3(g, "Exp", tu_op3(g, "Relu", x, NULL, NULL), NULL, NULL);
     tu_scalar(g, "dead_constant", 1.0f);
     Node *s = outputs(tu_op3(g, "Split", x, NULL, NULL), 2);
@@ -519,16 +496,16 @@ END_TEST
 START_TEST(test_level1_pipeline)
 {
     Graph *g = graph_new();
-    Node *q = input(g, "q", 2, 8, 16, 0);
-    Node *k = input(g, "k", 2, 8, 16, 0);
+    Node *q = tu_input_f32(g, "q", 2, 8, 16, 0, 0);
+    Node *k = tu_input_f32(g, "k", 2, 8, 16, 0, 0);
     Node *heads[2];
     for (int h = 0; h < 2; h++) {
         Node *v = h ? k : q;
         int64_t zero = 0, split[2] = {4, 4};
         Node *s = tu_op3(g, "Shape", v, NULL, NULL);
         Node *len = tu_op3(g, "Gather", s, int_scalar(g, "i0", 0), NULL);
-        len = tu_op3(g, "Unsqueeze", len, ints(g, "axes", &zero, 1), NULL);
-        Node *shape = concat(g, len, ints(g, "split", split, 2));
+        len = tu_op3(g, "Unsqueeze", len, tu_ints(g, "axes", &zero, 1), NULL);
+        Node *shape = concat(g, len, tu_ints(g, "split", split, 2));
         int64_t perm[3] = {1, 0, 2};
         heads[h] = transpose(
             g, tu_op3(g, "Reshape", tu_op3(g, "Identity", v, NULL, NULL), shape, NULL), perm, 3);

@@ -19,6 +19,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "opt/pipeline.h"
 #include "opt_check_util.h"
 
 #ifndef FXCC_LEAF_LIB
@@ -27,11 +28,15 @@
 
 #define LEAF_DIR FXCC_SOURCE_DIR "/tests/leaf/"
 
+/* The suite's leaf libraries: a test loads them and attaches them to its
+ * graphs; teardown closes them. */
+static LeafLibraries libraries;
+
 static void setup(void) { tu_setup(); }
 
 static void teardown(void)
 {
-    leaf_libraries_close();
+    leaf_libraries_close(&libraries);
     tu_teardown();
 }
 
@@ -91,11 +96,13 @@ static Tensor *read_npy(const char *name)
     return t;
 }
 
-static void load_library(void)
+/* The test library, for g's interpreter runs. */
+static void load_library(Graph *g)
 {
-    FxStatus st = leaf_library_load(FXCC_LEAF_LIB, &tu_diag);
+    FxStatus st = leaf_libraries_load(&libraries, FXCC_LEAF_LIB, &tu_diag);
     print_diag_unless(st == FX_OK);
     ck_assert_int_eq(st, FX_OK);
+    g->leaf_libraries = &libraries;
 }
 
 /* Runs g on one input; returns the status, outputs in out[]. */
@@ -183,7 +190,7 @@ START_TEST(test_cummax_interpreter)
 {
     Graph *g = load("cummax");
     tu_assert_golden(g, "leaf", "cummax");
-    load_library();
+    load_library(g);
     Tensor *in = read_npy("cummax_input"), *want = read_npy("cummax_expected"), *got = NULL;
     ck_assert_int_eq(run(g, in, &got, 1), FX_OK);
     assert_close(got, want, "cummax");
@@ -201,7 +208,7 @@ END_TEST
 START_TEST(test_rowmax_interpreter_and_compiled)
 {
     Graph *g = load("rowmax");
-    load_library();
+    load_library(g);
     Tensor *in = read_npy("rowmax_input"), *got[2] = {0};
     Tensor *want[2] = {read_npy("rowmax_expected_0"), read_npy("rowmax_expected_1")};
     ck_assert_int_eq(interp_run(g, (const Tensor *const *)&in, 1, got, 2, NULL, NULL, &tu_diag),
@@ -225,16 +232,24 @@ START_TEST(test_rowmax_interpreter_and_compiled)
 END_TEST
 
 /* The -O2 passes leave the leaf alone; compiled -O2 code against the -O0
- * interpreter, and the generated folder's build files name the source. */
+ * interpreter, and the generated folder's build files name the source.  The
+ * pipeline loads the library into the caller's table and hands back the
+ * -O0 copy, which runs the leaf from the same table. */
 START_TEST(test_cummax_compiled_after_passes)
 {
-    Graph *g = load("cummax"), *reference = load("cummax");
-    PassOptions po = {0};
-    FxStatus st = opt_run_level(g, 2, &po, &tu_diag);
+    const char *libs[] = {FXCC_LEAF_LIB};
+    PipelineOptions po = {.model = LEAF_DIR "cummax.onnx",
+                          .load = {.unknown_ops_as_leaves = true},
+                          .leaf_libs = libs, .num_leaf_libs = 1, .leaf_libraries = &libraries,
+                          .opt_level = 2, .want_reference = true};
+    PipelineResult r;
+    FxStatus st = pipeline_load(&po, &r, &tu_diag);
     print_diag_unless(st == FX_OK);
     ck_assert_int_eq(st, FX_OK);
+    Graph *g = r.graph, *reference = r.reference;
     ck_assert_int_eq(tu_count_op(g, "Leaf"), 1);
-    load_library();
+    ck_assert_int_eq(tu_count_op(reference, "Leaf"), 1);
+    ck_assert_ptr_eq(reference->leaf_libraries, &libraries);
     Tensor *in = read_npy("cummax_input");
     const char *dir = temp_dir("cummax");
     st = compile_and_verify(g, reference, in, dir);
@@ -285,7 +300,7 @@ START_TEST(test_opaque_leaf_is_not_folded)
     ck_assert_int_eq(st, FX_OK);
     ck_assert_int_eq(tu_count_op(g, "Leaf"), 2);
     /* They run once a library is there: each row's running maximum. */
-    load_library();
+    load_library(g);
     Tensor *got[2] = {0};
     ck_assert_int_eq(interp_run(g, NULL, 0, got, 2, NULL, NULL, &tu_diag), FX_OK);
     const float *x = w->value->data;
@@ -310,7 +325,8 @@ START_TEST(test_missing_library)
     ck_assert_int_eq(run(g, in, &got, 1), FX_ERR_UNSUPPORTED);
     ck_assert_ptr_null(got);
     ck_assert(diag_has("cummax (Leaf)", "fxcc_leaf_CumMaxRows with --leaf-lib"));
-    ck_assert_int_eq(leaf_library_load(LEAF_DIR "no_such_library.so", &tu_diag), FX_ERR_IO);
+    ck_assert_int_eq(leaf_libraries_load(&libraries, LEAF_DIR "no_such_library.so", &tu_diag),
+                     FX_ERR_IO);
     ck_assert(diag_has("cannot load leaf library", "no_such_library.so"));
     tensor_free(in);
     graph_free(g);
@@ -332,7 +348,7 @@ START_TEST(test_named_leaves_and_missing_symbol)
     g = load_with("softsign", lo, FX_OK);
     ck_assert_int_eq(tu_count_op(g, "Leaf"), 1);
     ck_assert_int_eq(tu_count_op(g, "Softsign"), 0);
-    load_library();
+    load_library(g);
     Tensor *in = read_npy("softsign_input"), *want = read_npy("softsign_expected"), *got = NULL;
     ck_assert_int_eq(run(g, in, &got, 1), FX_OK);
     assert_close(got, want, "leaf Softsign");
@@ -344,6 +360,7 @@ START_TEST(test_named_leaves_and_missing_symbol)
     lo.num_leaf_ops = 2;
     g = load_with("softsign", lo, FX_OK);
     ck_assert_int_eq(tu_count_op(g, "Leaf"), 2);
+    g->leaf_libraries = &libraries; /* loaded above, still open */
     got = NULL;
     ck_assert_int_eq(run(g, in, &got, 1), FX_ERR_UNSUPPORTED);
     ck_assert(diag_has("no leaf library defines fxcc_leaf_Relu", "leaf_test_ops"));
@@ -378,7 +395,7 @@ START_TEST(test_output_types)
     const char *typed[] = {"y=float32[4]"};
     lo.leaf_types = typed;
     Graph *g = load_with("untyped", lo, FX_OK);
-    load_library();
+    load_library(g);
     Tensor *in = read_npy("untyped_input"), *want = read_npy("untyped_expected"), *got = NULL;
     ck_assert_int_eq(run(g, in, &got, 1), FX_OK);
     assert_close(got, want, "untyped");
@@ -396,7 +413,7 @@ START_TEST(test_leaf_refuses_its_data)
     const char *typed[] = {"y=float32[4]"};
     OnnxLoadOptions lo = {.leaf_types = typed, .num_leaf_types = 1};
     Graph *g = load_with("untyped", lo, FX_OK);
-    load_library();
+    load_library(g);
     Tensor *in = read_npy("untyped_negative"), *got = NULL;
     ck_assert_int_eq(run(g, in, &got, 1), FX_ERR_RUNTIME);
     ck_assert(diag_has("sqrt_checked (Leaf)", "fxcc_leaf_SqrtChecked returned 5"));

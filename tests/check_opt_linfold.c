@@ -635,14 +635,7 @@ END_TEST
  * Clip stays; the output still matches ONNX Runtime's. */
 START_TEST(test_seed)
 {
-    Graph *g = NULL;
-    OnnxLoadOptions lo = {0};
-    FxStatus st = onnx_load(FXCC_SOURCE_DIR "/examples/seed.onnx", &lo, &g, &tu_diag);
-    if (st == FX_OK)
-        st = graph_propagate_shapes(g, NULL, 0, &tu_diag);
-    if (st != FX_OK)
-        diag_print(&tu_diag, stderr);
-    ck_assert_int_eq(st, FX_OK);
+    Graph *g = tu_load_model("examples/seed.onnx");
     ck_assert_int_eq(tu_run_pass(g, pass_bn_fold, RTOL, ATOL), 0);
     ck_assert_int_eq(tu_run_pass(g, pass_linear_fold, RTOL, ATOL), 1);
     tu_assert_golden(g, "linfold", "seed");

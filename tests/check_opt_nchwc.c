@@ -12,25 +12,6 @@
 
 typedef Graph *(*Builder)(void);
 
-static Node *input4(Graph *g, const char *name, int64_t n, int64_t c, int64_t h, int64_t w)
-{
-    int64_t dims[4] = {n, c, h, w};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, 4, dims);
-}
-
-static Node *weights4(Graph *g, const char *name, int64_t m, int64_t c, int64_t kh, int64_t kw,
-                      float scale)
-{
-    int64_t dims[4] = {m, c, kh, kw};
-    return tu_weights(g, name, 4, dims, scale);
-}
-
-static Node *bias(Graph *g, const char *name, int64_t m)
-{
-    int64_t dims[1] = {m};
-    return tu_weights(g, name, 1, dims, 0.1f);
-}
-
 /* Epilogue fusion, then the layout pass (expect_changes convolutions
  * converted); golden file; then the compiled graph against the unoptimized
  * one.  Returns the optimized graph. */
@@ -51,15 +32,17 @@ static Graph *run_case(Builder build, const char *name, int expect_changes)
 static Graph *build_chain(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 3, 10, 9);
-    Node *c1 = tu_conv(g, x, weights4(g, "w1", 8, 3, 3, 3, 0.1f), bias(g, "b1", 8), 1, 1, 1);
+    Node *x = tu_input_f32(g, "x", 4, 1, 3, 10, 9);
+    Node *c1 = tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f),
+                       tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1, 1, 1);
     Node *r1 = tu_op3(g, "Relu", c1, NULL, NULL);
-    Node *c2 = tu_conv(g, r1, weights4(g, "w2", 16, 8, 3, 3, 0.05f), NULL, 1, 2, 1);
+    Node *c2 = tu_conv(g, r1, tu_weights_f32(g, "w2", 4, 16, 8, 3, 3, 0.05f), NULL, 1, 2, 1);
     Node *lo = tu_scalar(g, "lo", 0.0f), *hi = tu_scalar(g, "hi", 6.0f);
     Node *r2 = tu_op3(g, "Clip", c2, lo, hi);
-    Node *c3 = tu_conv(g, r2, weights4(g, "w3", 16, 1, 3, 3, 0.2f), bias(g, "b3", 16), 1, 1, 16);
+    Node *c3 = tu_conv(g, r2, tu_weights_f32(g, "w3", 4, 16, 1, 3, 3, 0.2f),
+                       tu_weights_f32(g, "b3", 1, 16, 0, 0, 0, 0.1f), 1, 1, 16);
     Node *r3 = tu_op3(g, "Relu", c3, NULL, NULL);
-    Node *c4 = tu_conv(g, r3, weights4(g, "w4", 5, 16, 1, 1, 0.1f), NULL, 0, 1, 1);
+    Node *c4 = tu_conv(g, r3, tu_weights_f32(g, "w4", 4, 5, 16, 1, 1, 0.1f), NULL, 0, 1, 1);
     tu_finish(g, &c4, 1);
     return g;
 }
@@ -81,12 +64,12 @@ END_TEST
 static Graph *build_residual(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 2, 16, 6, 5);
+    Node *x = tu_input_f32(g, "x", 4, 2, 16, 6, 5);
     Node *a = tu_op3(g, "Relu",
-                     tu_conv(g, x, weights4(g, "wa", 16, 16, 3, 3, 0.03f), bias(g, "ba", 16), 1,
-                             1, 1),
+                     tu_conv(g, x, tu_weights_f32(g, "wa", 4, 16, 16, 3, 3, 0.03f),
+                             tu_weights_f32(g, "ba", 1, 16, 0, 0, 0, 0.1f), 1, 1, 1),
                      NULL, NULL);
-    Node *b = tu_conv(g, a, weights4(g, "wb", 16, 16, 3, 3, 0.03f), NULL, 1, 1, 1);
+    Node *b = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 16, 16, 3, 3, 0.03f), NULL, 1, 1, 1);
     Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", b, a, NULL), NULL, NULL);
     Node *results[2] = {y, tu_op3(g, "Sigmoid", a, NULL, NULL)};
     tu_finish(g, results, 2);
@@ -108,11 +91,12 @@ END_TEST
 static Graph *build_odd_channels(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 5, 7, 7);
-    Node *d = tu_conv(g, x, weights4(g, "wd", 5, 1, 5, 5, 0.1f), NULL, 2, 1, 5);
-    Node *c = tu_conv(g, d, weights4(g, "wc", 13, 5, 3, 3, 0.1f), bias(g, "bc", 13), 0, 2, 1);
+    Node *x = tu_input_f32(g, "x", 4, 1, 5, 7, 7);
+    Node *d = tu_conv(g, x, tu_weights_f32(g, "wd", 4, 5, 1, 5, 5, 0.1f), NULL, 2, 1, 5);
+    Node *c = tu_conv(g, d, tu_weights_f32(g, "wc", 4, 13, 5, 3, 3, 0.1f),
+                      tu_weights_f32(g, "bc", 1, 13, 0, 0, 0, 0.1f), 0, 2, 1);
     Node *s = tu_op3(g, "Sigmoid", c, NULL, NULL);
-    Node *p = tu_conv(g, s, weights4(g, "wp", 7, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
+    Node *p = tu_conv(g, s, tu_weights_f32(g, "wp", 4, 7, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
     tu_finish(g, &p, 1);
     return g;
 }
@@ -149,15 +133,15 @@ static Node *pool(Graph *g, const char *op, Node *x, int64_t k, int64_t stride, 
 static Graph *build_pools(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 3, 12, 11);
+    Node *x = tu_input_f32(g, "x", 4, 1, 3, 12, 11);
     Node *c1 = tu_op3(g, "Relu",
-                      tu_conv(g, x, weights4(g, "w1", 8, 3, 3, 3, 0.1f), bias(g, "b1", 8), 1,
-                              1, 1),
+                      tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 3, 3, 3, 0.1f),
+                              tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 1, 1, 1),
                       NULL, NULL);
     Node *p1 = pool(g, "MaxPool", c1, 3, 2, 1, 1);
-    Node *c2 = tu_conv(g, p1, weights4(g, "w2", 12, 8, 3, 3, 0.05f), NULL, 1, 1, 1);
+    Node *c2 = tu_conv(g, p1, tu_weights_f32(g, "w2", 4, 12, 8, 3, 3, 0.05f), NULL, 1, 1, 1);
     Node *p2 = pool(g, "AveragePool", c2, 3, 1, 1, 0);
-    Node *c3 = tu_conv(g, p2, weights4(g, "w3", 10, 12, 1, 1, 0.1f), NULL, 0, 1, 1);
+    Node *c3 = tu_conv(g, p2, tu_weights_f32(g, "w3", 4, 10, 12, 1, 1, 0.1f), NULL, 0, 1, 1);
     Node *gap = tu_op3(g, "GlobalAveragePool", c3, NULL, NULL);
     tu_finish(g, &gap, 1);
     return g;
@@ -179,8 +163,8 @@ END_TEST
 static Graph *build_left_alone(void)
 {
     Graph *g = graph_new();
-    Node *x = input4(g, "x", 1, 8, 5, 5), *w = input4(g, "w", 4, 8, 1, 1);
-    Node *grouped = tu_conv(g, x, weights4(g, "wg", 8, 4, 3, 3, 0.1f), NULL, 1, 1, 2);
+    Node *x = tu_input_f32(g, "x", 4, 1, 8, 5, 5), *w = tu_input_f32(g, "w", 4, 4, 8, 1, 1);
+    Node *grouped = tu_conv(g, x, tu_weights_f32(g, "wg", 4, 8, 4, 3, 3, 0.1f), NULL, 1, 1, 2);
     Node *dynamic = tu_conv(g, grouped, w, NULL, 0, 1, 1);
     tu_finish(g, &dynamic, 1);
     return g;

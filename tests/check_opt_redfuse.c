@@ -15,32 +15,11 @@
 #include "codegen/codegen.h"
 #include "opt_check_util.h"
 
-static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
-                   int64_t d3)
-{
-    int64_t dims[4] = {d0, d1, d2, d3};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
-}
-
-/* An int64 constant (Reduce axes). */
-static Node *ints(Graph *g, const char *name, const int64_t *v, int64_t count)
-{
-    Tensor *t = tensor_new_ints(v, count, &tu_diag);
-    ck_assert_ptr_nonnull(t);
-    Node *n = graph_create_constant(g, NULL, name, t);
-    ck_assert_ptr_nonnull(n);
-    n->target = n->name;
-    ck_assert(node_set_num_outputs(n, 1));
-    n->out_types[0] = n->value->type;
-    n->shapes_known = true;
-    return n;
-}
-
 /* Reduce op `name` of x over axes, keepdims as given. */
 static Node *reduce(Graph *g, const char *name, Node *x, const int64_t *axes, int64_t count,
                     int keepdims)
 {
-    Node *n = tu_op3(g, name, x, ints(g, "axes", axes, count), NULL);
+    Node *n = tu_op3(g, name, x, tu_ints(g, "axes", axes, count), NULL);
     ck_assert_ptr_nonnull(node_set_attr_int(n, "keepdims", keepdims));
     tu_reinfer(n);
     return n;
@@ -140,8 +119,8 @@ static Outcome run_case(BuildFn build, const char *name)
  * broadcast over heads and query rows. */
 static void build_softmax(Graph *g)
 {
-    Node *x = input(g, "scores", 4, 2, 3, 4, 16);
-    Node *m = input(g, "mask", 4, 2, 1, 1, 16);
+    Node *x = tu_input_f32(g, "scores", 4, 2, 3, 4, 16);
+    Node *m = tu_input_f32(g, "mask", 4, 2, 1, 1, 16);
     Node *a = tu_op3(g, "Add", tu_op3(g, "Mul", x, tu_scalar(g, "scale", 0.25f), NULL), m, NULL);
     Node *y = tu_op3(g, "Softmax", a, NULL, NULL);
     tu_finish(g, &y, 1);
@@ -161,9 +140,9 @@ END_TEST
  * along the row) in the prologue, a full-row one in the epilogue. */
 static void build_log_softmax(Graph *g)
 {
-    Node *x = input(g, "x", 2, 5, 12, 0, 0);
-    Node *r = input(g, "r", 2, 5, 1, 0, 0);
-    Node *c = input(g, "c", 1, 12, 0, 0, 0);
+    Node *x = tu_input_f32(g, "x", 2, 5, 12, 0, 0);
+    Node *r = tu_input_f32(g, "r", 2, 5, 1, 0, 0);
+    Node *c = tu_input_f32(g, "c", 1, 12, 0, 0, 0);
     Node *a = tu_op3(g, "Add", tu_op3(g, "Relu", x, NULL, NULL), r, NULL);
     Node *l = tu_op3(g, "LogSoftmax", a, NULL, NULL);
     Node *y = tu_op3(g, "Sub", tu_op3(g, "Mul", l, tu_scalar(g, "two", 2.0f), NULL), c, NULL);
@@ -183,8 +162,8 @@ END_TEST
 /* Post-norm residual: layernorm(x + residual, g, b) * g2 + 0.5. */
 static void build_layernorm(Graph *g)
 {
-    Node *x = input(g, "x", 3, 2, 7, 32, 0);
-    Node *res = input(g, "residual", 3, 2, 7, 32, 0);
+    Node *x = tu_input_f32(g, "x", 3, 2, 7, 32, 0);
+    Node *res = tu_input_f32(g, "residual", 3, 2, 7, 32, 0);
     int64_t d[1] = {32};
     Node *sc = tu_weights(g, "ln_weight", 1, d, 0.3f);
     Node *bi = tu_weights(g, "ln_bias", 1, d, 0.1f);
@@ -208,7 +187,7 @@ END_TEST
  * a [4, 8] scale and no bias, on exp(x) - 1: data far from a zero mean. */
 static void build_layernorm_two_axes(Graph *g)
 {
-    Node *x = input(g, "x", 3, 3, 4, 8, 0);
+    Node *x = tu_input_f32(g, "x", 3, 3, 4, 8, 0);
     int64_t d[2] = {4, 8};
     Node *sc = tu_weights(g, "ln_weight", 2, d, 0.25f);
     Node *e = tu_op3(g, "Sub", tu_op3(g, "Exp", x, NULL, NULL), tu_scalar(g, "one", 1.0f), NULL);
@@ -230,7 +209,7 @@ END_TEST
  * value back over the row in a last pass, with * g. */
 static void build_rms(Graph *g)
 {
-    Node *x = input(g, "x", 3, 2, 6, 24, 0);
+    Node *x = tu_input_f32(g, "x", 3, 2, 6, 24, 0);
     int64_t d[1] = {24}, axes[1] = {-1};
     Node *w = tu_weights(g, "rms_weight", 1, d, 0.2f);
     Node *ms = reduce(g, "ReduceMean", tu_op3(g, "Mul", x, x, NULL), axes, 1, 1);
@@ -254,7 +233,7 @@ END_TEST
  * max(|x|) * 2 over the last one with keepdims: two groups. */
 static void build_sum_max(Graph *g)
 {
-    Node *x = input(g, "x", 3, 3, 4, 5, 0);
+    Node *x = tu_input_f32(g, "x", 3, 3, 4, 5, 0);
     int64_t last2[2] = {1, 2}, last[1] = {2};
     Node *e = tu_op3(g, "Exp", tu_op3(g, "Sub", x, tu_scalar(g, "one", 1.0f), NULL), NULL, NULL);
     Node *lse = tu_op3(g, "Log", reduce(g, "ReduceSum", e, last2, 2, 0), NULL, NULL);
@@ -280,10 +259,10 @@ END_TEST
  * broadcast back over the row). */
 static void build_side_values(Graph *g)
 {
-    Node *x = input(g, "x", 2, 4, 8, 0, 0);
-    Node *w = input(g, "w", 1, 8, 0, 0, 0);
-    Node *v = input(g, "v", 2, 3, 10, 0, 0);
-    Node *s = input(g, "s", 2, 3, 1, 0, 0);
+    Node *x = tu_input_f32(g, "x", 2, 4, 8, 0, 0);
+    Node *w = tu_input_f32(g, "w", 1, 8, 0, 0, 0);
+    Node *v = tu_input_f32(g, "v", 2, 3, 10, 0, 0);
+    Node *s = tu_input_f32(g, "s", 2, 3, 1, 0, 0);
     int64_t last[1] = {-1};
     Node *sm = tu_op3(g, "Mul", tu_op3(g, "Softmax", x, NULL, NULL),
                       tu_op3(g, "Sigmoid", w, NULL, NULL), NULL);
@@ -311,10 +290,10 @@ END_TEST
  * the Softmax stays). */
 static void build_not_fused(Graph *g)
 {
-    Node *x = input(g, "x", 2, 6, 8, 0, 0);
-    Node *z = input(g, "z", 3, 2, 5, 3, 0);
-    Node *w = input(g, "w", 3, 3, 4, 8, 0);
-    Node *b = input(g, "b", 1, 8, 0, 0, 0);
+    Node *x = tu_input_f32(g, "x", 2, 6, 8, 0, 0);
+    Node *z = tu_input_f32(g, "z", 3, 2, 5, 3, 0);
+    Node *w = tu_input_f32(g, "w", 3, 3, 4, 8, 0);
+    Node *b = tu_input_f32(g, "b", 1, 8, 0, 0, 0);
     int64_t first[1] = {0}, d[2] = {4, 8};
     Node *mean0 = reduce(g, "ReduceMean", tu_op3(g, "Mul", x, x, NULL), first, 1, 1);
     Node *mid = with_axis(tu_op3(g, "Softmax", tu_op3(g, "Neg", z, NULL, NULL), NULL, NULL), 1);

@@ -20,17 +20,6 @@
 
 /* --- helpers ---------------------------------------------------------------- */
 
-static char *print_to_string(const Graph *g)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    ck_assert_ptr_nonnull(mem);
-    graph_print(g, mem);
-    fclose(mem);
-    return text;
-}
-
 static Tensor *scalar(float v)
 {
     TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 0};
@@ -161,7 +150,7 @@ static void assert_round_trip(const char *text, const NamedTensor *c, int nc)
     if (!g)
         diag_print(&tu_diag, stderr);
     ck_assert_ptr_nonnull(g);
-    char *again = print_to_string(g);
+    char *again = tu_print(g);
     ck_assert_msg(strcmp(again, text) == 0, "round trip differs:\n%s\nwas:\n%s", again, text);
     ck_assert_int_eq(graph_lint(g, true, &tu_diag), FX_OK);
     free(again);
@@ -176,7 +165,7 @@ START_TEST(test_parse_round_trip_seed)
     OnnxLoadOptions opt = {0};
     ck_assert_int_eq(onnx_load(path, &opt, &g, &tu_diag), FX_OK);
     ck_assert_int_eq(graph_propagate_shapes(g, NULL, 0, &tu_diag), FX_OK);
-    char *text = print_to_string(g);
+    char *text = tu_print(g);
     snprintf(path, sizeof path, "%s/tests/golden/seed.txt", FXCC_SOURCE_DIR);
     char *golden = tu_slurp(path);
     ck_assert_str_eq(text, golden);
@@ -244,7 +233,7 @@ START_TEST(test_parse_short_form)
                      "%e : call_function[target=Elu](args = (%x,))\n"
                      "%l : call_function[target=LeakyRelu](args = (%e,), kwargs = {alpha: 1})\n"
                      "return %l\n");
-    char *text = print_to_string(g);
+    char *text = tu_print(g);
     ck_assert_str_eq(text,
                      "graph():\n"
                      "    %x : [num_users=1] placeholder[target=x]  # float32[1, 4]\n"
@@ -269,7 +258,7 @@ START_TEST(test_parse_pattern_wildcard)
     ck_assert_ptr_nonnull(k);
     ck_assert_ptr_null(k->value);
     ck_assert(!graph_find(g, "m")->shapes_known);
-    char *text = print_to_string(g);
+    char *text = tu_print(g);
     ck_assert_str_eq(text, "graph():\n"
                            "    %x : [num_users=1] placeholder[target=x]\n"
                            "    %k : [num_users=1] get_attr[target=k]\n"
@@ -415,10 +404,10 @@ START_TEST(test_interior_used_elsewhere)
                        "%m : call_function[target=Mul](args = (%r, %s))\n"
                        "return (%m,)\n";
     Graph *before = parse(text);
-    char *want = print_to_string(before);
+    char *want = tu_print(before);
     Graph *g = rewrite(text, pattern_relu_add, replacement_max, NULL, true, "interior_used");
     ck_assert_int_eq(rw.matches.count, 0);
-    char *got = print_to_string(g);
+    char *got = tu_print(g);
     ck_assert_str_eq(got, want);
     free(got);
     free(want);
@@ -584,7 +573,7 @@ START_TEST(test_wildcard_constant)
                                  "return (%m,)\n",
                                  NULL, 0, &tu_diag);
     ck_assert_ptr_nonnull(pattern);
-    char *pattern_text = print_to_string(pattern);
+    char *pattern_text = tu_print(pattern);
     Graph *g = rewrite("%x : placeholder[target=x] : float32[2, 3]\n"
                        "%y : placeholder[target=y] : float32[2, 3]\n"
                        "%w : get_attr[target=w]\n"

@@ -20,23 +20,6 @@
 #include "frontend/frontend.h"
 #include "opt_check_util.h"
 
-static Node *input(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2)
-{
-    int64_t dims[3] = {d0, d1, d2};
-    return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
-}
-
-static char *print_to_string(const Graph *g)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    ck_assert_ptr_nonnull(mem);
-    graph_print(g, mem);
-    fclose(mem);
-    return text;
-}
-
 static void lint(const Graph *g)
 {
     FxStatus st = graph_lint(g, true, &tu_diag);
@@ -96,28 +79,15 @@ static Graph *transform(Transformer *t, const Graph *src)
 
 /* --- no hooks: a faithful copy ------------------------------------------------ */
 
-static Graph *load_seed(void)
-{
-    Graph *g = NULL;
-    OnnxLoadOptions lo = {0};
-    FxStatus st = onnx_load(FXCC_SOURCE_DIR "/examples/seed.onnx", &lo, &g, &tu_diag);
-    if (st == FX_OK)
-        st = graph_propagate_shapes(g, NULL, 0, &tu_diag);
-    if (st != FX_OK)
-        diag_print(&tu_diag, stderr);
-    ck_assert_int_eq(st, FX_OK);
-    return g;
-}
-
 /* The copy prints as the source, shares no node with it, leaves it as it
  * was and computes the same. */
 static void assert_faithful_copy(Graph *src, int num_outputs)
 {
-    char *before = print_to_string(src);
+    char *before = tu_print(src);
     Transformer t = {0};
     Graph *out = transform(&t, src);
     ck_assert_ptr_eq(t.dst, out);
-    char *copy = print_to_string(out), *after = print_to_string(src);
+    char *copy = tu_print(out), *after = tu_print(src);
     ck_assert_str_eq(copy, before);
     ck_assert_str_eq(after, before);
     ck_assert_int_eq(out->num_nodes, src->num_nodes);
@@ -132,7 +102,7 @@ static void assert_faithful_copy(Graph *src, int num_outputs)
 
 START_TEST(test_copy_seed)
 {
-    Graph *g = load_seed();
+    Graph *g = tu_load_model("examples/seed.onnx");
     assert_faithful_copy(g, 1);
     graph_free(g);
 }
@@ -143,7 +113,7 @@ END_TEST
 static Graph *mixed_graph(void)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 4, 6, 0);
+    Node *x = tu_input_f32(g, "x", 2, 4, 6, 0, 0);
     int64_t wd[1] = {6};
     Node *w = tu_weights(g, "w", 1, wd, 0.25f);
     Node *split = tu_op3(g, "Split", x, NULL, NULL);
@@ -195,7 +165,7 @@ static Node *sigmoid_to_neg(Transformer *t, const Node *src, Node *const *args, 
 START_TEST(test_sigmoid_to_neg)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 3, 5, 0);
+    Node *x = tu_input_f32(g, "x", 2, 3, 5, 0, 0);
     Node *y = tu_op3(g, "Sigmoid", x, NULL, NULL);
     tu_finish(g, &y, 1);
 
@@ -239,7 +209,7 @@ static Node *add_as_sub(Transformer *t, const Node *src, Node *const *args, int 
 START_TEST(test_one_node_to_two)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 2, 4, 0);
+    Node *x = tu_input_f32(g, "x", 2, 2, 4, 0, 0);
     int64_t wd[2] = {2, 4};
     Node *w = tu_weights(g, "w", 2, wd, 0.5f);
     Node *y = tu_op3(g, "Relu", tu_op3(g, "Add", x, w, NULL), NULL, NULL);
@@ -279,7 +249,7 @@ static Node *split_negated(Transformer *t, const Node *src, Node *const *args, i
 static Graph *split_graph(void)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 1, 6, 0, 0);
+    Node *x = tu_input_f32(g, "x", 1, 6, 0, 0, 0);
     Node *split = tu_op3(g, "Split", x, NULL, NULL);
     ck_assert(node_set_num_outputs(split, 2));
     tu_reinfer(split);
@@ -368,7 +338,7 @@ static Node *split_to_neg(Transformer *t, const Node *src, Node *const *args, in
 static Graph *relu_graph(void)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 2, 3, 0);
+    Node *x = tu_input_f32(g, "x", 2, 2, 3, 0, 0);
     Node *y = tu_op3(g, "Sigmoid", tu_op3(g, "Relu", tu_op3(g, "Tanh", x, NULL, NULL), NULL, NULL),
                      NULL, NULL);
     tu_finish(g, &y, 1);
@@ -378,7 +348,7 @@ static Graph *relu_graph(void)
 /* The run fails with status `want` and a message containing `text`. */
 static void assert_fails(const Graph *g, Transformer *t, FxStatus want, const char *text)
 {
-    char *before = print_to_string(g);
+    char *before = tu_print(g);
     diag_clear(&tu_diag);
     ck_assert_ptr_null(transformer_run(t, g, &tu_diag));
     ck_assert_ptr_null(t->dst);
@@ -386,7 +356,7 @@ static void assert_fails(const Graph *g, Transformer *t, FxStatus want, const ch
     ck_assert_int_eq(tu_diag.entries[0].status, want);
     ck_assert_msg(strstr(tu_diag.entries[0].message, text) != NULL, "message '%s' lacks '%s'",
                   tu_diag.entries[0].message, text);
-    char *after = print_to_string(g);
+    char *after = tu_print(g);
     ck_assert_str_eq(after, before);
     free(before);
     free(after);
@@ -470,7 +440,7 @@ static void check_rule(Graph *g, const char *golden, const Expect *expect)
  * clipping ends of the hard ones, the exponential tails of the others. */
 static Node *wide_input(Graph *g)
 {
-    Node *x = input(g, "x", 3, 2, 3, 4);
+    Node *x = tu_input_f32(g, "x", 3, 2, 3, 4, 0);
     return tu_op3(g, "Mul", x, tu_scalar(g, "four", 4.0f), NULL);
 }
 
@@ -603,8 +573,7 @@ START_TEST(test_rule_other_dtypes)
     Tensor *one = tensor_new(&st, &tu_diag);
     ck_assert_ptr_nonnull(one);
     *(int32_t *)one->data = 1;
-    Node *y = tu_op3(g, "Relu", tu_op3(g, "Sub", x, create_constant(g, "one", one, &tu_diag), NULL),
-                 NULL, NULL);
+    Node *y = tu_op3(g, "Relu", tu_op3(g, "Sub", x, tu_constant(g, "one", one), NULL), NULL, NULL);
     tu_finish(g, &y, 1);
     check_rule(g, "relu_int32", NULL);
 
@@ -621,7 +590,7 @@ END_TEST
 START_TEST(test_multi_output_node_skipped)
 {
     Graph *g = graph_new();
-    Node *x = input(g, "x", 2, 3, 4, 0);
+    Node *x = tu_input_f32(g, "x", 2, 3, 4, 0, 0);
     int64_t sd[1] = {4};
     Node *y = tu_op3(g, "LayerNormalization", x, tu_weights(g, "scale", 1, sd, 0.5f), NULL);
     ck_assert(node_set_num_outputs(y, 3));
@@ -667,7 +636,7 @@ END_TEST
 static Graph *relu_sigmoid_graph(void)
 {
     Graph *g = graph_new();
-    Node *relu = tu_op3(g, "Relu", input(g, "x", 2, 3, 4, 0), NULL, NULL);
+    Node *relu = tu_op3(g, "Relu", tu_input_f32(g, "x", 2, 3, 4, 0, 0), NULL, NULL);
     Node *y = tu_op3(g, "Add", tu_op3(g, "Sigmoid", relu, NULL, NULL), relu, NULL);
     tu_finish(g, &y, 1);
     return g;
@@ -716,8 +685,8 @@ static Node *sigmoid_by_tanh(InsertPoint *ip, const Node *n, Node *const *args, 
     }
     *(float *)half->data = 0.5f;
     *(float *)one->data = 1.0f;
-    Node *h = create_constant(ip->graph, "half", half, d);
-    Node *o = create_constant(ip->graph, "one", one, d);
+    Node *h = graph_create_constant(ip->graph, NULL, "half", half, d);
+    Node *o = graph_create_constant(ip->graph, NULL, "one", one, d);
     if (!h || !o)
         return NULL;
     Node *a[2] = {args[0], h};
@@ -766,7 +735,7 @@ static Node *gives_bool(InsertPoint *ip, const Node *n, Node *const *args, Diag 
 static void assert_rule_refused(DecomposeFn build, FxStatus want, const char *text)
 {
     Graph *g = relu_sigmoid_graph();
-    char *before = print_to_string(g);
+    char *before = tu_print(g);
     const DecompositionRule rules[] = {{&fx_op_Sigmoid, build}, {NULL, NULL}};
     int count = -1;
     diag_clear(&tu_diag);
@@ -775,7 +744,7 @@ static void assert_rule_refused(DecomposeFn build, FxStatus want, const char *te
     ck_assert_uint_ge(tu_diag.count, 1);
     ck_assert_msg(strstr(tu_diag.entries[0].message, text) != NULL, "message '%s' lacks '%s'",
                   tu_diag.entries[0].message, text);
-    char *after = print_to_string(g);
+    char *after = tu_print(g);
     ck_assert_str_eq(after, before);
     lint(g);
     free(before);

@@ -31,7 +31,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "opt/opt.h"
+#include "opt/pipeline.h"
 
 #define DEFAULT_DATA_DIR "/usr/share/libonnx-testdata/data/node"
 

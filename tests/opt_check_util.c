@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opt/pipeline.h"
+
 #ifndef FXCC_SOURCE_DIR
 #error "FXCC_SOURCE_DIR must point at the repository"
 #endif
@@ -36,7 +38,7 @@ Node *tu_input(Graph *g, const char *name, DType dtype, int rank, const int64_t 
 Node *tu_constant(Graph *g, const char *name, Tensor *value)
 {
     TensorType t = value->type;
-    return typed(create_constant(g, name, value, &tu_diag), &t);
+    return typed(graph_create_constant(g, NULL, name, value, &tu_diag), &t);
 }
 
 Node *tu_scalar(Graph *g, const char *name, float value)
@@ -58,6 +60,51 @@ Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, floa
     for (int64_t i = 0; i < tensor_numel(x); i++)
         ((float *)x->data)[i] = scale * (float)((i * 7) % 11 - 5);
     return tu_constant(g, name, x);
+}
+
+Node *tu_input_f32(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t d3)
+{
+    int64_t dims[4] = {d0, d1, d2, d3};
+    return tu_input(g, name, FXRT_DTYPE_FLOAT32, rank, dims);
+}
+
+Node *tu_weights_f32(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
+                     int64_t d3, float scale)
+{
+    int64_t dims[4] = {d0, d1, d2, d3};
+    return tu_weights(g, name, rank, dims, scale);
+}
+
+Node *tu_ints(Graph *g, const char *name, const int64_t *v, int64_t count)
+{
+    Tensor *t = tensor_new_ints(v, count, &tu_diag);
+    ck_assert_ptr_nonnull(t);
+    return tu_constant(g, name, t);
+}
+
+Graph *tu_load_model(const char *relative_path)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", FXCC_SOURCE_DIR, relative_path);
+    PipelineOptions po = {.model = path};
+    PipelineResult r;
+    FxStatus st = pipeline_load(&po, &r, &tu_diag);
+    if (st != FX_OK)
+        diag_print(&tu_diag, stderr);
+    ck_assert_int_eq(st, FX_OK);
+    return r.graph;
+}
+
+char *tu_print(const Graph *g)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(mem);
+    graph_print(g, mem);
+    fclose(mem);
+    return text;
 }
 
 Node *tu_op(Graph *g, const char *op_name, Node *const *args, int num_args)
@@ -111,17 +158,11 @@ void tu_finish(Graph *g, Node *const *results, int count)
     ck_assert_int_eq(st, FX_OK);
 }
 
-static bool is_call(const Node *n)
-{
-    return n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD ||
-           n->opcode == FX_OPCODE_CALL_MODULE;
-}
-
 int tu_count_op(const Graph *g, const char *op_name)
 {
     int k = 0;
     for (const Node *n = g->root.next; n != &g->root; n = n->next)
-        k += is_call(n) && n->op && strcmp(n->op->name, op_name) == 0;
+        k += node_is_call(n) && n->op && strcmp(n->op->name, op_name) == 0;
     return k;
 }
 
@@ -129,7 +170,7 @@ int tu_count_calls(const Graph *g)
 {
     int k = 0;
     for (const Node *n = g->root.next; n != &g->root; n = n->next)
-        k += is_call(n);
+        k += node_is_call(n);
     return k;
 }
 
@@ -151,12 +192,8 @@ char *tu_slurp(const char *path)
 
 void tu_assert_golden(const Graph *g, const char *dir, const char *name)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    ck_assert_ptr_nonnull(mem);
-    graph_print(g, mem);
-    fclose(mem);
+    char *text = tu_print(g);
+    size_t len = strlen(text);
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/golden/opt/%s/%s.txt", FXCC_SOURCE_DIR, dir, name);
     if (getenv("FXCC_UPDATE_GOLDEN")) {

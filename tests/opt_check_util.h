@@ -25,6 +25,19 @@ Node *tu_scalar(Graph *g, const char *name, float value);
 /* A float32 constant filled with scale * ((i * 7) % 11 - 5): small,
  * deterministic, with both signs and zeros. */
 Node *tu_weights(Graph *g, const char *name, int rank, const int64_t *dims, float scale);
+/* tu_input and tu_weights of type float32 with the dims written out: the
+ * first `rank` of d0..d3 count. */
+Node *tu_input_f32(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t d3);
+Node *tu_weights_f32(Graph *g, const char *name, int rank, int64_t d0, int64_t d1, int64_t d2,
+                     int64_t d3, float scale);
+/* A 1-D int64 constant holding v[0..count) (axes, shapes, pads). */
+Node *tu_ints(Graph *g, const char *name, const int64_t *v, int64_t count);
+/* A model loaded, frozen, shaped and linted by the pipeline, no passes
+ * (FXCC_SOURCE_DIR-relative path); fails the test on error. */
+Graph *tu_load_model(const char *relative_path);
+/* The printer's text of g (malloc'd). */
+char *tu_print(const Graph *g);
 /* A call node of ONNX op (or module kind) `op_name` at the end of g, its
  * attribute defaults filled and its types inferred; fails the test if it
  * cannot be made. */

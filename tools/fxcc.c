@@ -15,7 +15,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "opt/opt.h"
+#include "opt/pipeline.h"
 
 enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
 
@@ -33,7 +33,7 @@ typedef struct CommonArgs {
     /* Leaf ops: --leaf OP, --leaf-type VALUE=TYPE, --leaf-lib LIB.so */
     const char *leaf_ops[MAX_BINDINGS], *leaf_types[MAX_BINDINGS], *leaf_libs[MAX_BINDINGS];
     int num_leaf_ops, num_leaf_types, num_leaf_libs;
-    bool quiet_notes; /* a second load of the same model */
+    LeafLibraries *leaf_libraries; /* main's */
 } CommonArgs;
 
 static const char opt_help[] =
@@ -170,78 +170,32 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
     return 0;
 }
 
-/* Every leaf that stands for an op fxcc lacks (rather than one the user
- * named with --leaf) gets a note: the model compiles, but only with the
- * user's function. */
-static void note_leaves(const Graph *g)
+/* The pipeline (opt/pipeline.c) with this command's flags; the leaf
+ * libraries go into the table main owns.  *reference (may be NULL) gets the
+ * graph before the passes. */
+static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Graph **reference,
+                           Diag *d)
 {
-    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
-        if (n->op != &fx_op_Leaf)
-            continue;
-        const char *type = node_attr_string(n, "leaf_op", ""),
-                   *domain = node_attr_string(n, "leaf_domain", "");
-        bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
-        if (default_domain && op_lookup(type))
-            continue;
-        char fn[160];
-        fprintf(stderr,
-                "fxcc: note: node %s: op '%s'%s%s%s is not implemented by fxcc; it becomes a leaf "
-                "op calling %s (--leaf-lib to run it, --leaf-source to build it)\n",
-                n->name, type, default_domain ? "" : " of domain '", default_domain ? "" : domain,
-                default_domain ? "" : "'", leaf_function_name(n, fn, sizeof fn));
-    }
-}
-
-/* --const NAME=FILE: input NAME becomes a constant with FILE's value. */
-static FxStatus freeze_input(Graph *g, const char *arg, Diag *d)
-{
-    const char *eq = strchr(arg, '=');
-    size_t len = (size_t)(eq - arg);
-    Node *ph = NULL;
-    for (int k = 0; !ph && k < graph_num_placeholders(g); k++) {
-        Node *p = graph_placeholder(g, k);
-        if ((strlen(p->target) == len && strncmp(p->target, arg, len) == 0) ||
-            (strlen(p->name) == len && strncmp(p->name, arg, len) == 0))
-            ph = p;
-    }
-    if (!ph)
-        return diag_error(d, FX_ERR_INVALID, "--const names '%.*s', which is not a graph input",
-                          (int)len, arg);
-    Tensor *value = NULL;
-    FxStatus st = tensor_file_read(eq + 1, &value, d);
-    if (st != FX_OK)
-        return st;
-    return graph_freeze_input(g, ph, value, d);
-}
-
-static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Diag *d)
-{
-    OnnxLoadOptions lo = {.keep_input_defaults = c->keep_defaults,
-                          .unknown_ops_as_leaves = true,
-                          .leaf_ops = c->leaf_ops, .num_leaf_ops = c->num_leaf_ops,
-                          .leaf_types = c->leaf_types, .num_leaf_types = c->num_leaf_types};
-    FxStatus st = FX_OK;
-    for (int k = 0; k < c->num_leaf_libs && st == FX_OK; k++)
-        st = leaf_library_load(c->leaf_libs[k], d);
-    if (st == FX_OK && (st = onnx_load(path, &lo, g, d)) == FX_OK && !c->quiet_notes)
-        note_leaves(*g);
-    for (int k = 0; k < c->num_consts && st == FX_OK; k++)
-        st = freeze_input(*g, c->const_args[k], d);
-    if (st == FX_OK)
-        st = graph_propagate_shapes(*g, c->bindings, c->num_bindings, d);
-    if (st == FX_OK)
-        st = graph_lint(*g, true, d);
-    PassOptions po = {.bindings = c->bindings, .num_bindings = c->num_bindings,
-                      .check = c->check_passes, .print_after = c->print_after,
-                      .dot_after = c->dot_after};
-    if (st == FX_OK && c->passes)
-        st = opt_run_list(*g, c->passes, &po, d);
-    else if (st == FX_OK)
-        st = opt_run_level(*g, c->opt_level, &po, d);
-    if (st != FX_OK) {
-        graph_free(*g);
-        *g = NULL;
-    }
+    PipelineOptions po = {
+        .model = path,
+        .load = {.keep_input_defaults = c->keep_defaults,
+                 .unknown_ops_as_leaves = true,
+                 .leaf_ops = c->leaf_ops, .num_leaf_ops = c->num_leaf_ops,
+                 .leaf_types = c->leaf_types, .num_leaf_types = c->num_leaf_types},
+        .const_inputs = c->const_args, .num_const_inputs = c->num_consts,
+        .bindings = c->bindings, .num_bindings = c->num_bindings,
+        .leaf_libs = c->leaf_libs, .num_leaf_libs = c->num_leaf_libs,
+        .leaf_libraries = c->leaf_libraries,
+        .notes = stderr,
+        .opt_level = c->opt_level, .passes = c->passes,
+        .print_after = c->print_after, .dot_after = c->dot_after,
+        .check_passes = c->check_passes,
+        .want_reference = reference != NULL};
+    PipelineResult r;
+    FxStatus st = pipeline_load(&po, &r, d);
+    *g = r.graph;
+    if (reference)
+        *reference = r.reference;
     return st;
 }
 
@@ -267,9 +221,9 @@ static const char inspect_help[] =
     "                      exporters, IR 3) stay inputs, the initializer their default;\n"
     "                      without it they are constants like any initializer\n";
 
-static int cmd_inspect(int argc, char **argv)
+static int cmd_inspect(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
-    CommonArgs c = {0};
+    CommonArgs c = {.leaf_libraries = leaf_libraries};
     const char *model = NULL, *dot = NULL;
     bool tabular = false;
     Diag d;
@@ -305,7 +259,7 @@ static int cmd_inspect(int argc, char **argv)
     if (!model)
         return usage_error("inspect", "%s", "no model given");
     Graph *g = NULL;
-    if (load_model(model, &c, &g, &d) != FX_OK) {
+    if (load_model(model, &c, &g, NULL, &d) != FX_OK) {
         rc = fail(&d);
         diag_free(&d);
         return rc;
@@ -411,9 +365,9 @@ static FxStatus time_runs(const Graph *g, Tensor **inputs, int num_inputs, int n
     return st;
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
-    CommonArgs c = {0};
+    CommonArgs c = {.leaf_libraries = leaf_libraries};
     const char *model = NULL, *out_dir = NULL;
     const char **input_paths = fx_alloc_array((size_t)argc, sizeof *input_paths);
     int num_inputs = 0;
@@ -473,7 +427,7 @@ static int cmd_run(int argc, char **argv)
     int num_outputs = 0;
     if (!inputs)
         goto done;
-    if (load_model(model, &c, &g, &d) != FX_OK)
+    if (load_model(model, &c, &g, NULL, &d) != FX_OK)
         goto done;
     int want = graph_num_placeholders(g);
     if (num_inputs > want) {
@@ -593,9 +547,9 @@ static int parse_weights(const char *cmd, const char *v, CgWeights *w)
     return 0;
 }
 
-static int cmd_compile(int argc, char **argv)
+static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
-    CommonArgs c = {.opt_level = 2};
+    CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries};
     const char *model = NULL, *out_dir = NULL, *name = NULL;
     CgOptions co = {.target = FX_TARGET_HOST};
     const char *leaf_sources[MAX_BINDINGS];
@@ -658,7 +612,7 @@ static int cmd_compile(int argc, char **argv)
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
-    if (load_model(model, &c, &g, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
+    if (load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
         if (report)
             cg_plan_report(&plan, stdout);
         else
@@ -696,9 +650,9 @@ static const char verify_help[] =
     "  --shape, --const, --keep-input-defaults\n"
     "                      as for `fxcc inspect`\n";
 
-static int cmd_verify(int argc, char **argv)
+static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
-    CommonArgs c = {.opt_level = 2};
+    CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries};
     const char *model = NULL;
     CgVerifyOptions vo = {.cg = {.target = FX_TARGET_HOST, .name = "model"},
                           .rtol = 1e-4, .atol = 1e-5};
@@ -769,13 +723,7 @@ static int cmd_verify(int argc, char **argv)
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;
-    CommonArgs eager = c;
-    eager.opt_level = 0;
-    eager.passes = eager.print_after = eager.dot_after = NULL;
-    eager.check_passes = false;
-    eager.num_leaf_libs = 0; /* loaded once, by the first load */
-    eager.quiet_notes = true;
-    if (load_model(model, &c, &g, &d) != FX_OK || load_model(model, &eager, &reference, &d) != FX_OK)
+    if (load_model(model, &c, &g, &reference, &d) != FX_OK)
         goto fail_out;
     num_inputs = graph_num_placeholders(g);
     if (num_paths && num_paths != num_inputs) {
@@ -848,7 +796,7 @@ static const char main_help[] =
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
 
-static int run_command(int argc, char **argv)
+static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
     if (argc < 2) {
         fputs(main_help, stderr);
@@ -856,13 +804,13 @@ static int run_command(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "inspect") == 0)
-        return cmd_inspect(argc, argv);
+        return cmd_inspect(argc, argv, leaf_libraries);
     if (strcmp(cmd, "run") == 0)
-        return cmd_run(argc, argv);
+        return cmd_run(argc, argv, leaf_libraries);
     if (strcmp(cmd, "compile") == 0)
-        return cmd_compile(argc, argv);
+        return cmd_compile(argc, argv, leaf_libraries);
     if (strcmp(cmd, "verify") == 0)
-        return cmd_verify(argc, argv);
+        return cmd_verify(argc, argv, leaf_libraries);
     if (strcmp(cmd, "passes") == 0)
         return cmd_passes(argc, argv);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
@@ -876,7 +824,9 @@ static int run_command(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    int rc = run_command(argc, argv);
-    leaf_libraries_close();
+    /* Graphs run leaf functions from here until the command returns. */
+    LeafLibraries leaf_libraries = {0};
+    int rc = run_command(argc, argv, &leaf_libraries);
+    leaf_libraries_close(&leaf_libraries);
     return rc;
 }

@@ -744,7 +744,7 @@ static FxStatus where_emit(EmitCtx *c)
  * already known at import (a graph input or a constant), else float32:
  * Clip-6 took floats only, and infer accepts a float32 bound for a float64
  * input for exactly this case. */
-static FxStatus clip_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus clip_canonicalize(Node *n, int opset, Diag *d)
 {
     const Attr *amin = node_attr(n, "min"), *amax = node_attr(n, "max");
     if (!amin && !amax)
@@ -777,11 +777,9 @@ static FxStatus clip_canonicalize(Graph *g, Node *n, int opset, Diag *d)
             *(double *)v->data = bounds[k]->f;
         else
             *(float *)v->data = bounds[k]->f;
-        char hint[64];
-        snprintf(hint, sizeof hint, "%s_%s", n->name, names[k]);
-        Node *cn = graph_create_constant(g, n, hint, v);
-        if (!cn || node_append_arg(n, cn) < 0)
-            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        FxStatus st = node_set_const_input(n, n->num_args, names[k], v, d);
+        if (st != FX_OK)
+            return st;
     }
     node_remove_attr(n, "min");
     node_remove_attr(n, "max");

@@ -12,8 +12,9 @@
  * (every input, then every output; the node's ONNX attributes are not
  * passed, so one function serves every node of the op type), and the
  * interpreter calls the same function from a shared library loaded with
- * leaf_library_load.  A non-zero return is the op refusing its data: the
- * interpreter reports it naming the node, NAME_run returns it.
+ * leaf_libraries_load (a table its caller owns and attaches to the graph
+ * through Graph.leaf_libraries).  A non-zero return is the op refusing its
+ * data: the interpreter reports it naming the node, NAME_run returns it.
  *
  * A Leaf is opaque (FX_OPF_OPAQUE): nothing evaluates it at compile time,
  * since the library may not be there and the function need not be pure.
@@ -106,18 +107,11 @@ static FxStatus leaf_infer(InferCtx *c)
 
 /* --- the interpreter's libraries -------------------------------------------- */
 
-enum { LEAF_MAX_LIBRARIES = 16 };
-
-static struct {
-    void *handle;
-    char *path;
-} leaf_libraries[LEAF_MAX_LIBRARIES];
-static int leaf_num_libraries;
-
-FxStatus leaf_library_load(const char *path, Diag *d)
+FxStatus leaf_libraries_load(LeafLibraries *l, const char *path, Diag *d)
 {
-    if (leaf_num_libraries == LEAF_MAX_LIBRARIES)
-        return diag_error(d, FX_ERR_INVALID, "more than %d leaf libraries", LEAF_MAX_LIBRARIES);
+    if (l->count == FX_LEAF_MAX_LIBRARIES)
+        return diag_error(d, FX_ERR_INVALID, "more than %d leaf libraries",
+                          FX_LEAF_MAX_LIBRARIES);
     /* dlopen would search the library path for a bare name; the flag names a file. */
     size_t len = strlen(path) + 3;
     char *file = fx_malloc(len);
@@ -133,18 +127,18 @@ FxStatus leaf_library_load(const char *path, Diag *d)
         free(file);
         return st;
     }
-    leaf_libraries[leaf_num_libraries].handle = h;
-    leaf_libraries[leaf_num_libraries++].path = file;
+    l->items[l->count].handle = h;
+    l->items[l->count++].path = file;
     return FX_OK;
 }
 
-void leaf_libraries_close(void)
+void leaf_libraries_close(LeafLibraries *l)
 {
-    for (int i = 0; i < leaf_num_libraries; i++) {
-        dlclose(leaf_libraries[i].handle);
-        free(leaf_libraries[i].path);
+    for (int i = 0; i < l->count; i++) {
+        dlclose(l->items[i].handle);
+        free(l->items[i].path);
     }
-    leaf_num_libraries = 0;
+    l->count = 0;
 }
 
 const char *leaf_function_name(const Node *n, char *buf, size_t cap)
@@ -200,23 +194,24 @@ static FxStatus leaf_eval(EvalCtx *c)
     const Node *n = c->node;
     char fname[160];
     leaf_function_name(n, fname, sizeof fname);
-    if (leaf_num_libraries == 0)
+    const LeafLibraries *libs = n->graph->leaf_libraries;
+    if (!libs || libs->count == 0)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n,
                                "leaf op '%s' is not implemented by fxcc: to run it, give a shared "
                                "library defining %s with --leaf-lib LIB.so", leaf_op_type(n),
                                fname);
     void *sym = NULL;
-    for (int i = 0; i < leaf_num_libraries && !sym; i++)
-        sym = dlsym(leaf_libraries[i].handle, fname);
+    for (int i = 0; i < libs->count && !sym; i++)
+        sym = dlsym(libs->items[i].handle, fname);
     if (!sym) {
-        char libs[1024] = "";
+        char searched[1024] = "";
         size_t used = 0;
-        for (int i = 0; i < leaf_num_libraries && used < sizeof libs; i++)
-            used += (size_t)snprintf(libs + used, sizeof libs - used, "%s%s", i ? ", " : "",
-                                     leaf_libraries[i].path);
+        for (int i = 0; i < libs->count && used < sizeof searched; i++)
+            used += (size_t)snprintf(searched + used, sizeof searched - used, "%s%s",
+                                     i ? ", " : "", libs->items[i].path);
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, n,
                                "no leaf library defines %s for leaf op '%s' (searched %s)", fname,
-                               leaf_op_type(n), libs);
+                               leaf_op_type(n), searched);
     }
     int count = c->num_inputs + c->num_outputs;
     if (count < 1 || count > FX_LEAF_MAX_VALUES)

@@ -228,23 +228,20 @@ static FxStatus conv_canonicalize_at(Node *n, int w_index, Diag *d)
     return FX_OK;
 }
 
-static FxStatus conv_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus conv_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     (void)opset;
     return conv_canonicalize_at(n, 1, d);
 }
 
-static FxStatus qlinear_conv_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus qlinear_conv_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     (void)opset;
     return conv_canonicalize_at(n, 3, d);
 }
 
-static FxStatus pool_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus pool_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     (void)opset;
     const int64_t *ks;
     int64_t nk = node_attr_ints(n, "kernel_shape", &ks);

@@ -133,9 +133,8 @@ static const char *float_lit(float v, char *buf, size_t cap) { return c_float_li
 
 /* --- BatchNormalization ------------------------------------------------------ */
 
-static FxStatus batchnorm_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus batchnorm_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     (void)opset;
     if (node_attr_int(n, "training_mode", 0) != 0)
         return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
@@ -753,9 +752,8 @@ const OpDef fx_op_LpNormalization = {
 
 /* --- Softmax, LogSoftmax, Hardmax ---------------------------------------------- */
 
-static FxStatus softmax_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus softmax_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     /* Only this function sets the mark; an ONNX file cannot. */
     if (node_attr(n, "coerce_2d"))
         return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "unknown attribute 'coerce_2d'");

@@ -46,24 +46,6 @@ static FxStatus check_numeric(Diag *d, const Node *n, const TensorType *t)
     }
 }
 
-/* Adds a constant int64 1-D input holding vals to n (canonicalize). */
-static FxStatus append_const_ints(Graph *g, Node *n, const char *role, const int64_t *vals,
-                                  int64_t count, Diag *d)
-{
-    TensorType t = {.dtype = FXRT_DTYPE_INT64, .rank = 1, .dims = {count}};
-    Tensor *v = tensor_new(&t, d);
-    if (!v)
-        return FX_ERR_NOMEM;
-    if (count)
-        memcpy(v->data, vals, (size_t)count * sizeof *vals);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_%s", n->name ? n->name : "node", role);
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input '%s'", role);
-    return FX_OK;
-}
 
 /* Bit a of *mask set: input axis a is reduced.  axes may be NULL (input
  * omitted).  *identity is set when noop_with_empty_axes applies. */
@@ -124,7 +106,7 @@ static FxrtReduceOp reduce_op_of(const OpDef *op)
 }
 
 /* Before opset 18 (13 for ReduceSum) axes was an attribute. */
-static FxStatus reduce_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus reduce_canonicalize(Node *n, int opset, Diag *d)
 {
     int since = n->op == &fx_op_ReduceSum ? 13 : 18;
     const int64_t *vals;
@@ -138,7 +120,7 @@ static FxStatus reduce_canonicalize(Graph *g, Node *n, int opset, Diag *d)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected 1", n->num_args);
     FxStatus st = FX_OK;
     if (count > 0) /* an empty list meant "all axes", as no input does */
-        st = append_const_ints(g, n, "axes", vals, count, d);
+        st = node_set_const_input(n, n->num_args, "axes", tensor_new_ints(vals, count, d), d);
     if (st == FX_OK)
         node_remove_attr(n, "axes");
     return st;

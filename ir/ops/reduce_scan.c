@@ -61,7 +61,7 @@ static bool single_int(const Tensor *t, int64_t *v)
 /* --- TopK ----------------------------------------------------------------------- */
 
 /* Opsets 1-9: k was an attribute; 10 made it input 1. */
-static FxStatus topk_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus topk_canonicalize(Node *n, int opset, Diag *d)
 {
     Attr *a = node_attr(n, "k");
     if (!a) {
@@ -79,12 +79,9 @@ static FxStatus topk_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     if (!v)
         return FX_ERR_NOMEM;
     ((int64_t *)v->data)[0] = a->i;
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_k", n->name ? n->name : "node");
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'K'");
+    FxStatus st = node_set_const_input(n, 1, "k", v, d);
+    if (st != FX_OK)
+        return st;
     node_remove_attr(n, "k");
     return FX_OK;
 }

@@ -671,9 +671,8 @@ static bool move_scales_to_input2(Node *n)
     return true;
 }
 
-static FxStatus resize_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus resize_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     if (opset >= 11)
         return FX_OK;
     /* Resize-10: (X, scales), asymmetric coordinates */
@@ -753,7 +752,7 @@ const OpDef fx_op_Resize = {
 /* --- Upsample ----------------------------------------------------------------- */
 
 /* Upsample-7 (scales attribute) and -9 (scales input) become Resize. */
-static FxStatus upsample_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus upsample_canonicalize(Node *n, int opset, Diag *d)
 {
     (void)opset;
     const float *attr_scales;
@@ -768,12 +767,9 @@ static FxStatus upsample_canonicalize(Graph *g, Node *n, int opset, Diag *d)
             return FX_ERR_NOMEM;
         if (count)
             memcpy(v->data, attr_scales, (size_t)count * sizeof *attr_scales);
-        char hint[256];
-        snprintf(hint, sizeof hint, "%s_scales", n->name ? n->name : "node");
-        /* graph_create_constant owns v from here on, freeing it on failure */
-        Node *k = graph_create_constant(g, n, hint, v);
-        if (!k || node_append_arg(n, k) < 0)
-            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'scales'");
+        FxStatus st = node_set_const_input(n, 1, "scales", v, d);
+        if (st != FX_OK)
+            return st;
         node_remove_attr(n, "scales");
     }
     if (n->num_args != 2 || !n->args[1])

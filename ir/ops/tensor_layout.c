@@ -207,25 +207,6 @@ static FxStatus mul_dim(InferCtx *c, int64_t a, int64_t b, int64_t *out)
     return FX_OK;
 }
 
-/* Adds a constant int64 1-D input holding vals to n (canonicalize).  The
- * graph owns the tensor once the get_attr node exists. */
-static FxStatus append_const_ints(Graph *g, Node *n, const char *role, const int64_t *vals,
-                                  int64_t count, Diag *d)
-{
-    TensorType t = {.dtype = FXRT_DTYPE_INT64, .rank = 1, .dims = {count}};
-    Tensor *v = tensor_new(&t, d);
-    if (!v)
-        return FX_ERR_NOMEM;
-    if (count)
-        memcpy(v->data, vals, (size_t)count * sizeof *vals);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_%s", n->name ? n->name : "node", role);
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input '%s'", role);
-    return FX_OK;
-}
 
 /* Refuses an attribute that opset `since` replaced by an input. */
 static FxStatus refuse_legacy_attr(const Node *n, int opset, int since, const char *name,
@@ -485,7 +466,7 @@ const OpDef fx_op_Concat = {
 
 /* --- Split ------------------------------------------------------------------ */
 
-static FxStatus split_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus split_canonicalize(Node *n, int opset, Diag *d)
 {
     const int64_t *vals;
     int64_t count = node_attr_ints(n, "split", &vals);
@@ -496,7 +477,8 @@ static FxStatus split_canonicalize(Graph *g, Node *n, int opset, Diag *d)
         return st;
     if (n->num_args != 1)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected 1", n->num_args);
-    if ((st = append_const_ints(g, n, "split", vals, count, d)) == FX_OK)
+    st = node_set_const_input(n, n->num_args, "split", tensor_new_ints(vals, count, d), d);
+    if (st == FX_OK)
         node_remove_attr(n, "split");
     return st;
 }
@@ -629,7 +611,7 @@ const OpDef fx_op_Split = {
 
 /* Opsets 1-9: starts, ends and axes attributes; 10 made them inputs 1-3 and
  * added steps. */
-static FxStatus slice_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus slice_canonicalize(Node *n, int opset, Diag *d)
 {
     static const char *const names[3] = {"starts", "ends", "axes"};
     FxStatus st = FX_OK;
@@ -648,7 +630,8 @@ static FxStatus slice_canonicalize(Graph *g, Node *n, int opset, Diag *d)
                                      names[i]);
             continue;
         }
-        if ((st = append_const_ints(g, n, names[i], vals, count, d)) == FX_OK)
+        st = node_set_const_input(n, n->num_args, names[i], tensor_new_ints(vals, count, d), d);
+        if (st == FX_OK)
             node_remove_attr(n, names[i]);
     }
     return st;
@@ -958,7 +941,7 @@ static bool pad_mode(const Node *n, FxrtPadMode *mode)
 }
 
 /* Opsets 2-10: pads and value attributes; 11 made them inputs 1 and 2. */
-static FxStatus pad_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus pad_canonicalize(Node *n, int opset, Diag *d)
 {
     FxrtPadMode mode;
     if (!pad_mode(n, &mode))
@@ -975,7 +958,8 @@ static FxStatus pad_canonicalize(Graph *g, Node *n, int opset, Diag *d)
         return diag_node_error(d, FX_ERR_INVALID, n, "required attribute 'pads' is missing");
     if (n->num_args != 1)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected 1", n->num_args);
-    if ((st = append_const_ints(g, n, "pads", pads, count, d)) != FX_OK)
+    st = node_set_const_input(n, n->num_args, "pads", tensor_new_ints(pads, count, d), d);
+    if (st != FX_OK)
         return st;
     node_remove_attr(n, "pads");
     /* value: these opsets pad float tensors only; 0 is what an omitted
@@ -989,13 +973,7 @@ static FxStatus pad_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     if (!v)
         return FX_ERR_NOMEM;
     memcpy(v->data, &value, sizeof value);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_value", n->name ? n->name : "node");
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'value'");
-    return FX_OK;
+    return node_set_const_input(n, n->num_args, "value", v, d);
 }
 
 /* Output dims from the pads list (begins then ends), with overflow checks. */
@@ -1156,9 +1134,8 @@ static FxStatus blocksize(InferCtx *c, int64_t limit, int64_t *b)
     return FX_OK;
 }
 
-static FxStatus depth_to_space_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus depth_to_space_canonicalize(Node *n, int opset, Diag *d)
 {
-    (void)g;
     (void)opset;
     const char *mode = node_attr_string(n, "mode", "DCR");
     if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0)
@@ -1176,7 +1153,7 @@ static FxStatus depth_to_space_infer(InferCtx *c)
     if (x->rank != 4)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "input must be NCHW, not rank %d",
                                x->rank);
-    if ((st = depth_to_space_canonicalize(NULL, c->node, 0, c->diag)) != FX_OK)
+    if ((st = depth_to_space_canonicalize(c->node, 0, c->diag)) != FX_OK)
         return st;
     if ((st = blocksize(c, x->dims[1] > 0 ? x->dims[1] : 1, &b)) != FX_OK)
         return st;

@@ -69,29 +69,10 @@ static FxStatus view_eval(EvalCtx *c)
     return FX_OK;
 }
 
-/* Adds a constant int64 1-D input holding vals to n (canonicalize).  The
- * graph owns the tensor once the get_attr node exists. */
-static FxStatus append_const_ints(Graph *g, Node *n, const char *role, const int64_t *vals,
-                                  int64_t count, Diag *d)
-{
-    TensorType t = {.dtype = FXRT_DTYPE_INT64, .rank = 1, .dims = {count}};
-    Tensor *v = tensor_new(&t, d);
-    if (!v)
-        return FX_ERR_NOMEM;
-    if (count)
-        memcpy(v->data, vals, (size_t)count * sizeof *vals);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_%s", n->name ? n->name : "node", role);
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input '%s'", role);
-    return FX_OK;
-}
 
 /* Moves an INTS attribute that later opsets made input `index` into a
  * constant input (for opset < new_opset), or refuses it in newer models. */
-static FxStatus attr_to_input(Graph *g, Node *n, int opset, int new_opset, const char *name,
+static FxStatus attr_to_input(Node *n, int opset, int new_opset, const char *name,
                               int index, Diag *d)
 {
     const int64_t *vals;
@@ -105,7 +86,7 @@ static FxStatus attr_to_input(Graph *g, Node *n, int opset, int new_opset, const
     if (n->num_args != index)
         return diag_node_error(d, FX_ERR_INVALID, n, "has %d inputs, expected %d with "
                                "attribute '%s'", n->num_args, index, name);
-    FxStatus st = append_const_ints(g, n, name, vals, count, d);
+    FxStatus st = node_set_const_input(n, n->num_args, name, tensor_new_ints(vals, count, d), d);
     if (st == FX_OK)
         node_remove_attr(n, name);
     return st;
@@ -224,9 +205,9 @@ const OpDef fx_op_Flatten = {
 
 /* --- Squeeze ---------------------------------------------------------------- */
 
-static FxStatus squeeze_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus squeeze_canonicalize(Node *n, int opset, Diag *d)
 {
-    return attr_to_input(g, n, opset, 13, "axes", 1, d);
+    return attr_to_input(n, opset, 13, "axes", 1, d);
 }
 
 static FxStatus squeeze_infer(InferCtx *c)
@@ -277,9 +258,9 @@ const OpDef fx_op_Squeeze = {
 
 /* --- Unsqueeze -------------------------------------------------------------- */
 
-static FxStatus unsqueeze_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus unsqueeze_canonicalize(Node *n, int opset, Diag *d)
 {
-    FxStatus st = attr_to_input(g, n, opset, 13, "axes", 1, d);
+    FxStatus st = attr_to_input(n, opset, 13, "axes", 1, d);
     if (st == FX_OK && n->num_args < 2)
         st = diag_node_error(d, FX_ERR_INVALID, n, "needs axes");
     return st;
@@ -348,7 +329,7 @@ const OpDef fx_op_Identity = {
 /* --- Dropout ---------------------------------------------------------------- */
 
 /* Opsets 7-11 give the ratio as an attribute; 12 made it input 1. */
-static FxStatus dropout_canonicalize(Graph *g, Node *n, int opset, Diag *d)
+static FxStatus dropout_canonicalize(Node *n, int opset, Diag *d)
 {
     const Attr *a = node_attr(n, "ratio");
     if (!a)
@@ -364,12 +345,9 @@ static FxStatus dropout_canonicalize(Graph *g, Node *n, int opset, Diag *d)
         return FX_ERR_NOMEM;
     float ratio = a->f;
     memcpy(v->data, &ratio, sizeof ratio);
-    char hint[256];
-    snprintf(hint, sizeof hint, "%s_ratio", n->name ? n->name : "node");
-    /* graph_create_constant owns v from here on, freeing it on failure */
-    Node *k = graph_create_constant(g, n, hint, v);
-    if (!k || node_append_arg(n, k) < 0)
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'ratio'");
+    FxStatus st = node_set_const_input(n, 1, "ratio", v, d);
+    if (st != FX_OK)
+        return st;
     node_remove_attr(n, "ratio");
     return FX_OK;
 }

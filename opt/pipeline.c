@@ -1,0 +1,124 @@
+/*
+ * pipeline.c - the one sequence from a model file to an optimized graph:
+ * leaf libraries, load, --const freezes, shape propagation (with the
+ * caller's freezing policy when shapes need more constants), lint, a copy
+ * for the caller's reference run, then the passes.
+ */
+#include <string.h>
+
+#include "pipeline.h"
+
+/* Leaf ops fxcc does not implement are worth a note: the model compiles,
+ * but calls a function the user must supply. */
+static void note_leaves(const Graph *g, FILE *notes)
+{
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->op != &fx_op_Leaf)
+            continue;
+        const char *type = node_attr_string(n, "leaf_op", ""),
+                   *domain = node_attr_string(n, "leaf_domain", "");
+        bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
+        if (default_domain && op_lookup(type))
+            continue;
+        char fn[160];
+        fprintf(notes,
+                "fxcc: note: node %s: op '%s'%s%s%s is not implemented by fxcc; it becomes a leaf "
+                "op calling %s (--leaf-lib to run it, --leaf-source to build it)\n",
+                n->name, type, default_domain ? "" : " of domain '", default_domain ? "" : domain,
+                default_domain ? "" : "'", leaf_function_name(n, fn, sizeof fn));
+    }
+}
+
+/* "NAME=FILE": input NAME (its ONNX or its node name) becomes a constant
+ * with FILE's value. */
+static FxStatus freeze_from_file(Graph *g, const char *arg, Diag *d)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq)
+        return diag_error(d, FX_ERR_INVALID, "--const takes NAME=FILE, not '%s'", arg);
+    size_t len = (size_t)(eq - arg);
+    Node *ph = NULL;
+    for (int k = 0; !ph && k < graph_num_placeholders(g); k++) {
+        Node *p = graph_placeholder(g, k);
+        if ((strlen(p->target) == len && strncmp(p->target, arg, len) == 0) ||
+            (strlen(p->name) == len && strncmp(p->name, arg, len) == 0))
+            ph = p;
+    }
+    if (!ph)
+        return diag_error(d, FX_ERR_INVALID, "--const names '%.*s', which is not a graph input",
+                          (int)len, arg);
+    Tensor *value = NULL;
+    FxStatus st = tensor_file_read(eq + 1, &value, d);
+    if (st != FX_OK)
+        return st;
+    return graph_freeze_input(g, ph, value, d);
+}
+
+/* Shape propagation, asking the policy for more constants while a shape
+ * depends on an input's data.  The failed tries' errors are dropped; a final
+ * failure is reported by running the last try again into d. */
+static FxStatus propagate(const PipelineOptions *o, Graph *g, Diag *d)
+{
+    if (!o->freeze_more)
+        return graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+    Diag tries;
+    diag_init(&tries);
+    FxStatus st;
+    while ((st = graph_propagate_shapes(g, o->bindings, o->num_bindings, &tries)) ==
+               FX_ERR_UNSUPPORTED &&
+           o->freeze_more(g, o->freeze_user, d))
+        diag_clear(&tries);
+    diag_free(&tries);
+    return st == FX_OK ? FX_OK : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+}
+
+static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStage *stage,
+                               Diag *d)
+{
+    *stage = PIPELINE_LOAD;
+    FxStatus st = FX_OK;
+    for (int k = 0; k < o->num_leaf_libs && st == FX_OK; k++)
+        st = o->leaf_libraries
+                 ? leaf_libraries_load(o->leaf_libraries, o->leaf_libs[k], d)
+                 : diag_error(d, FX_ERR_INVALID, "leaf libraries given without a table to load "
+                                                 "them into");
+    if (st == FX_OK && (st = onnx_load(o->model, &o->load, g, d)) == FX_OK) {
+        (*g)->leaf_libraries = o->leaf_libraries;
+        if (o->notes)
+            note_leaves(*g, o->notes);
+    }
+    for (int k = 0; k < o->num_const_inputs && st == FX_OK; k++)
+        st = freeze_from_file(*g, o->const_inputs[k], d);
+    if (st != FX_OK)
+        return st;
+    *stage = PIPELINE_SHAPES;
+    if ((st = propagate(o, *g, d)) == FX_OK)
+        st = graph_lint(*g, true, d);
+    return st;
+}
+
+FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
+{
+    memset(r, 0, sizeof *r);
+    Graph *g = NULL;
+    FxStatus st = load_and_shape(o, &g, &r->failed, d);
+    if (st == FX_OK && o->want_reference && !(r->reference = graph_clone(g, d)))
+        st = FX_ERR_NOMEM;
+    if (st == FX_OK) {
+        r->failed = PIPELINE_PASSES;
+        PassOptions po = {.bindings = o->bindings, .num_bindings = o->num_bindings,
+                          .check = o->check_passes, .print_after = o->print_after,
+                          .dot_after = o->dot_after};
+        st = o->passes ? opt_run_list(g, o->passes, &po, d)
+                       : opt_run_level(g, o->opt_level, &po, d);
+    }
+    if (st != FX_OK) {
+        graph_free(g);
+        graph_free(r->reference);
+        r->reference = NULL;
+        return st;
+    }
+    r->failed = PIPELINE_DONE;
+    r->graph = g;
+    return FX_OK;
+}

@@ -1,0 +1,64 @@
+/*
+ * pipeline.h - from a model file to the graph the code generator takes: load,
+ * freeze inputs, propagate shapes, lint, run the passes.  The command line,
+ * the conformance runner and `fxcc verify` all call pipeline_load, so the
+ * order of these steps and what each is given is written down once.
+ */
+#ifndef FXCC_OPT_PIPELINE_H
+#define FXCC_OPT_PIPELINE_H
+
+#include "../frontend/frontend.h"
+#include "opt.h"
+
+/* Decides which more inputs to freeze when shape propagation cannot finish
+ * (FX_ERR_UNSUPPORTED: a shape depends on an input's data): freezes one or
+ * more with graph_freeze_input and returns true to have shapes propagated
+ * again, or returns false to give up (the propagation's error stands). */
+typedef bool (*FreezePolicy)(Graph *g, void *user, Diag *d);
+
+typedef struct PipelineOptions {
+    const char *model; /* the .onnx file */
+    OnnxLoadOptions load;
+    /* "NAME=FILE" (.npy or .pb): input NAME becomes a constant holding FILE,
+     * like FX's concrete_args. */
+    const char *const *const_inputs;
+    int num_const_inputs;
+    FreezePolicy freeze_more; /* may be NULL */
+    void *freeze_user;
+    const ShapeBinding *bindings; /* symbolic dims, as graph_propagate_shapes takes them */
+    int num_bindings;
+    /* Shared libraries loaded into `leaf_libraries` (the caller's, closed by
+     * it after the graph is freed), which the graph's interpreter runs use. */
+    const char *const *leaf_libs;
+    int num_leaf_libs;
+    LeafLibraries *leaf_libraries; /* NULL: none */
+    FILE *notes; /* where "op X becomes a leaf op" notes go (NULL: nowhere) */
+    /* The passes: a comma-separated list when `passes` is set, else level
+     * opt_level (0: none). */
+    int opt_level;
+    const char *passes;
+    const char *print_after, *dot_after; /* see PassOptions */
+    bool check_passes;
+    /* Also hand back a copy of the graph as it was before the passes (what
+     * `verify` runs as its reference). */
+    bool want_reference;
+} PipelineOptions;
+
+typedef enum PipelineStage {
+    PIPELINE_DONE,
+    PIPELINE_LOAD,   /* reading the model, leaf libraries and --const values */
+    PIPELINE_SHAPES, /* freezing, shape propagation and lint */
+    PIPELINE_PASSES
+} PipelineStage;
+
+typedef struct PipelineResult {
+    Graph *graph;       /* caller frees */
+    Graph *reference;   /* with want_reference; caller frees */
+    PipelineStage failed; /* the stage that failed, PIPELINE_DONE on success */
+} PipelineResult;
+
+/* Runs the steps in order; on failure no graph is returned (r->graph and
+ * r->reference NULL) and r->failed names the step. */
+FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d);
+
+#endif
