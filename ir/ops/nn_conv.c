@@ -780,10 +780,11 @@ static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int 
     int64_t nw = nn_emit_zero_points(c, wzi, "wzp", wzp_dst,
                                   p->out_channels > 0 ? p->out_channels : 1);
     char xzp[64];
-    emit_line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
-            c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
-            nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
-            c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
+    emit_line(c,
+              "fxrt_conv_integer(&p, %s, %s, /*x_zp=*/%s, %s, %s, wzp, /*w_zp_count=*/%lld, %s);",
+              c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
+              nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
+              c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
     return FX_OK;
 }
 
@@ -914,11 +915,13 @@ static FxStatus qlinear_conv_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     const char *bias = nn_emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
-    emit_line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
-            (long long)p.batch, (long long)p.out_channels,
-            (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
-            nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
-            c_dtype_enum(node->out_types[0].dtype), c->out[0]);
+    emit_line(c,
+              "fxrt_requantize(/*outer=*/%lld, /*channels=*/%lld, /*inner=*/%lld, acc, %s, scale, "
+              "/*scale_count=*/%lld, /*y_zp=*/%s, %s, %s);",
+              (long long)p.batch, (long long)p.out_channels,
+              (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
+              nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
+              c_dtype_enum(node->out_types[0].dtype), c->out[0]);
     return FX_OK;
 }
 
@@ -1216,14 +1219,15 @@ static FxStatus global_pool_emit(EmitCtx *c)
     long long size = planes > 0 ? (long long)(type_numel(x) / planes) : 0;
     if (c->node->op == &fx_op_GlobalLpPool) {
         char f[48];
-        emit_line(c, "fxrt_global_lppool_f32(%lld, %lld, %s, %s, %s);", (long long)planes, size,
-                c_float_literal((float)node_attr_int(c->node, "p", 2), f, sizeof f), c->in[0],
-                c->out[0]);
+        emit_line(c, "fxrt_global_lppool_f32(/*planes=*/%lld, /*size=*/%lld, /*p=*/%s, %s, %s);",
+                  (long long)planes, size,
+                  c_float_literal((float)node_attr_int(c->node, "p", 2), f, sizeof f), c->in[0],
+                  c->out[0]);
     } else {
-        emit_line(c, "%s(%lld, %lld, %s, %s);",
-                c->node->op == &fx_op_GlobalAveragePool ? "fxrt_global_avgpool_f32"
-                                                         : "fxrt_global_maxpool_f32",
-                (long long)planes, size, c->in[0], c->out[0]);
+        emit_line(c, "%s(/*planes=*/%lld, /*size=*/%lld, %s, %s);",
+                  c->node->op == &fx_op_GlobalAveragePool ? "fxrt_global_avgpool_f32"
+                                                          : "fxrt_global_maxpool_f32",
+                  (long long)planes, size, c->in[0], c->out[0]);
     }
     return FX_OK;
 }

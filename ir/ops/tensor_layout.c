@@ -472,9 +472,11 @@ static FxStatus concat_emit(EmitCtx *c)
         axis_dims[i] = emit_in_type(c, i)->dims[axis];
     emit_int64_array(c, "axis_dims", axis_dims, k);
     emit_pointer_list(c, "const void *const ins", c->in, k);
-    emit_line(c, "fxrt_concat(sizeof(%s), %lld, %lld, %d, axis_dims, ins, %s);",
-            c_type_name(o->dtype), (long long)dims_product(o->dims, 0, axis),
-            (long long)dims_product(o->dims, axis + 1, o->rank), k, c->out[0]);
+    emit_line(c,
+              "fxrt_concat(sizeof(%s), /*outer=*/%lld, /*inner=*/%lld, /*num_inputs=*/%d, "
+              "axis_dims, ins, %s);",
+              c_type_name(o->dtype), (long long)dims_product(o->dims, 0, axis),
+              (long long)dims_product(o->dims, axis + 1, o->rank), k, c->out[0]);
     free(axis_dims);
     return FX_OK;
 }
@@ -612,9 +614,11 @@ static FxStatus split_emit(EmitCtx *c)
         axis_dims[i] = c->node->out_types[i].dims[axis];
     emit_int64_array(c, "axis_dims", axis_dims, k);
     emit_pointer_list(c, "void *const outs", c->out, k);
-    emit_line(c, "fxrt_split(sizeof(%s), %lld, %lld, %d, axis_dims, %s, outs);",
-            c_type_name(x->dtype), (long long)dims_product(x->dims, 0, axis),
-            (long long)dims_product(x->dims, axis + 1, rank), k, c->in[0]);
+    emit_line(c,
+              "fxrt_split(sizeof(%s), /*outer=*/%lld, /*inner=*/%lld, /*num_outputs=*/%d, "
+              "axis_dims, %s, outs);",
+              c_type_name(x->dtype), (long long)dims_product(x->dims, 0, axis),
+              (long long)dims_product(x->dims, axis + 1, rank), k, c->in[0]);
     free(axis_dims);
     return FX_OK;
 }
@@ -1227,10 +1231,12 @@ static FxStatus depth_to_space_emit(EmitCtx *c)
     int crd = strcmp(node_attr_string(c->node, "mode", "DCR"), "CRD") == 0;
     if (emit_if_empty(c))
         return FX_OK;
-    emit_line(c, "fxrt_depth_to_space(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %d, %s, %s);",
-            c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
-            (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), crd, c->in[0],
-            c->out[0]);
+    emit_line(c,
+              "fxrt_depth_to_space(sizeof(%s), /*n=*/%lld, /*c=*/%lld, /*h=*/%lld, /*w=*/%lld, "
+              "/*blocksize=*/%lld, /*crd=*/%d, %s, %s);",
+              c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
+              (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), crd, c->in[0],
+              c->out[0]);
     return FX_OK;
 }
 
@@ -1293,10 +1299,12 @@ static FxStatus space_to_depth_emit(EmitCtx *c)
     const int64_t *d = x->dims;
     if (emit_if_empty(c))
         return FX_OK;
-    emit_line(c, "fxrt_space_to_depth(sizeof(%s), %lld, %lld, %lld, %lld, %lld, %s, %s);",
-            c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
-            (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), c->in[0],
-            c->out[0]);
+    emit_line(c,
+              "fxrt_space_to_depth(sizeof(%s), /*n=*/%lld, /*c=*/%lld, /*h=*/%lld, /*w=*/%lld, "
+              "/*blocksize=*/%lld, %s, %s);",
+              c_type_name(x->dtype), (long long)d[0], (long long)d[1], (long long)d[2],
+              (long long)d[3], (long long)node_attr_int(c->node, "blocksize", 1), c->in[0],
+              c->out[0]);
     return FX_OK;
 }
 
@@ -1364,10 +1372,12 @@ static FxStatus trilu_emit(EmitCtx *c)
     } else {
         snprintf(k, sizeof k, "(%s)[0]", c->in[1]);
     }
-    emit_line(c, "fxrt_trilu(sizeof(%s), %lld, %lld, %lld, %s, %d, %s, %s);",
-            c_type_name(x->dtype), (long long)dims_product(x->dims, 0, rank - 2),
-            (long long)x->dims[rank - 2], (long long)x->dims[rank - 1], k,
-            node_attr_int(c->node, "upper", 1) != 0, c->in[0], c->out[0]);
+    emit_line(c,
+              "fxrt_trilu(sizeof(%s), /*batch=*/%lld, /*rows=*/%lld, /*cols=*/%lld, /*k=*/%s, "
+              "/*upper=*/%d, %s, %s);",
+              c_type_name(x->dtype), (long long)dims_product(x->dims, 0, rank - 2),
+              (long long)x->dims[rank - 2], (long long)x->dims[rank - 1], k,
+              node_attr_int(c->node, "upper", 1) != 0, c->in[0], c->out[0]);
     return FX_OK;
 }
 
