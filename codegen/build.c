@@ -42,7 +42,7 @@ static void argv_add_words(Argv *a, const char *flags)
 {
     if (!flags || !*flags || a->num_storage == 64)
         return;
-    char *copy = strdup(flags);
+    char *copy = fx_strdup(flags);
     if (!copy)
         return;
     a->storage[a->num_storage++] = copy;
@@ -119,12 +119,12 @@ static int list_c_files(const char *dir, char ***out)
     while ((e = readdir(dp))) {
         if (!has_suffix(e->d_name, ".c"))
             continue;
-        char **grown = realloc(files, (size_t)(n + 1) * sizeof *files);
+        char **grown = fx_realloc_array(files, (size_t)(n + 1), sizeof *files);
         if (!grown)
             break;
         files = grown;
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        files[n] = malloc(len);
+        files[n] = fx_malloc(len);
         if (!files[n])
             break;
         snprintf(files[n++], len, "%s/%s", dir, e->d_name);

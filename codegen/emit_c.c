@@ -60,7 +60,7 @@ static void text_vprintf(Text *t, const char *fmt, va_list ap)
         size_t cap = t->cap ? t->cap : 4096;
         while (cap < t->len + (size_t)n + 1)
             cap *= 2;
-        char *grown = realloc(t->data, cap);
+        char *grown = fx_realloc_array(t->data, cap, 1);
         if (!grown) {
             t->failed = true;
             return;
@@ -265,10 +265,10 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
         return FX_OK;
     }
     int ni = n->num_args, no = n->num_outputs;
-    char(*exprs)[200] = calloc((size_t)(ni + no) + 1, sizeof *exprs);
-    const char **in = calloc((size_t)ni + 1, sizeof *in);
-    const char **out = calloc((size_t)no + 1, sizeof *out);
-    const Tensor **vals = calloc((size_t)ni + 1, sizeof *vals);
+    char(*exprs)[200] = fx_alloc_array((size_t)(ni + no) + 1, sizeof *exprs);
+    const char **in = fx_alloc_array((size_t)ni + 1, sizeof *in);
+    const char **out = fx_alloc_array((size_t)no + 1, sizeof *out);
+    const Tensor **vals = fx_alloc_array((size_t)ni + 1, sizeof *vals);
     FxStatus st = FX_ERR_NOMEM;
     if (!exprs || !in || !out || !vals)
         goto done;
@@ -509,7 +509,7 @@ static FxStatus write_source(Gen *gen, Text *src, Text *weights_ext, bool *exter
     text_printf(src, "    unsigned char *const a = (unsigned char *)arena;\n");
     /* Declare what the blocks read, plus what those aliases are made from;
      * aliases come after their sources, so one backward sweep suffices. */
-    bool *used = calloc((size_t)p->num_values + 1, sizeof *used);
+    bool *used = fx_alloc_array((size_t)p->num_values + 1, sizeof *used);
     if (!used)
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory");
     for (int i = p->num_values - 1; i >= 0; i--) {

@@ -149,15 +149,15 @@ FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
         values += n->num_outputs + 1; /* +1: room for scratch */
     }
     p->num_steps = steps;
-    p->values = calloc((size_t)values + 1, sizeof *p->values);
-    p->node_values = calloc((size_t)steps + 1, sizeof *p->node_values);
+    p->values = fx_alloc_array((size_t)values + 1, sizeof *p->values);
+    p->node_values = fx_alloc_array((size_t)steps + 1, sizeof *p->node_values);
     p->num_ids = g->next_id;
-    p->by_id = calloc((size_t)g->next_id + 1, sizeof *p->by_id);
-    p->node_scratch = calloc((size_t)steps + 1, sizeof *p->node_scratch);
-    p->order = calloc((size_t)steps + 1, sizeof *p->order);
-    p->copies = calloc((size_t)graph_num_outputs(g) + 1, sizeof *p->copies);
-    CgValue **placed = calloc((size_t)values + 1, sizeof *placed);
-    Interval *intervals = calloc((size_t)values + 1, sizeof *intervals);
+    p->by_id = fx_alloc_array((size_t)g->next_id + 1, sizeof *p->by_id);
+    p->node_scratch = fx_alloc_array((size_t)steps + 1, sizeof *p->node_scratch);
+    p->order = fx_alloc_array((size_t)steps + 1, sizeof *p->order);
+    p->copies = fx_alloc_array((size_t)graph_num_outputs(g) + 1, sizeof *p->copies);
+    CgValue **placed = fx_alloc_array((size_t)values + 1, sizeof *placed);
+    Interval *intervals = fx_alloc_array((size_t)values + 1, sizeof *intervals);
     if (!p->values || !p->node_values || !p->by_id || !p->node_scratch || !p->order || !p->copies || !placed ||
         !intervals) {
         free(placed);

@@ -93,9 +93,9 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
     if (vo->per_node)
         cg_expose_values(g, reference == g ? NULL : reference);
     int num_out = graph_num_outputs(g);
-    Tensor **want = calloc((size_t)num_out + 1, sizeof *want);
-    Tensor **got = calloc((size_t)num_out + 1, sizeof *got);
-    char **paths = calloc((size_t)num_inputs + 1, sizeof *paths);
+    Tensor **want = fx_alloc_array((size_t)num_out + 1, sizeof *want);
+    Tensor **got = fx_alloc_array((size_t)num_out + 1, sizeof *got);
+    char **paths = fx_alloc_array((size_t)num_inputs + 1, sizeof *paths);
     if (!want || !got || !paths) {
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
         goto done;
@@ -108,7 +108,7 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
     if ((st = cg_compile(g, &co, model_dir, NULL, d)) != FX_OK)
         goto done;
     for (int k = 0; k < num_inputs; k++) {
-        paths[k] = malloc(4300);
+        paths[k] = fx_malloc(4300);
         if (!paths[k]) {
             st = diag_error(d, FX_ERR_NOMEM, "out of memory");
             goto done;

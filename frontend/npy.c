@@ -280,7 +280,7 @@ FxStatus npy_write_buffer(const Tensor *t, uint8_t **data, size_t *len, Diag *d)
     uint64_t size;
     if (!size_add_ok(padded, nbytes, &size) || size > SIZE_MAX)
         return diag_error(d, FX_ERR_NOMEM, "tensor too large for .npy");
-    uint8_t *buf = malloc((size_t)size);
+    uint8_t *buf = fx_malloc((size_t)size);
     if (!buf)
         return diag_error(d, FX_ERR_NOMEM, "out of memory serializing a .npy file");
     static const uint8_t magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};

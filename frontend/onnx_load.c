@@ -93,8 +93,8 @@ static bool strmap_put(StrMap *m, const char *key, void *val)
 {
     if ((m->count + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 64;
-        const char **keys = calloc(cap, sizeof *keys);
-        void **vals = calloc(cap, sizeof *vals);
+        const char **keys = fx_alloc_array(cap, sizeof *keys);
+        void **vals = fx_alloc_array(cap, sizeof *vals);
         if (!keys || !vals) {
             free(keys);
             free(vals);
@@ -153,7 +153,7 @@ static bool is_default_domain(const char *domain)
 static char *dup_malloc(const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *p = malloc(n);
+    char *p = fx_malloc(n);
     if (p)
         memcpy(p, s, n);
     return p;
@@ -242,7 +242,7 @@ static FxStatus check_supported(Loader *L)
         "OptionalGetElement", "OptionalHasElement", NULL};
     const Onnx__GraphProto *gp = L->gp;
     bool unknown_as_leaves = L->opt && L->opt->unknown_ops_as_leaves;
-    if (!(L->as_leaf = calloc(gp->n_node + 1, sizeof *L->as_leaf)))
+    if (!(L->as_leaf = fx_alloc_array(gp->n_node + 1, sizeof *L->as_leaf)))
         return nomem(L);
     int bad = 0;
     for (size_t i = 0; i < gp->n_node; i++) {
@@ -568,7 +568,7 @@ static char *bytes_to_string(const ProtobufCBinaryData *b, bool *has_nul)
     *has_nul = b->len && memchr(b->data, 0, b->len) != NULL;
     if (*has_nul)
         return NULL;
-    char *s = malloc(b->len + 1);
+    char *s = fx_malloc(b->len + 1);
     if (s) {
         if (b->len)
             memcpy(s, b->data, b->len);
@@ -613,7 +613,7 @@ static FxStatus convert_attr(Loader *L, Node *n, const Onnx__AttributeProto *ap)
         a = node_set_attr_ints(n, name, ap->ints, (int64_t)ap->n_ints);
         break;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS: {
-        char **v = calloc(ap->n_strings ? ap->n_strings : 1, sizeof *v);
+        char **v = fx_alloc_array(ap->n_strings ? ap->n_strings : 1, sizeof *v);
         bool ok = v != NULL;
         for (size_t i = 0; ok && i < ap->n_strings; i++)
             ok = (v[i] = bytes_to_string(&ap->strings[i], &has_nul)) != NULL;
@@ -746,8 +746,8 @@ static FxStatus set_leaf_attrs(Loader *L, Node *n, const Onnx__NodeProto *np, si
 static FxStatus parse_leaf_types(Loader *L)
 {
     int count = L->opt ? L->opt->num_leaf_types : 0;
-    L->leaf_types = calloc((size_t)count + 1, sizeof *L->leaf_types);
-    L->leaf_type_used = calloc((size_t)count + 1, sizeof *L->leaf_type_used);
+    L->leaf_types = fx_alloc_array((size_t)count + 1, sizeof *L->leaf_types);
+    L->leaf_type_used = fx_alloc_array((size_t)count + 1, sizeof *L->leaf_type_used);
     if (!L->leaf_types || !L->leaf_type_used)
         return nomem(L);
     for (int k = 0; k < count; k++) {
@@ -798,7 +798,7 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
                                 op->min_inputs, op->max_inputs);
     if (nin > (1u << 20))
         return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "too many inputs (%zu)", nin);
-    Node **args = calloc(nin ? nin : 1, sizeof *args);
+    Node **args = fx_alloc_array(nin ? nin : 1, sizeof *args);
     if (!args)
         return nomem(L);
     FxStatus st = FX_OK;
@@ -934,8 +934,8 @@ static FxStatus build_output(Loader *L)
     if (gp->n_output > (1u << 20))
         return diag_error(L->d, FX_ERR_UNSUPPORTED, "too many graph outputs (%zu)",
                           gp->n_output);
-    Node **args = calloc(gp->n_output, sizeof *args);
-    const char **names = calloc(gp->n_output, sizeof *names);
+    Node **args = fx_alloc_array(gp->n_output, sizeof *args);
+    const char **names = fx_alloc_array(gp->n_output, sizeof *names);
     FxStatus st = args && names ? FX_OK : nomem(L);
     for (size_t i = 0; i < gp->n_output && st == FX_OK; i++) {
         const char *name = str(gp->output[i]->name);

@@ -39,7 +39,7 @@ static void *budget_alloc(void *data, size_t size)
         a->exhausted = true;
         return NULL;
     }
-    AllocHeader *h = malloc(sizeof *h + size);
+    AllocHeader *h = fx_malloc(sizeof *h + size);
     if (!h)
         return NULL;
     h->size = size;

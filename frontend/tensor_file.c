@@ -88,7 +88,7 @@ FxStatus file_read_all(const char *path, uint8_t **data, size_t *len, Diag *d)
                              "file is %llu bytes; files above 4 GiB are refused",
                              (unsigned long long)size);
     }
-    uint8_t *buf = malloc(size ? (size_t)size : 1);
+    uint8_t *buf = fx_malloc(size ? (size_t)size : 1);
     if (!buf) {
         close(fd);
         return diag_error_at(d, FX_ERR_NOMEM, path, -1, "out of memory reading %llu bytes",
@@ -108,7 +108,7 @@ FxStatus file_read_all(const char *path, uint8_t **data, size_t *len, Diag *d)
 FxStatus file_write_all(const char *path, const void *data, size_t len, Diag *d)
 {
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
+    char *tmp = fx_malloc(plen + 32);
     if (!tmp)
         return diag_error_at(d, FX_ERR_NOMEM, path, -1, "out of memory");
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
@@ -215,7 +215,7 @@ char *path_dirname(const char *path)
 {
     const char *slash = strrchr(path, '/');
     size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
-    char *s = malloc(n ? n + 1 : 2);
+    char *s = fx_malloc(n ? n + 1 : 2);
     if (!s)
         return NULL;
     if (n)
@@ -255,7 +255,7 @@ FxStatus external_tensor_read(const char *base_dir, const char *location, uint64
                           "%s: external data location '%s' contains '..'; it must stay inside "
                           "the model's folder", what, location);
     size_t blen = strlen(base_dir), llen = strlen(location);
-    char *joined = malloc(blen + llen + 2);
+    char *joined = fx_malloc(blen + llen + 2);
     if (!joined)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     snprintf(joined, blen + llen + 2, "%s/%s", base_dir, location);

@@ -334,7 +334,7 @@ FxStatus tensor_pb_write_buffer(const Tensor *t, const char *tensor_name, uint8_
     for (int i = 0; i < t->type.rank; i++)
         dims[i] = t->type.dims[i];
     size_t name_len = tensor_name ? strlen(tensor_name) : 0;
-    char *name = malloc(name_len + 1);
+    char *name = fx_malloc(name_len + 1);
     if (!name)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     if (name_len)
@@ -351,7 +351,7 @@ FxStatus tensor_pb_write_buffer(const Tensor *t, const char *tensor_name, uint8_
     tp.raw_data.len = (size_t)nbytes;
     tp.raw_data.data = t->data;
     size_t size = onnx__tensor_proto__get_packed_size(&tp);
-    uint8_t *buf = malloc(size ? size : 1);
+    uint8_t *buf = fx_malloc(size ? size : 1);
     if (!buf) {
         free(name);
         return diag_error(d, FX_ERR_NOMEM, "out of memory serializing a %zu-byte tensor", size);

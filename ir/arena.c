@@ -41,7 +41,7 @@ void *arena_alloc(Arena *a, size_t n)
             cap = need;
         if (cap > SIZE_MAX - sizeof(ArenaBlock))
             return NULL;
-        ArenaBlock *nb = malloc(sizeof(ArenaBlock) + cap);
+        ArenaBlock *nb = fx_malloc(sizeof(ArenaBlock) + cap);
         if (!nb)
             return NULL;
         nb->used = 0;

@@ -35,7 +35,7 @@ static char *dup_or_null(const char *s)
     if (!s)
         return NULL;
     size_t n = strlen(s);
-    char *p = malloc(n + 1);
+    char *p = fx_malloc(n + 1);
     if (p)
         memcpy(p, s, n + 1);
     return p;
@@ -48,7 +48,7 @@ static FxStatus diag_vadd(Diag *d, FxStatus st, const char *file, const char *no
         return st;
     if (d->count == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 8;
-        DiagEntry *e = realloc(d->entries, cap * sizeof *e);
+        DiagEntry *e = fx_realloc_array(d->entries, cap, sizeof *e);
         if (!e)
             return st;
         d->entries = e;

@@ -31,7 +31,7 @@ const char *fx_opcode_name(FxOpcode op)
 
 Graph *graph_new(void)
 {
-    Graph *g = calloc(1, sizeof *g);
+    Graph *g = fx_alloc_array(1, sizeof *g);
     if (!g)
         return NULL;
     arena_init(&g->arena);
@@ -124,7 +124,7 @@ static bool name_register(Graph *g, const char *name)
         size_t cap = g->name_cap ? g->name_cap * 2 : 64;
         const char **old = g->name_slots;
         size_t old_cap = g->name_cap;
-        g->name_slots = calloc(cap, sizeof *g->name_slots);
+        g->name_slots = fx_alloc_array(cap, sizeof *g->name_slots);
         if (!g->name_slots) {
             g->name_slots = old;
             return false;
@@ -213,7 +213,7 @@ static void users_add(Node *n, Node *u)
 {
     if (users_contains(n, u))
         return;
-    Node **users = realloc(n->users, (size_t)(n->num_users + 1) * sizeof *users);
+    Node **users = fx_realloc_array(n->users, (size_t)(n->num_users + 1), sizeof *users);
     if (!users)
         abort(); /* a few bytes: treated like a broken invariant */
     users[n->num_users++] = u;
@@ -253,7 +253,7 @@ void node_set_arg(Node *n, int i, Node *value)
 
 int node_append_arg(Node *n, Node *value)
 {
-    Node **args = realloc(n->args, (size_t)(n->num_args + 1) * sizeof *args);
+    Node **args = fx_realloc_array(n->args, (size_t)(n->num_args + 1), sizeof *args);
     if (!args)
         abort();
     n->args = args;
@@ -294,7 +294,7 @@ Node *graph_create_node(Graph *g, Node *before, FxOpcode opcode, const char *nam
     if (!n->name || !n->target)
         return NULL;
     if (num_args > 0) {
-        n->args = calloc((size_t)num_args, sizeof *n->args);
+        n->args = fx_alloc_array((size_t)num_args, sizeof *n->args);
         if (!n->args)
             return NULL;
         n->num_args = num_args;
@@ -402,8 +402,8 @@ bool node_set_num_outputs(Node *n, int k)
     n->num_outputs = 0;
     if (k <= 0)
         return true;
-    n->out_types = calloc((size_t)k, sizeof *n->out_types);
-    n->const_values = calloc((size_t)k, sizeof *n->const_values);
+    n->out_types = fx_alloc_array((size_t)k, sizeof *n->out_types);
+    n->const_values = fx_alloc_array((size_t)k, sizeof *n->const_values);
     if (!n->out_types || !n->const_values) {
         free(n->out_types);
         free(n->const_values);
@@ -445,7 +445,7 @@ int node_replace_all_uses_with(Node *old, Node *repl)
     int rewritten = 0;
     /* Iterate over a snapshot: rewriting changes old->users. */
     int count = old->num_users;
-    Node **snapshot = malloc((size_t)(count ? count : 1) * sizeof *snapshot);
+    Node **snapshot = fx_alloc_array((size_t)(count ? count : 1), sizeof *snapshot);
     if (!snapshot)
         abort();
     memcpy(snapshot, old->users, (size_t)count * sizeof *snapshot);

@@ -91,7 +91,7 @@ static FxStatus eval_node(Run *r, int pos, Diag *d)
         s->values[0] = tensor_clone(src->values[n->index], d);
         return s->values[0] ? FX_OK : FX_ERR_NOMEM;
     }
-    const Tensor **in = calloc((size_t)n->num_args + 1, sizeof *in);
+    const Tensor **in = fx_alloc_array((size_t)n->num_args + 1, sizeof *in);
     if (!in)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     for (int i = 0; i < n->num_args; i++)
@@ -115,8 +115,8 @@ FxStatus interp_run(const Graph *g, const Tensor *const *inputs, int num_inputs,
         return diag_error(d, FX_ERR_INVALID, "graph has %d outputs, caller expects %d",
                           out_node->num_args, num_outputs);
     Run r = {.g = g, .count = g->num_nodes};
-    r.order = calloc((size_t)r.count + 1, sizeof *r.order);
-    r.slots = calloc((size_t)r.count + 1, sizeof *r.slots);
+    r.order = fx_alloc_array((size_t)r.count + 1, sizeof *r.order);
+    r.slots = fx_alloc_array((size_t)r.count + 1, sizeof *r.slots);
     if (!r.order || !r.slots) {
         free(r.order);
         free(r.slots);
@@ -158,7 +158,7 @@ FxStatus interp_run(const Graph *g, const Tensor *const *inputs, int num_inputs,
             st = diag_node_error(d, FX_ERR_INVALID, n, "shapes were not propagated");
             break;
         }
-        s->values = calloc((size_t)n->num_outputs, sizeof *s->values);
+        s->values = fx_alloc_array((size_t)n->num_outputs, sizeof *s->values);
         if (!s->values) {
             st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
             break;

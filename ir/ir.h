@@ -77,6 +77,24 @@ void diag_print(const Diag *d, FILE *out);
 const char *fx_status_name(FxStatus st);
 
 /* ------------------------------------------------------------------------- */
+/* Heap allocation (alloc.c)                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* The only allocator of frontend/, ir/, opt/, codegen/ and tools/ (the
+ * runtime never allocates).  Each returns NULL on failure, never aborts;
+ * array sizes are count * size with the product checked for overflow.  A
+ * zero size still returns a unique pointer, so NULL always means failure. */
+void *fx_malloc(size_t size);
+void *fx_alloc_array(size_t count, size_t size);           /* zeroed */
+void *fx_realloc_array(void *ptr, size_t count, size_t size); /* ptr kept on failure */
+char *fx_strdup(const char *s);
+char *fx_strndup(const char *s, size_t n);
+void fx_free(void *ptr);
+/* Allocations made so far in a FXCC_FAULT_INJECTION build (which fails the
+ * allocation numbered $FXCC_FAIL_ALLOC_AT); -1 in a normal build. */
+long long fx_alloc_count(void);
+
+/* ------------------------------------------------------------------------- */
 /* Tensors and checked sizes (tensor.c)                                       */
 /* ------------------------------------------------------------------------- */
 

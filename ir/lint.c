@@ -50,7 +50,7 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
         st = diag_error(d, FX_ERR_INVALID, "lint: graph counts %d nodes but the list has %d",
                         g->num_nodes, count);
 
-    const char **names = malloc((size_t)(count ? count : 1) * sizeof *names);
+    const char **names = fx_alloc_array((size_t)(count ? count : 1), sizeof *names);
     if (!names)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     int outputs = 0, k = 0;

@@ -197,7 +197,7 @@ void graph_print_tabular(const Graph *g, FILE *out)
 {
     static const char *const headers[TAB_COLS] = {"opcode", "name", "target", "args", "kwargs"};
     size_t width[TAB_COLS];
-    char(*cells)[TAB_CELL] = malloc(sizeof(char[TAB_COLS][TAB_CELL]));
+    char(*cells)[TAB_CELL] = fx_malloc(sizeof(char[TAB_COLS][TAB_CELL]));
     if (!cells)
         return;
     for (int c = 0; c < TAB_COLS; c++)

@@ -120,11 +120,11 @@ static FxStatus fold_if_constant(Node *n, const TensorType *const *in, const Ten
     if (elems > SHAPE_PROP_MAX_FOLD_ELEMS)
         return FX_OK;
     Tensor *type_shells = NULL;
-    const Tensor **inputs = calloc((size_t)n->num_args + 1, sizeof *inputs);
+    const Tensor **inputs = fx_alloc_array((size_t)n->num_args + 1, sizeof *inputs);
     if (!inputs)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if (type_only) {
-        type_shells = calloc((size_t)n->num_args + 1, sizeof *type_shells);
+        type_shells = fx_alloc_array((size_t)n->num_args + 1, sizeof *type_shells);
         if (!type_shells) {
             free(inputs);
             return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
@@ -143,7 +143,7 @@ static FxStatus fold_if_constant(Node *n, const TensorType *const *in, const Ten
             return FX_OK; /* not a constant */
         }
     }
-    Tensor **outs = calloc((size_t)n->num_outputs, sizeof *outs);
+    Tensor **outs = fx_alloc_array((size_t)n->num_outputs, sizeof *outs);
     FxStatus st = FX_ERR_NOMEM;
     if (outs)
         st = node_eval(n, inputs, outs, d);
@@ -174,8 +174,8 @@ FxStatus node_infer_shapes(Node *n, Diag *d)
                                n->num_outputs, op->name, op->min_outputs, op->max_outputs);
 
     int na = n->num_args;
-    const TensorType **in = calloc((size_t)na + 1, sizeof *in);
-    const Tensor **vals = calloc((size_t)na + 1, sizeof *vals);
+    const TensorType **in = fx_alloc_array((size_t)na + 1, sizeof *in);
+    const Tensor **vals = fx_alloc_array((size_t)na + 1, sizeof *vals);
     if (!in || !vals) {
         free(in);
         free(vals);

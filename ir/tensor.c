@@ -113,9 +113,9 @@ Tensor *tensor_new(const TensorType *t, Diag *d)
     uint64_t nbytes;
     if (type_check_size(t, &nbytes, d, "tensor") != FX_OK)
         return NULL;
-    Tensor *x = calloc(1, sizeof *x);
+    Tensor *x = fx_alloc_array(1, sizeof *x);
     /* one byte minimum so that empty tensors still own a valid pointer */
-    void *data = calloc(nbytes ? (size_t)nbytes : 1, 1);
+    void *data = fx_alloc_array(nbytes ? (size_t)nbytes : 1, 1);
     if (!x || !data) {
         free(x);
         free(data);

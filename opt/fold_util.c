@@ -171,7 +171,7 @@ static FxStatus nomem(Diag *d)
 /* n floats set to v; NULL after filling d. */
 static float *floats_filled(int64_t n, float v, Diag *d)
 {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    float *p = fx_alloc_array((size_t)(n > 0 ? n : 1), sizeof *p);
     if (!p) {
         nomem(d);
         return NULL;

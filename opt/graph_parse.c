@@ -385,7 +385,7 @@ static bool args_push(ArgList *a, Node *n)
 {
     if (a->count == a->cap) {
         int cap = a->cap ? a->cap * 2 : 8;
-        Node **v = realloc(a->v, (size_t)cap * sizeof *v);
+        Node **v = fx_realloc_array(a->v, (size_t)cap, sizeof *v);
         if (!v)
             return false;
         a->v = v;
@@ -554,11 +554,11 @@ static FxStatus kwarg(Parser *p, Node *n)
             }
             if (count == cap) {
                 cap = cap ? cap * 2 : 8;
-                int64_t *ni = realloc(ints, (size_t)cap * sizeof *ni);
+                int64_t *ni = fx_realloc_array(ints, (size_t)cap, sizeof *ni);
                 ints = ni ? ni : ints;
-                float *nf = realloc(floats, (size_t)cap * sizeof *nf);
+                float *nf = fx_realloc_array(floats, (size_t)cap, sizeof *nf);
                 floats = nf ? nf : floats;
-                const char **ns = realloc(strings, (size_t)cap * sizeof *ns);
+                const char **ns = fx_realloc_array(strings, (size_t)cap, sizeof *ns);
                 strings = ns ? ns : strings;
                 if (!ni || !nf || !ns) {
                     st = nomem(p);
@@ -631,7 +631,7 @@ static FxStatus note_push(Parser *p, const NodeNote *note)
 {
     if (p->num_notes == p->cap_notes) {
         int cap = p->cap_notes ? p->cap_notes * 2 : 16;
-        NodeNote *v = realloc(p->notes, (size_t)cap * sizeof *v);
+        NodeNote *v = fx_realloc_array(p->notes, (size_t)cap, sizeof *v);
         if (!v)
             return nomem(p);
         p->notes = v;

@@ -89,7 +89,7 @@ static FxStatus evaluate(Node *n, Tensor **outs, Diag *d)
         }
         return FX_OK;
     }
-    const Tensor **in = calloc((size_t)n->num_args + 1, sizeof *in);
+    const Tensor **in = fx_alloc_array((size_t)n->num_args + 1, sizeof *in);
     if (!in)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     for (int i = 0; i < n->num_args; i++)
@@ -137,7 +137,7 @@ static FxStatus become_constant(Graph *g, Node *n, Tensor *value, Diag *d)
 static FxStatus fold(Graph *g, Node *n, Diag *d)
 {
     int num_outputs = n->num_outputs; /* n may become a constant below */
-    Tensor **outs = calloc((size_t)num_outputs, sizeof *outs);
+    Tensor **outs = fx_alloc_array((size_t)num_outputs, sizeof *outs);
     if (!outs)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     FxStatus st = evaluate(n, outs, d);
@@ -163,7 +163,7 @@ FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d)
     /* Walk a snapshot: folding moves nodes to the top. */
     int count = 0;
     graph_for_each(g, n) count += is_call(n);
-    Node **calls = malloc((size_t)(count ? count : 1) * sizeof *calls);
+    Node **calls = fx_alloc_array((size_t)(count ? count : 1), sizeof *calls);
     if (!calls)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     int k = 0;

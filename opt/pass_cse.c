@@ -67,7 +67,7 @@ static FxStatus merge_constants(Graph *g, int *changes, Diag *d)
 {
     int count = 0;
     graph_for_each(g, n) count += n->opcode == FX_OPCODE_GET_ATTR && n->value;
-    ConstEntry *e = malloc((size_t)(count ? count : 1) * sizeof *e);
+    ConstEntry *e = fx_alloc_array((size_t)(count ? count : 1), sizeof *e);
     if (!e)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     int k = 0, position = 0;

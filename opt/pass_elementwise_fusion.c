@@ -75,7 +75,7 @@ static bool push_member(Group *gr, Node *n, int tag)
 {
     if (gr->count == gr->cap) {
         int cap = gr->cap ? gr->cap * 2 : 16;
-        Node **m = realloc(gr->members, (size_t)cap * sizeof *m);
+        Node **m = fx_realloc_array(gr->members, (size_t)cap, sizeof *m);
         if (!m)
             return false;
         gr->members = m;
@@ -125,7 +125,7 @@ static bool collect_inputs(Group *gr, int tag)
     int total = 0;
     for (int m = 0; m < gr->count; m++)
         total += gr->members[m]->num_args;
-    gr->inputs = calloc((size_t)total + 1, sizeof *gr->inputs);
+    gr->inputs = fx_alloc_array((size_t)total + 1, sizeof *gr->inputs);
     if (!gr->inputs)
         return false;
     for (int m = 0; m < gr->count; m++) {
@@ -153,7 +153,7 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
     *fused = false;
     Graph *body = graph_new();
     ValueMap map = {0};
-    Node **args = calloc((size_t)gr->num_inputs + 1, sizeof *args);
+    Node **args = fx_alloc_array((size_t)gr->num_inputs + 1, sizeof *args);
     int num_args = 0;
     FxStatus st = FX_OK;
     if (!body || !args || !value_map_init(&map, g)) {
@@ -288,7 +288,7 @@ static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
 {
     Group gr = {0};
     int ids = g->next_id, tag = 0;
-    gr.group_of = calloc((size_t)ids + 1, sizeof *gr.group_of);
+    gr.group_of = fx_alloc_array((size_t)ids + 1, sizeof *gr.group_of);
     if (!gr.group_of)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     intptr_t pos = 0;
@@ -354,7 +354,7 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
         graph_eliminate_dead_code(g);
     Group gr = {0};
     int ids = g->next_id;
-    gr.group_of = calloc((size_t)ids + 1, sizeof *gr.group_of);
+    gr.group_of = fx_alloc_array((size_t)ids + 1, sizeof *gr.group_of);
     if (!gr.group_of)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     /* positions for sorting members into graph order */
@@ -382,14 +382,14 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
             continue;
         }
         qsort(gr.members, (size_t)gr.count, sizeof *gr.members, by_position);
-        Node **copy = malloc((size_t)gr.count * sizeof *copy);
-        Node **nr = realloc(roots, (size_t)(num_roots + 1) * sizeof *nr);
+        Node **copy = fx_alloc_array((size_t)gr.count, sizeof *copy);
+        Node **nr = fx_realloc_array(roots, (size_t)(num_roots + 1), sizeof *nr);
         if (nr)
             roots = nr;
-        Node ***ng = realloc(groups, (size_t)(num_roots + 1) * sizeof *ng);
+        Node ***ng = fx_realloc_array(groups, (size_t)(num_roots + 1), sizeof *ng);
         if (ng)
             groups = ng;
-        int *ns = realloc(group_sizes, (size_t)(num_roots + 1) * sizeof *ns);
+        int *ns = fx_realloc_array(group_sizes, (size_t)(num_roots + 1), sizeof *ns);
         if (ns)
             group_sizes = ns;
         if (!copy || !nr || !ng || !ns) {

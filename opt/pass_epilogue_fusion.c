@@ -353,7 +353,7 @@ FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d)
     r->changes = 0;
     int count = 0;
     graph_for_each(g, n) count++;
-    Node **anchors = calloc((size_t)count + 1, sizeof *anchors);
+    Node **anchors = fx_alloc_array((size_t)count + 1, sizeof *anchors);
     if (!anchors)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     int num_anchors = 0;

@@ -245,8 +245,8 @@ static FxStatus merge_pair(Node *n, bool *done, Diag *d)
                 (double)k * n2 < (double)k * n1 + (double)n1 * n2;
     float *w = NULL, *bias = NULL;
     if (fits) {
-        w = calloc((size_t)(k * n2 > 0 ? k * n2 : 1), sizeof *w);
-        bias = calloc((size_t)(rows * n2 > 0 ? rows * n2 : 1), sizeof *bias);
+        w = fx_alloc_array((size_t)(k * n2 > 0 ? k * n2 : 1), sizeof *w);
+        bias = fx_alloc_array((size_t)(rows * n2 > 0 ? rows * n2 : 1), sizeof *bias);
         if (!w || !bias)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory merging linear layers");
     }

@@ -83,8 +83,8 @@ static FxStatus reference_make(const Graph *g, Reference *r, Diag *d)
 {
     r->num_inputs = graph_num_placeholders(g);
     r->num_outputs = graph_num_outputs(g);
-    r->inputs = calloc((size_t)r->num_inputs + 1, sizeof *r->inputs);
-    r->outputs = calloc((size_t)r->num_outputs + 1, sizeof *r->outputs);
+    r->inputs = fx_alloc_array((size_t)r->num_inputs + 1, sizeof *r->inputs);
+    r->outputs = fx_alloc_array((size_t)r->num_outputs + 1, sizeof *r->outputs);
     if (!r->inputs || !r->outputs)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     uint64_t seed = 0x9E3779B97F4A7C15ull;
@@ -102,7 +102,7 @@ static FxStatus reference_check(const Graph *g, const Reference *r, const char *
     if (graph_num_outputs(g) != r->num_outputs)
         return diag_error(d, FX_ERR_INVALID, "pass %s changed the number of outputs from %d to %d",
                           pass, r->num_outputs, graph_num_outputs(g));
-    Tensor **got = calloc((size_t)r->num_outputs + 1, sizeof *got);
+    Tensor **got = fx_alloc_array((size_t)r->num_outputs + 1, sizeof *got);
     if (!got)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     FxStatus st = run_graph(g, r, got, d);

@@ -297,8 +297,8 @@ static FxStatus try_match(Matcher *m, const Node *pattern_out, Node *gn, Match *
     x->anchor = gn;
     x->num_nodes = np;
     x->num_placeholders = nph;
-    x->nodes = calloc((size_t)np + 1, sizeof *x->nodes);
-    x->placeholders = calloc((size_t)nph + 1, sizeof *x->placeholders);
+    x->nodes = fx_alloc_array((size_t)np + 1, sizeof *x->nodes);
+    x->placeholders = fx_alloc_array((size_t)nph + 1, sizeof *x->placeholders);
     if (!x->nodes || !x->placeholders) {
         undo_to(m, 0);
         match_clear(x);
@@ -359,7 +359,7 @@ static void reach(const Node *n, bool *seen)
 static FxStatus check_reachable(const Graph *pattern, Diag *d)
 {
     const Node *pout = graph_output_node(pattern);
-    bool *seen = calloc((size_t)pattern->next_id + 1, sizeof *seen);
+    bool *seen = fx_alloc_array((size_t)pattern->next_id + 1, sizeof *seen);
     if (!seen)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     reach(pout->args[0], seen);
@@ -387,7 +387,7 @@ static Node *resolve(Node *n, Node *const *forward, int cap)
 /* Positions in list order, by id, of the graph's current nodes. */
 static int *positions(const Graph *g)
 {
-    int *pos = calloc((size_t)g->next_id + 1, sizeof *pos);
+    int *pos = fx_alloc_array((size_t)g->next_id + 1, sizeof *pos);
     if (!pos)
         return NULL;
     int k = 1;
@@ -461,7 +461,7 @@ static FxStatus apply_match(Graph *g, const Graph *pattern, const Graph *replace
         return st;
     }
     x->num_replacements = rout->num_args;
-    x->replacements = calloc((size_t)rout->num_args + 1, sizeof *x->replacements);
+    x->replacements = fx_alloc_array((size_t)rout->num_args + 1, sizeof *x->replacements);
     if (!x->replacements)
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
     for (int k = 0; st == FX_OK && k < rout->num_args; k++) {
@@ -490,7 +490,7 @@ static FxStatus list_push(MatchList *l, int *cap, Match *x, Diag *d)
 {
     if (l->count == *cap) {
         int c = *cap ? *cap * 2 : 8;
-        Match *v = realloc(l->items, (size_t)c * sizeof *v);
+        Match *v = fx_realloc_array(l->items, (size_t)c, sizeof *v);
         if (!v)
             return diag_error(d, FX_ERR_NOMEM, "out of memory");
         l->items = v;
@@ -510,11 +510,11 @@ static FxStatus find_matches(Graph *g, const Graph *pattern, const RewriteOption
         pending_cap += n->num_args;
     Matcher m = {.pattern = pattern, .commutative = o && o->commutative,
                  .graph_cap = g->next_id, .pending_cap = pending_cap};
-    m.map = calloc((size_t)pattern->next_id + 1, sizeof *m.map);
-    m.trail = calloc((size_t)pattern->next_id + 1, sizeof *m.trail);
-    m.rev = calloc((size_t)g->next_id + 1, sizeof *m.rev);
-    m.pending = calloc((size_t)pending_cap, sizeof *m.pending);
-    bool *taken = calloc((size_t)g->next_id + 1, sizeof *taken);
+    m.map = fx_alloc_array((size_t)pattern->next_id + 1, sizeof *m.map);
+    m.trail = fx_alloc_array((size_t)pattern->next_id + 1, sizeof *m.trail);
+    m.rev = fx_alloc_array((size_t)g->next_id + 1, sizeof *m.rev);
+    m.pending = fx_alloc_array((size_t)pending_cap, sizeof *m.pending);
+    bool *taken = fx_alloc_array((size_t)g->next_id + 1, sizeof *taken);
     FxStatus st = FX_OK;
     if (!m.map || !m.trail || !m.rev || !m.pending || !taken)
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
@@ -553,7 +553,7 @@ FxStatus replace_pattern(Graph *g, const Graph *pattern, const Graph *replacemen
     if (st == FX_OK)
         st = find_matches(g, pattern, o, &kept, d);
     int cap = g->next_id;
-    Node **forward = st == FX_OK ? calloc((size_t)cap + 1, sizeof *forward) : NULL;
+    Node **forward = st == FX_OK ? fx_alloc_array((size_t)cap + 1, sizeof *forward) : NULL;
     if (st == FX_OK && !forward)
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
     int applied_count = 0;

@@ -85,7 +85,7 @@ int graph_eliminate_dead_code(Graph *g)
 bool value_map_init(ValueMap *m, const Graph *src)
 {
     m->cap = src->next_id;
-    m->to = calloc((size_t)m->cap + 1, sizeof *m->to);
+    m->to = fx_alloc_array((size_t)m->cap + 1, sizeof *m->to);
     return m->to != NULL;
 }
 
@@ -181,7 +181,7 @@ static bool all_args_typed(const Node *n)
 Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
 {
     Graph *g = ip->graph;
-    Node **args = calloc((size_t)src->num_args + 1, sizeof *args);
+    Node **args = fx_alloc_array((size_t)src->num_args + 1, sizeof *args);
     if (!args) {
         diag_error(d, FX_ERR_NOMEM, "out of memory");
         return NULL;
@@ -259,7 +259,7 @@ FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
     }
     if (results) {
         int count = src_out ? src_out->num_args : 0;
-        Node **r = calloc((size_t)count + 1, sizeof *r);
+        Node **r = fx_alloc_array((size_t)count + 1, sizeof *r);
         if (!r)
             return diag_error(d, FX_ERR_NOMEM, "out of memory");
         for (int k = 0; k < count; k++)

@@ -37,7 +37,7 @@ Node *transformer_copy(Transformer *t, const Node *src, Node *const *args, int n
     /* node_copy reads arguments through the value map: point src's arguments
      * at the given nodes for the copy, then restore them (in reverse, so an
      * argument used twice gets its first saved value back). */
-    Node **saved = calloc((size_t)num_args + 1, sizeof *saved);
+    Node **saved = fx_alloc_array((size_t)num_args + 1, sizeof *saved);
     if (!saved) {
         diag_node_error(t->diag, FX_ERR_NOMEM, src, "out of memory");
         return NULL;
@@ -123,7 +123,7 @@ Graph *transformer_run(Transformer *t, const Graph *src, Diag *d)
     for (const Node *n = src->root.next; n != &src->root; n = n->next)
         if (n->num_args > max_args)
             max_args = n->num_args;
-    Node **args = calloc((size_t)max_args + 1, sizeof *args);
+    Node **args = fx_alloc_array((size_t)max_args + 1, sizeof *args);
     if (!dst || !args || !value_map_init(&t->values, src)) {
         graph_free(dst);
         free(args);

@@ -385,8 +385,8 @@ static int compare_doubles(const void *a, const void *b)
 static FxStatus time_runs(const Graph *g, Tensor **inputs, int num_inputs, int num_outputs,
                           long repeat, Diag *d)
 {
-    double *ms = calloc((size_t)repeat, sizeof *ms);
-    Tensor **outs = calloc((size_t)num_outputs + 1, sizeof *outs);
+    double *ms = fx_alloc_array((size_t)repeat, sizeof *ms);
+    Tensor **outs = fx_alloc_array((size_t)num_outputs + 1, sizeof *outs);
     FxStatus st = ms && outs ? FX_OK : diag_error(d, FX_ERR_NOMEM, "out of memory");
     for (long r = 0; r < repeat && st == FX_OK; r++) {
         double t0 = now_ms();
@@ -409,7 +409,7 @@ static int cmd_run(int argc, char **argv)
 {
     CommonArgs c = {0};
     const char *model = NULL, *out_dir = NULL;
-    const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
+    const char **input_paths = fx_alloc_array((size_t)argc, sizeof *input_paths);
     int num_inputs = 0;
     long repeat = 0;
     Diag d;
@@ -460,7 +460,7 @@ static int cmd_run(int argc, char **argv)
     }
     int rc = 1;
     Graph *g = NULL;
-    Tensor **inputs = calloc((size_t)num_inputs + 1, sizeof *inputs);
+    Tensor **inputs = fx_alloc_array((size_t)num_inputs + 1, sizeof *inputs);
     Tensor **outputs = NULL;
     uint8_t **blobs = NULL;
     size_t *blob_lens = NULL;
@@ -478,9 +478,9 @@ static int cmd_run(int argc, char **argv)
         if (tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK)
             goto done;
     num_outputs = graph_num_outputs(g);
-    outputs = calloc((size_t)num_outputs + 1, sizeof *outputs);
-    blobs = calloc((size_t)num_outputs + 1, sizeof *blobs);
-    blob_lens = calloc((size_t)num_outputs + 1, sizeof *blob_lens);
+    outputs = fx_alloc_array((size_t)num_outputs + 1, sizeof *outputs);
+    blobs = fx_alloc_array((size_t)num_outputs + 1, sizeof *blobs);
+    blob_lens = fx_alloc_array((size_t)num_outputs + 1, sizeof *blob_lens);
     if (!outputs || !blobs || !blob_lens) {
         diag_error(&d, FX_ERR_NOMEM, "out of memory");
         goto done;
@@ -666,7 +666,7 @@ static int cmd_verify(int argc, char **argv)
                           .rtol = 1e-4, .atol = 1e-5};
     const char *leaf_sources[MAX_BINDINGS];
     vo.cg.leaf_sources = leaf_sources;
-    const char **input_paths = calloc((size_t)argc, sizeof *input_paths);
+    const char **input_paths = fx_alloc_array((size_t)argc, sizeof *input_paths);
     int num_paths = 0;
     Diag d;
     diag_init(&d);
@@ -740,7 +740,7 @@ static int cmd_verify(int argc, char **argv)
         diag_error(&d, FX_ERR_INVALID, "%s takes %d inputs, %d given", model, num_inputs, num_paths);
         goto fail_out;
     }
-    inputs = calloc((size_t)num_inputs + 1, sizeof *inputs);
+    inputs = fx_alloc_array((size_t)num_inputs + 1, sizeof *inputs);
     if (!inputs)
         goto fail_out;
     uint64_t seed = 0x9E3779B97F4A7C15ull;

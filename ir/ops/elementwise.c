@@ -620,10 +620,10 @@ static FxStatus variadic_eval(EvalCtx *c)
     const EwInfo *e = info_of(c->node);
     int count = c->num_inputs;
     Tensor *y = c->out[0];
-    const TensorType **ins = calloc((size_t)count + 1, sizeof *ins);
-    const void **xs = malloc((size_t)count * sizeof *xs);
-    const int64_t **sp = malloc((size_t)count * sizeof *sp);
-    int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
+    const TensorType **ins = fx_alloc_array((size_t)count + 1, sizeof *ins);
+    const void **xs = fx_alloc_array((size_t)count, sizeof *xs);
+    const int64_t **sp = fx_alloc_array((size_t)count, sizeof *sp);
+    int64_t(*st)[FX_MAX_RANK] = fx_alloc_array((size_t)count, sizeof *st);
     FxStatus status = FX_OK;
     if (!ins || !xs || !sp || !st) {
         status = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
@@ -651,8 +651,8 @@ static FxStatus variadic_emit(EmitCtx *c)
     const Node *n = c->node;
     const EwInfo *e = info_of(n);
     int count = c->num_inputs;
-    const TensorType **ins = calloc((size_t)count + 1, sizeof *ins);
-    int64_t(*st)[FX_MAX_RANK] = malloc((size_t)count * sizeof *st);
+    const TensorType **ins = fx_alloc_array((size_t)count + 1, sizeof *ins);
+    int64_t(*st)[FX_MAX_RANK] = fx_alloc_array((size_t)count, sizeof *st);
     if (!ins || !st) {
         free(ins);
         free(st);

@@ -297,8 +297,8 @@ static FxStatus fused_emit(EmitCtx *c)
     const Graph *body = n->body;
     const TensorType *out = &n->out_types[0];
     int nops = n->num_args;
-    const TensorType **ins = calloc((size_t)nops + 1, sizeof *ins);
-    int64_t(*st)[FX_MAX_RANK] = calloc((size_t)nops + 1, sizeof *st);
+    const TensorType **ins = fx_alloc_array((size_t)nops + 1, sizeof *ins);
+    int64_t(*st)[FX_MAX_RANK] = fx_alloc_array((size_t)nops + 1, sizeof *st);
     FxStatus status = FX_OK;
     if (!ins || !st) {
         status = diag_node_error(c->diag, FX_ERR_NOMEM, n, "out of memory");

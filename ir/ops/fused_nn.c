@@ -130,7 +130,7 @@ static FxStatus fused_conv_eval(EvalCtx *c)
         (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK ||
         tensor_numel(c->out[0]) == 0)
         return st;
-    float *scratch = malloc((size_t)(floats > 0 ? floats : 1) * sizeof *scratch);
+    float *scratch = fx_alloc_array((size_t)(floats > 0 ? floats : 1), sizeof *scratch);
     if (!scratch)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     ep.bias = f32_data(eval_input(c, 2));

@@ -253,10 +253,10 @@ static FxStatus plan_build(const Node *n, const Graph *body, Plan *p, Diag *d)
     memcpy(p->rows.dims, x->dims, (size_t)p->first_axis * sizeof *x->dims);
 
     int ids = body->next_id, nph = graph_num_placeholders(body);
-    p->phase = calloc((size_t)ids + 1, sizeof *p->phase);
-    p->reads = calloc((size_t)ids + 1, sizeof *p->reads);
-    p->ops = calloc(PHASE_COUNT_ * (size_t)nph + 1, sizeof *p->ops);
-    bool *pro = calloc((size_t)ids + 1, sizeof *pro), *after = calloc((size_t)ids + 1, 1);
+    p->phase = fx_alloc_array((size_t)ids + 1, sizeof *p->phase);
+    p->reads = fx_alloc_array((size_t)ids + 1, sizeof *p->reads);
+    p->ops = fx_alloc_array(PHASE_COUNT_ * (size_t)nph + 1, sizeof *p->ops);
+    bool *pro = fx_alloc_array((size_t)ids + 1, sizeof *pro), *after = fx_alloc_array((size_t)ids + 1, 1);
     FxStatus st = FX_OK;
     if (!p->phase || !p->reads || !p->ops || !pro || !after) {
         st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
@@ -556,8 +556,8 @@ static FxStatus fused_reduction_emit(EmitCtx *c)
             st = diag_node_error(c->diag, FX_ERR_INVALID, n, "argument %d is missing", k);
             goto done;
         }
-    ins = calloc((size_t)p.nops + 1, sizeof *ins);
-    strides = calloc((size_t)p.nops + 1, sizeof *strides);
+    ins = fx_alloc_array((size_t)p.nops + 1, sizeof *ins);
+    strides = fx_alloc_array((size_t)p.nops + 1, sizeof *strides);
     if (!ins || !strides) {
         st = diag_node_error(c->diag, FX_ERR_NOMEM, n, "out of memory");
         goto done;

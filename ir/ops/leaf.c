@@ -120,7 +120,7 @@ FxStatus leaf_library_load(const char *path, Diag *d)
         return diag_error(d, FX_ERR_INVALID, "more than %d leaf libraries", LEAF_MAX_LIBRARIES);
     /* dlopen would search the library path for a bare name; the flag names a file. */
     size_t len = strlen(path) + 3;
-    char *file = malloc(len);
+    char *file = fx_malloc(len);
     if (!file)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     snprintf(file, len, "%s%s", strchr(path, '/') ? "" : "./", path);

@@ -81,7 +81,7 @@ static const float *f32_input(const Tensor *t, float **owned)
     if (!t || t->type.dtype == FXRT_DTYPE_FLOAT32)
         return t ? t->data : NULL;
     int64_t n = tensor_numel(t);
-    float *buf = malloc((size_t)(n > 0 ? n : 1) * sizeof *buf);
+    float *buf = fx_alloc_array((size_t)(n > 0 ? n : 1), sizeof *buf);
     if (!buf)
         return NULL;
     for (int64_t i = 0; i < n; i++)
@@ -97,7 +97,7 @@ static float *f32_output(Tensor *t)
     if (t->type.dtype == FXRT_DTYPE_FLOAT32)
         return t->data;
     int64_t n = tensor_numel(t);
-    return calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    return fx_alloc_array((size_t)(n > 0 ? n : 1), sizeof(float));
 }
 
 static void f32_output_finish(Tensor *t, float *buf)
@@ -534,7 +534,7 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
     float *ox, *ow, *ob;
     const float *fx = f32_input(x, &ox), *fw = f32_input(w, &ow), *fb = f32_input(b, &ob);
     float *fy = f32_output(y);
-    float *scratch = malloc((size_t)(scratch_n > 0 ? scratch_n : 1) * sizeof *scratch);
+    float *scratch = fx_alloc_array((size_t)(scratch_n > 0 ? scratch_n : 1), sizeof *scratch);
     if (fx && fw && (fb || !b) && fy && scratch) {
         const FxrtEpilogue ep = {.bias = fb};
         if (kind == CONV_PLAIN)
@@ -751,7 +751,7 @@ static FxStatus conv_integer_run(EvalCtx *c, int xi, int xzi, int wi, int wzi,
         return st;
     int32_t xzp = 0;
     read_zero_points(input_value(c, xzi), &xzp, 1);
-    int32_t *wzp = malloc((size_t)p->out_channels * sizeof *wzp + 4);
+    int32_t *wzp = fx_malloc((size_t)p->out_channels * sizeof *wzp + 4);
     if (!wzp)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     int64_t nw = read_zero_points(input_value(c, wzi), wzp, p->out_channels > 0 ? p->out_channels : 1);
@@ -850,13 +850,13 @@ static FxStatus qlinear_conv_eval(EvalCtx *c)
 {
     Tensor *y = c->out[0];
     int64_t total = tensor_numel(y);
-    int32_t *acc = malloc((size_t)(total > 0 ? total : 1) * sizeof *acc);
+    int32_t *acc = fx_alloc_array((size_t)(total > 0 ? total : 1), sizeof *acc);
     if (!acc)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     FxrtConvParams p;
     FxStatus st = conv_integer_run(c, QC_X, QC_X_ZP, QC_W, QC_W_ZP, &p, acc);
     float *scale = NULL;
-    if (st == FX_OK && !(scale = malloc((size_t)(p.out_channels + 1) * sizeof *scale)))
+    if (st == FX_OK && !(scale = fx_alloc_array((size_t)(p.out_channels + 1), sizeof *scale)))
         st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     if (st == FX_OK) {
         const Tensor *ws = c->in[QC_W_SCALE];

@@ -262,7 +262,7 @@ static FxStatus einsum_infer(InferCtx *c)
             return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                    "element type %s is not supported", dtype_name(t->dtype));
     }
-    Einsum *e = malloc(sizeof *e);
+    Einsum *e = fx_malloc(sizeof *e);
     if (!e)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     FxStatus st = einsum_parse(c->node, c->diag, c->in, c->num_inputs, e);
@@ -384,7 +384,7 @@ static FxStatus einsum_gemm_eval(EvalCtx *c, const Einsum *e, const GemmPlan *g)
         ta = layout_is(e, 0, g, G_BATCH, G_K, G_M);
         if (!ta) {
             int r = concat_groups(g, G_BATCH, G_M, G_K, order);
-            if ((pa = malloc((size_t)(bs * m * k + 1) * sizeof *pa)))
+            if ((pa = fx_alloc_array((size_t)(bs * m * k + 1), sizeof *pa)))
                 gather_f32(e, e->p.strides[0], order, r, a, pa);
             a = pa;
         }
@@ -393,7 +393,7 @@ static FxStatus einsum_gemm_eval(EvalCtx *c, const Einsum *e, const GemmPlan *g)
         tb = layout_is(e, 1, g, G_BATCH, G_N, G_K);
         if (!tb) {
             int r = concat_groups(g, G_BATCH, G_K, G_N, order);
-            if ((pb = malloc((size_t)(bs * k * n + 1) * sizeof *pb)))
+            if ((pb = fx_alloc_array((size_t)(bs * k * n + 1), sizeof *pb)))
                 gather_f32(e, e->p.strides[1], order, r, b, pb);
             b = pb;
         }
@@ -402,7 +402,7 @@ static FxStatus einsum_gemm_eval(EvalCtx *c, const Einsum *e, const GemmPlan *g)
     int nd = concat_groups(g, G_BATCH, G_M, G_N, direct_order);
     bool out_direct = nd == e->out_rank &&
                       memcmp(direct_order, e->out_labels, (size_t)nd * sizeof(int)) == 0;
-    if (!out_direct && !(py = malloc((size_t)(bs * m * n + 1) * sizeof *py)))
+    if (!out_direct && !(py = fx_alloc_array((size_t)(bs * m * n + 1), sizeof *py)))
         st = FX_ERR_NOMEM;
     if (!a || !b)
         st = FX_ERR_NOMEM;
@@ -436,7 +436,7 @@ static FxStatus einsum_eval(EvalCtx *c)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node, "too many operands");
     for (int k = 0; k < c->num_inputs; k++)
         types[k] = &c->in[k]->type;
-    Einsum *e = malloc(sizeof *e);
+    Einsum *e = fx_malloc(sizeof *e);
     if (!e)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     FxStatus st = einsum_parse(c->node, c->diag, types, c->num_inputs, e);
@@ -510,7 +510,7 @@ static Einsum *einsum_parse_node(const Node *n, Diag *d, FxStatus *st)
     }
     for (int k = 0; k < n->num_args; k++)
         types[k] = node_input_type(n, k);
-    Einsum *e = malloc(sizeof *e);
+    Einsum *e = fx_malloc(sizeof *e);
     if (!e) {
         *st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         return NULL;

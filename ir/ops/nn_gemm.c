@@ -645,7 +645,7 @@ static FxStatus matmul_integer_eval(EvalCtx *c)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
     int32_t azp = 0;
     read_zero_points(input_value(c, 2), &azp, 1);
-    int32_t *bzp = malloc((size_t)(p.n > 0 ? p.n : 1) * sizeof *bzp);
+    int32_t *bzp = fx_alloc_array((size_t)(p.n > 0 ? p.n : 1), sizeof *bzp);
     if (!bzp)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     int64_t nb = read_zero_points(input_value(c, 3), bzp, p.n > 0 ? p.n : 1);
@@ -717,9 +717,9 @@ static FxStatus qlinear_matmul_eval(EvalCtx *c)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "operand shapes changed");
     Tensor *y = c->out[0];
     int64_t total = tensor_numel(y), n = p.n > 0 ? p.n : 1;
-    int32_t *acc = malloc((size_t)(total > 0 ? total : 1) * sizeof *acc);
-    int32_t *bzp = malloc((size_t)n * sizeof *bzp);
-    float *scale = malloc((size_t)n * sizeof *scale);
+    int32_t *acc = fx_alloc_array((size_t)(total > 0 ? total : 1), sizeof *acc);
+    int32_t *bzp = fx_alloc_array((size_t)n, sizeof *bzp);
+    float *scale = fx_alloc_array((size_t)n, sizeof *scale);
     if (!acc || !bzp || !scale) {
         free(acc);
         free(bzp);

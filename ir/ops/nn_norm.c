@@ -72,7 +72,7 @@ static const float *bufs_in(F32Bufs *b, const Tensor *t)
     if (t->type.dtype == FXRT_DTYPE_FLOAT32)
         return t->data;
     int64_t n = tensor_numel(t);
-    float *buf = b->count < MAX_BUFS ? malloc((size_t)(n > 0 ? n : 1) * sizeof *buf) : NULL;
+    float *buf = b->count < MAX_BUFS ? fx_alloc_array((size_t)(n > 0 ? n : 1), sizeof *buf) : NULL;
     if (!buf) {
         b->nomem = true;
         return NULL;
@@ -382,7 +382,7 @@ static FxStatus layernorm_infer(InferCtx *c)
 static float *layernorm_expand(const float *src, const TensorType *t, const TensorType *x,
                                int64_t cols)
 {
-    float *out = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *out);
+    float *out = fx_alloc_array((size_t)(cols > 0 ? cols : 1), sizeof *out);
     if (!out)
         return NULL;
     int64_t idx[FX_MAX_RANK] = {0};
@@ -636,7 +636,7 @@ static FxStatus mvn_eval(EvalCtx *c)
     const float *fx = bufs_in(&b, x);
     float *fy = bufs_out(&b, c->out[0]);
     int64_t ns = fxrt_mvn_scratch_floats(x->type.rank, x->type.dims, mask);
-    float *scratch = malloc((size_t)(ns > 0 ? ns : 1) * sizeof *scratch);
+    float *scratch = fx_alloc_array((size_t)(ns > 0 ? ns : 1), sizeof *scratch);
     if (!scratch)
         b.nomem = true;
     if (!b.nomem)

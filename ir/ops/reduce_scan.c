@@ -144,7 +144,7 @@ static FxStatus topk_eval(EvalCtx *c)
         vals->type.dtype != x->type.dtype || idx->type.dtype != FXRT_DTYPE_INT64)
         return diag_node_error(c->diag, FX_ERR_RUNTIME, c->node,
                                "outputs disagree with the input shape and K");
-    void *scratch = malloc(fxrt_topk_scratch_bytes(k));
+    void *scratch = fx_malloc(fxrt_topk_scratch_bytes(k));
     if (!scratch)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     int largest = node_attr_int(c->node, "largest", 1) != 0;

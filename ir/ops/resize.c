@@ -347,9 +347,9 @@ static FxStatus resize_tables_build(Diag *d, const Node *n, const ResizeSetup *s
     for (int a = 0; a < s->rank; a++) {
         int64_t out = s->out[a];
         size_t entries = (size_t)(out > 0 ? out : 1) * (size_t)taps;
-        int64_t *idx = malloc(entries * sizeof *idx);
-        double *w = malloc(entries * sizeof *w);
-        uint8_t *outside = malloc((size_t)(out > 0 ? out : 1));
+        int64_t *idx = fx_alloc_array(entries, sizeof *idx);
+        double *w = fx_alloc_array(entries, sizeof *w);
+        uint8_t *outside = fx_malloc((size_t)(out > 0 ? out : 1));
         tb->blocks[tb->nblocks++] = idx;
         tb->blocks[tb->nblocks++] = w;
         tb->blocks[tb->nblocks++] = outside;
@@ -412,7 +412,7 @@ static FxStatus resize_eval_common(EvalCtx *c, int roi_i, int scales_i, int size
         if (bytes > FX_MAX_TENSOR_BYTES)
             st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node,
                                  "intermediate buffers are too large (%zu bytes)", bytes);
-        else if (bytes && !(scratch = malloc(bytes)))
+        else if (bytes && !(scratch = fx_malloc(bytes)))
             st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
         else if (!fxrt_resize(t, x->data, y->data, s.rank, tb.axes, s.extrapolation, scratch))
             st = diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,

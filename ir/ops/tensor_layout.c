@@ -400,8 +400,8 @@ static FxStatus concat_eval(EvalCtx *c)
     int axis = (int)node_attr_int(c->node, "axis", 0);
     if (axis < 0)
         axis += o->rank;
-    int64_t *axis_dims = malloc((size_t)c->num_inputs * sizeof *axis_dims);
-    const void **ins = malloc((size_t)c->num_inputs * sizeof *ins);
+    int64_t *axis_dims = fx_alloc_array((size_t)c->num_inputs, sizeof *axis_dims);
+    const void **ins = fx_alloc_array((size_t)c->num_inputs, sizeof *ins);
     if (!axis_dims || !ins) {
         free(axis_dims);
         free(ins);
@@ -465,7 +465,7 @@ static FxStatus concat_emit(EmitCtx *c)
     if (emit_if_empty(c))
         return FX_OK;
     int k = c->num_inputs;
-    int64_t *axis_dims = malloc((size_t)k * sizeof *axis_dims);
+    int64_t *axis_dims = fx_alloc_array((size_t)k, sizeof *axis_dims);
     if (!axis_dims)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     for (int i = 0; i < k; i++)
@@ -525,7 +525,7 @@ static FxStatus split_infer(InferCtx *c)
     if ((st = infer_axis(c, node_attr_int(c->node, "axis", 0), x->rank, &axis)) != FX_OK)
         return st;
     int64_t dim = x->dims[axis];
-    int64_t *split = malloc((size_t)k * sizeof *split);
+    int64_t *split = fx_alloc_array((size_t)k, sizeof *split);
     if (!split)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     if (split_t) {
@@ -573,8 +573,8 @@ static FxStatus split_eval(EvalCtx *c)
     int axis = (int)node_attr_int(c->node, "axis", 0);
     if (axis < 0)
         axis += rank;
-    int64_t *axis_dims = malloc((size_t)k * sizeof *axis_dims);
-    void **outs = malloc((size_t)k * sizeof *outs);
+    int64_t *axis_dims = fx_alloc_array((size_t)k, sizeof *axis_dims);
+    void **outs = fx_alloc_array((size_t)k, sizeof *outs);
     if (!axis_dims || !outs) {
         free(axis_dims);
         free(outs);
@@ -607,7 +607,7 @@ static FxStatus split_emit(EmitCtx *c)
         axis += rank;
     if (emit_if_empty(c))
         return FX_OK;
-    int64_t *axis_dims = malloc((size_t)k * sizeof *axis_dims);
+    int64_t *axis_dims = fx_alloc_array((size_t)k, sizeof *axis_dims);
     if (!axis_dims)
         return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     for (int i = 0; i < k; i++)
