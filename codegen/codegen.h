@@ -143,7 +143,8 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
                    const CgVerifyOptions *vo, FILE *report, Diag *d);
 /* Appends every computed single-output value of g to g's outputs; with a
  * mirror graph, only those the mirror computes too (by node name and type),
- * appending the mirror's nodes to its outputs in the same order. */
+ * appending the mirror's nodes to its outputs in the same order.  Returns
+ * the number added, -1 when memory ran out. */
 int cg_expose_values(Graph *g, Graph *mirror);
 
 #endif

@@ -776,14 +776,19 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         if (st == FX_OK)
             st = copy_leaf_sources(o, tmp, d);
         if (st == FX_OK && o->emit_main) {
+            /* A memory stream that cannot grow fails at fclose (or sets
+             * its error flag before): either way main.c would be cut short. */
             FILE *mem = open_memstream(&main_c.data, &main_c.len);
-            if (!mem)
-                st = diag_error(d, FX_ERR_NOMEM, "out of memory");
-            else {
+            bool cut = !mem;
+            if (mem) {
                 cg_write_main(mem, o->name);
-                fclose(mem);
-                st = write_text(tmp, "main.c", main_c.data, main_c.len, d);
+                cut = ferror(mem) != 0;
+                cut = fclose(mem) != 0 || cut;
             }
+            if (cut)
+                st = diag_error(d, FX_ERR_NOMEM, "out of memory writing main.c");
+            else
+                st = write_text(tmp, "main.c", main_c.data, main_c.len, d);
         }
         if (st == FX_OK)
             st = move_into(tmp, dir, d);

@@ -24,15 +24,16 @@ static bool is_computed(const Node *n)
 
 /* Output names for the values appended after the first `before` outputs:
  * the names of their nodes. */
-static void name_new_outputs(Graph *g, int before)
+static bool name_new_outputs(Graph *g, int before)
 {
     Node *out = graph_output_node(g);
     const char **names = arena_alloc(&g->arena, (size_t)(out->num_args + 1) * sizeof *names);
     if (!names)
-        return;
+        return false;
     for (int k = 0; k < out->num_args; k++)
         names[k] = k < before && out->onnx_outputs ? out->onnx_outputs[k] : out->args[k]->name;
     out->onnx_outputs = names;
+    return true;
 }
 
 int cg_expose_values(Graph *g, Graph *mirror)
@@ -47,14 +48,15 @@ int cg_expose_values(Graph *g, Graph *mirror)
             Node *m = graph_find(mirror, n->name);
             if (!m || !is_computed(m) || !type_equal(&m->out_types[0], &n->out_types[0]))
                 continue;
-            node_append_arg(mirror_out, m);
+            if (node_append_arg(mirror_out, m) < 0)
+                return -1;
         }
-        node_append_arg(out, n);
+        if (node_append_arg(out, n) < 0)
+            return -1;
         added++;
     }
-    name_new_outputs(g, before);
-    if (mirror)
-        name_new_outputs(mirror, mirror_before);
+    if (!name_new_outputs(g, before) || (mirror && !name_new_outputs(mirror, mirror_before)))
+        return -1;
     return added;
 }
 
@@ -90,13 +92,12 @@ FxStatus cg_verify(Graph *g, Graph *reference, Tensor **inputs, int num_inputs,
         return st;
     }
     int first_extra = graph_num_outputs(g);
-    if (vo->per_node)
-        cg_expose_values(g, reference == g ? NULL : reference);
+    bool exposed = !vo->per_node || cg_expose_values(g, reference == g ? NULL : reference) >= 0;
     int num_out = graph_num_outputs(g);
     Tensor **want = fx_alloc_array((size_t)num_out + 1, sizeof *want);
     Tensor **got = fx_alloc_array((size_t)num_out + 1, sizeof *got);
     char **paths = fx_alloc_array((size_t)num_inputs + 1, sizeof *paths);
-    if (!want || !got || !paths) {
+    if (!exposed || !want || !got || !paths) {
         st = diag_error(d, FX_ERR_NOMEM, "out of memory");
         goto done;
     }

@@ -26,6 +26,7 @@ typedef struct OnnxAllocator {
     size_t budget;
     size_t used;
     bool exhausted; /* an allocation was refused for the budget */
+    bool out_of_memory; /* an allocation within the budget failed */
 } OnnxAllocator;
 
 /* The budget is derived from the input length (a generous multiple of it). */

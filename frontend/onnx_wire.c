@@ -12,7 +12,8 @@
  * refused, nesting is limited, and the first problem is reported with its byte
  * offset.  The OnnxAllocator gives protobuf-c a memory budget proportional to
  * the input, so an amplifying file fails as "too large" rather than taking the
- * machine down.
+ * machine down, and allocates through fx_malloc, remembering a failure so
+ * that running out of memory is not reported as a malformed file.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,10 @@ static void *budget_alloc(void *data, size_t size)
         return NULL;
     }
     AllocHeader *h = fx_malloc(sizeof *h + size);
-    if (!h)
+    if (!h) {
+        a->out_of_memory = true;
         return NULL;
+    }
     h->size = size;
     a->used += size;
     return h + 1;
@@ -198,6 +201,9 @@ FxStatus onnx_message_unpack(const uint8_t *data, size_t len,
     *msg = protobuf_c_message_unpack(desc, &alloc->base, len, len ? data : empty);
     if (*msg)
         return FX_OK;
+    /* protobuf-c returns NULL for both; only the allocator knows which. */
+    if (alloc->out_of_memory)
+        return diag_error_at(d, FX_ERR_NOMEM, file, -1, "out of memory decoding this %s", what);
     if (alloc->exhausted)
         return diag_error_at(d, FX_ERR_NOMEM, file, -1,
                              "decoding this %s needs more memory than a file of %zu bytes "

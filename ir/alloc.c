@@ -6,7 +6,8 @@
  *
  * Built with FXCC_FAULT_INJECTION, the helpers count allocations and make
  * the Nth one fail, N read once from the environment variable
- * FXCC_FAIL_ALLOC_AT; the alloc_failure test walks N over every allocation a
+ * FXCC_FAIL_ALLOC_AT (the value "count" fails none and prints the total at
+ * exit); the alloc_failure test walks N over every allocation a
  * compilation makes to prove each failure path reports out of memory, leaks
  * nothing and leaves no partial output.  Release builds carry no counter.
  */
@@ -16,8 +17,17 @@
 #include "ir.h"
 
 #ifdef FXCC_FAULT_INJECTION
+#include <stdio.h>
+
 static long long fail_at = -1; /* -1: not read yet; 0: never fail */
 static long long allocations;
+
+/* The test needs to know how many allocations a run makes to walk N over
+ * all of them: FXCC_FAIL_ALLOC_AT=count prints it at exit. */
+static void report_count(void)
+{
+    fprintf(stderr, "fxcc: %lld allocations\n", allocations);
+}
 
 /* True when this allocation is the one the environment asks to fail. */
 static bool injected_failure(void)
@@ -27,6 +37,8 @@ static bool injected_failure(void)
         fail_at = env ? strtoll(env, NULL, 10) : 0;
         if (fail_at < 0)
             fail_at = 0;
+        if (env && strcmp(env, "count") == 0)
+            atexit(report_count);
     }
     return ++allocations == fail_at;
 }

@@ -209,15 +209,17 @@ static bool users_contains(const Node *n, const Node *u)
     return false;
 }
 
-static void users_add(Node *n, Node *u)
+/* False when memory runs out; n is unchanged then. */
+static bool users_add(Node *n, Node *u)
 {
     if (users_contains(n, u))
-        return;
-    Node **users = fx_realloc_array(n->users, (size_t)(n->num_users + 1), sizeof *users);
+        return true;
+    Node **users = fx_realloc_array(n->users, (size_t)n->num_users + 1, sizeof *users);
     if (!users)
-        abort(); /* a few bytes: treated like a broken invariant */
+        return false;
     users[n->num_users++] = u;
     n->users = users;
+    return true;
 }
 
 static bool uses(const Node *u, const Node *n)
@@ -241,24 +243,35 @@ static void users_remove(Node *n, Node *u)
         }
 }
 
-void node_set_arg(Node *n, int i, Node *value)
+void node_clear_arg(Node *n, int i)
 {
+    Node *old = n->args[i];
+    n->args[i] = NULL;
+    if (old)
+        users_remove(old, n);
+}
+
+bool node_set_arg(Node *n, int i, Node *value)
+{
+    /* The only step that can fail goes first, so a failure changes nothing. */
+    if (value && !users_add(value, n))
+        return false;
     Node *old = n->args[i];
     n->args[i] = value;
     if (old && old != value)
         users_remove(old, n);
-    if (value)
-        users_add(value, n);
+    return true;
 }
 
 int node_append_arg(Node *n, Node *value)
 {
-    Node **args = fx_realloc_array(n->args, (size_t)(n->num_args + 1), sizeof *args);
+    Node **args = fx_realloc_array(n->args, (size_t)n->num_args + 1, sizeof *args);
     if (!args)
-        abort();
+        return -1;
     n->args = args;
     n->args[n->num_args] = NULL;
-    node_set_arg(n, n->num_args, value);
+    if (!node_set_arg(n, n->num_args, value))
+        return -1;
     return n->num_args++;
 }
 
@@ -299,7 +312,13 @@ Node *graph_create_node(Graph *g, Node *before, FxOpcode opcode, const char *nam
             return NULL;
         n->num_args = num_args;
         for (int i = 0; i < num_args; i++)
-            node_set_arg(n, i, args[i]);
+            if (!node_set_arg(n, i, args[i])) {
+                /* n is not linked: undo the users it was entered in */
+                for (int k = 0; k < i; k++)
+                    node_clear_arg(n, k);
+                free(n->args);
+                return NULL;
+            }
     }
     link_before(n, before ? before : &g->root);
     g->num_nodes++;
@@ -348,8 +367,10 @@ Node *graph_create_constant(Graph *g, Node *before, const char *name_hint, Tenso
     }
     n->target = n->name;
     n->value = value; /* owned from here on, freed with the node */
-    if (!node_set_num_outputs(n, 1))
+    if (!node_set_num_outputs(n, 1)) {
+        graph_erase_node(g, n);
         return NULL;
+    }
     n->out_types[0] = value->type;
     n->shapes_known = true;
     return n;
@@ -433,8 +454,10 @@ FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *
     if (!c)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     while (n->num_args <= slot)
-        node_append_arg(n, NULL);
-    node_set_arg(n, slot, c);
+        if (node_append_arg(n, NULL) < 0)
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    if (!node_set_arg(n, slot, c))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     return FX_OK;
 }
 
@@ -443,23 +466,22 @@ FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *
 int node_replace_all_uses_with(Node *old, Node *repl)
 {
     int rewritten = 0;
-    /* Iterate over a snapshot: rewriting changes old->users. */
-    int count = old->num_users;
-    Node **snapshot = fx_alloc_array((size_t)(count ? count : 1), sizeof *snapshot);
-    if (!snapshot)
-        abort();
-    memcpy(snapshot, old->users, (size_t)count * sizeof *snapshot);
-    for (int u = 0; u < count; u++) {
-        Node *user = snapshot[u];
-        if (user == repl)
+    /* Rewriting every slot of a user removes it from old->users, so the
+     * user at index k is a new one each time, except repl, which is kept. */
+    int k = 0;
+    while (k < old->num_users) {
+        Node *user = old->users[k];
+        if (user == repl) {
+            k++;
             continue;
+        }
         for (int i = 0; i < user->num_args; i++)
             if (user->args[i] == old) {
-                node_set_arg(user, i, repl);
+                if (!node_set_arg(user, i, repl))
+                    return -1;
                 rewritten++;
             }
     }
-    free(snapshot);
     return rewritten;
 }
 
@@ -468,7 +490,7 @@ bool graph_erase_node(Graph *g, Node *n)
     if (n->num_users > 0)
         return false;
     for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
+        node_clear_arg(n, i);
     unlink_node(n);
     node_release(n);
     g->num_nodes--;

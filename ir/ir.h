@@ -324,11 +324,17 @@ FxStatus graph_freeze_input(Graph *g, Node *ph, Tensor *value, Diag *d);
  * value.  Used by canonicalize to turn old-opset attributes into inputs. */
 FxStatus node_set_const_input(Node *n, int slot, const char *name_hint, Tensor *value, Diag *d);
 
-void node_set_arg(Node *n, int i, Node *value);
-int node_append_arg(Node *n, Node *value); /* returns the index */
+/* The three edits that grow a users or args list can run out of memory:
+ * node_set_arg returns false and changes nothing; node_append_arg returns
+ * the new index or -1; node_replace_all_uses_with returns the number of
+ * rewritten uses or -1, after which some uses may have moved and the graph
+ * is only good for graph_free (the caller reports FX_ERR_NOMEM). */
+void node_clear_arg(Node *n, int i); /* sets argument i to None; never fails */
+__attribute__((warn_unused_result)) bool node_set_arg(Node *n, int i, Node *value);
+__attribute__((warn_unused_result)) int node_append_arg(Node *n, Node *value);
 /* Replaces every use of `old` by `repl`, except inside `repl` itself (FX would
- * make a cycle there).  Returns the number of rewritten uses. */
-int node_replace_all_uses_with(Node *old, Node *repl);
+ * make a cycle there). */
+__attribute__((warn_unused_result)) int node_replace_all_uses_with(Node *old, Node *repl);
 /* Refuses (returns false) while the node has users. */
 bool graph_erase_node(Graph *g, Node *n);
 /* Unlinks n and relinks it before `before`. */

@@ -314,7 +314,8 @@ static FxStatus decompose_node(Graph *g, Node *n, const DecompositionRule *rule,
         erase_since(g, first_id);
         return st;
     }
-    node_replace_all_uses_with(n, r);
+    if (node_replace_all_uses_with(n, r) < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     graph_erase_node(g, n);
     return FX_OK;
 }

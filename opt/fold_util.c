@@ -124,9 +124,11 @@ FxStatus fold_set_const_arg(Node *n, int slot, const char *name_hint, Tensor *va
     if (!c)
         return FX_ERR_NOMEM;
     while (n->num_args <= slot)
-        node_append_arg(n, NULL);
+        if (node_append_arg(n, NULL) < 0)
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     Node *old = n->args[slot];
-    node_set_arg(n, slot, c);
+    if (!node_set_arg(n, slot, c))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if (old)
         fold_erase_dead(n->graph, old);
     return FX_OK;
@@ -141,7 +143,7 @@ void fold_erase_dead(Graph *g, Node *n)
      * over the graph reaches after n. */
     for (int i = 0; i < n->num_args; i++) {
         Node *a = n->args[i];
-        node_set_arg(n, i, NULL);
+        node_clear_arg(n, i);
         fold_erase_dead(g, a);
     }
     graph_erase_node(g, n);
@@ -292,8 +294,8 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
 {
     Node *layer = cv->layer;
     char hint[256];
-    if (x)
-        node_set_arg(layer, 0, x);
+    if (x && !node_set_arg(layer, 0, x))
+        return diag_node_error(d, FX_ERR_NOMEM, layer, "out of memory");
     snprintf(hint, sizeof hint, "%s_weight", layer->name);
     Tensor *w = cv->w;
     cv->w = NULL;
@@ -312,8 +314,8 @@ static FxStatus conv_commit(ConvLayer *cv, Node *x, Node *result, Node *retired,
         st = node_infer_shapes(layer, d);
     if (st != FX_OK)
         return st;
-    if (result != layer)
-        node_replace_all_uses_with(result, layer);
+    if (result != layer && node_replace_all_uses_with(result, layer) < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, layer, "out of memory");
     erase_replaced(layer->graph, layer, result, retired);
     return FX_OK;
 }
@@ -491,15 +493,18 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
     snprintf(chint, sizeof chint, "%s_bias", layer->name);
     FxStatus st = FX_OK;
     if (dn->gemm || !c) {
-        if (x)
-            node_set_arg(layer, 0, x);
+        if (x && !node_set_arg(layer, 0, x)) {
+            tensor_free(w);
+            tensor_free(c);
+            return nomem(d);
+        }
         st = fold_set_const_arg(layer, 1, whint, w, d);
         if (st == FX_OK && c) {
             st = fold_set_const_arg(layer, 2, chint, c, d);
             c = NULL;
         } else if (st == FX_OK && layer->num_args > 2 && layer->args[2]) {
             Node *old = layer->args[2];
-            node_set_arg(layer, 2, NULL);
+            node_clear_arg(layer, 2);
             fold_erase_dead(g, old);
         }
         if (st == FX_OK && dn->gemm &&
@@ -525,8 +530,8 @@ FxStatus fold_dense_commit(FoldDense *dn, Node *x, Node *result, Node *retired, 
     }
     if (st != FX_OK)
         return st;
-    if (result != target)
-        node_replace_all_uses_with(result, target);
+    if (result != target && node_replace_all_uses_with(result, target) < 0)
+        return nomem(d);
     erase_replaced(g, target, result, retired);
     return FX_OK;
 }

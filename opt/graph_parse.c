@@ -656,7 +656,8 @@ static FxStatus call_site(Parser *p, Node *n, size_t target_at)
     if (st == FX_OK)
         st = arg_tuple(p, &args, n->op == &fx_op_getitem ? &index : NULL);
     for (int i = 0; st == FX_OK && i < args.count; i++)
-        node_append_arg(n, args.v[i]);
+        if (node_append_arg(n, args.v[i]) < 0)
+            st = diag_error(p->d, FX_ERR_NOMEM, "out of memory");
     free(args.v);
     if (st != FX_OK)
         return st;

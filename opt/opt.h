@@ -38,8 +38,9 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
  * Constants stay at the top of the graph, whatever ip says, so that a
  * constant is defined before any user. */
 Node *create_constant(Graph *g, const char *name_hint, Tensor *value, Diag *d);
-/* Replaces uses of `old` by `repl` in n's arguments only; returns how many. */
-int node_replace_input_with(Node *n, Node *old, Node *repl);
+/* Replaces uses of `old` by `repl` in n's arguments only; returns how many,
+ * -1 when memory ran out. */
+__attribute__((warn_unused_result)) int node_replace_input_with(Node *n, Node *old, Node *repl);
 /* Erases every node without users, except placeholders and the output, until
  * none is left.  Returns the number erased. */
 int graph_eliminate_dead_code(Graph *g);

@@ -108,7 +108,7 @@ static FxStatus become_constant(Graph *g, Node *n, Tensor *value, Diag *d)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     }
     for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
+        node_clear_arg(n, i);
     free(n->args);
     n->args = NULL;
     n->num_args = 0;

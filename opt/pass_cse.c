@@ -88,7 +88,11 @@ static FxStatus merge_constants(Graph *g, int *changes, Diag *d)
             for (int j = start; j < i; j++) {
                 if (!e[j].node || !same_constant(e[j].node->value, e[i].node->value))
                     continue;
-                node_replace_all_uses_with(e[i].node, e[j].node);
+                if (node_replace_all_uses_with(e[i].node, e[j].node) < 0) {
+                    FxStatus st = diag_node_error(d, FX_ERR_NOMEM, e[i].node, "out of memory");
+                    free(e);
+                    return st;
+                }
                 graph_erase_node(g, e[i].node);
                 e[i].node = NULL;
                 (*changes)++;
@@ -207,7 +211,10 @@ FxStatus pass_cse(Graph *g, PassResult *r, Diag *d)
         Node *twin = earlier_twin(n);
         if (!twin)
             continue;
-        node_replace_all_uses_with(n, twin);
+        if (node_replace_all_uses_with(n, twin) < 0) {
+            graph_for_each(g, m) m->pass_data = NULL;
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        }
         graph_erase_node(g, n);
         r->changes++;
     }

@@ -225,11 +225,14 @@ static FxStatus fuse_group(Graph *g, Group *gr, Node *root, const OpDef *kind, b
         if (st == FX_OK)
             st = diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
         for (int i = 0; i < f->num_args; i++)
-            node_set_arg(f, i, NULL);
+            node_clear_arg(f, i);
         graph_erase_node(g, f);
         goto fail;
     }
-    node_replace_all_uses_with(root, f);
+    if (node_replace_all_uses_with(root, f) < 0) {
+        st = diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
+        goto fail;
+    }
     *fused = true;
 fail:
     graph_free(body);

@@ -337,11 +337,12 @@ static FxStatus chain_fuse(Graph *g, Chain *c, Diag *d)
         st = node_infer_shapes(f, d);
     if (st != FX_OK) {
         for (int i = 0; i < f->num_args; i++)
-            node_set_arg(f, i, NULL);
+            node_clear_arg(f, i);
         graph_erase_node(g, f);
         return st;
     }
-    node_replace_all_uses_with(c->last, f);
+    if (node_replace_all_uses_with(c->last, f) < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, f, "out of memory");
     for (int i = c->num_nodes - 1; i >= 0; i--)
         graph_erase_node(g, c->nodes[i]);
     graph_erase_node(g, a);

@@ -42,8 +42,15 @@ static bool is_shape_view(const Node *n)
 
 static bool has_single_output(const Node *n) { return n && n->num_outputs == 1 && n->shapes_known; }
 
-/* 1 when n had readers, which now read `input` instead. */
-static int bypass(Node *n, Node *input) { return node_replace_all_uses_with(n, input) > 0; }
+/* n's readers read `input` instead; counts a change when there were any. */
+static FxStatus bypass(Node *n, Node *input, int *changes, Diag *d)
+{
+    int rewritten = node_replace_all_uses_with(n, input);
+    if (rewritten < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    *changes += rewritten > 0;
+    return FX_OK;
+}
 
 /* Makes n a node of `op` with op's default attributes, keeping its name,
  * place, arguments and users; the caller sets what differs and re-infers. */
@@ -62,20 +69,24 @@ static FxStatus retarget(Node *n, const OpDef *op, Diag *d)
 
 /* Inference Dropout: the value is its input; the mask is all ones, so only a
  * Dropout whose mask nobody reads goes. */
-static int remove_dropout(Node *n)
+static FxStatus remove_dropout(Node *n, int *changes, Diag *d)
 {
     if (n->num_outputs == 1)
-        return bypass(n, n->args[0]);
+        return bypass(n, n->args[0], changes, d);
     for (int u = 0; u < n->num_users; u++) {
         const Node *item = n->users[u];
         if (item->op != &fx_op_getitem || (item->index != 0 && item->num_users > 0))
-            return 0;
+            return FX_OK;
     }
-    int changes = 0;
-    for (int u = 0; u < n->num_users; u++)
-        if (n->users[u]->index == 0)
-            changes += bypass(n->users[u], n->args[0]);
-    return changes > 0;
+    int bypassed = 0;
+    for (int u = 0; u < n->num_users; u++) {
+        FxStatus st = n->users[u]->index == 0 ? bypass(n->users[u], n->args[0], &bypassed, d)
+                                              : FX_OK;
+        if (st != FX_OK)
+            return st;
+    }
+    *changes += bypassed > 0;
+    return FX_OK;
 }
 
 /* Transpose's permutation with the default (reversed axes) made explicit. */
@@ -110,8 +121,7 @@ static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
         transpose_perm(inner, inner_perm);
         for (int i = 0; i < rank; i++)
             composed[i] = inner_perm[perm[i]];
-        node_set_arg(n, 0, inner->args[0]);
-        if (!node_set_attr_ints(n, "perm", composed, rank))
+        if (!node_set_arg(n, 0, inner->args[0]) || !node_set_attr_ints(n, "perm", composed, rank))
             return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         FxStatus st = node_infer_shapes(n, d);
         if (st != FX_OK)
@@ -120,7 +130,7 @@ static FxStatus clean_transpose(Node *n, int *changes, Diag *d)
         (*changes)++;
     }
     if (is_identity_perm(perm, rank))
-        *changes += bypass(n, n->args[0]);
+        return bypass(n, n->args[0], changes, d);
     return FX_OK;
 }
 
@@ -128,17 +138,13 @@ static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
 {
     Node *inner = n->args[0];
     const TensorType *out = &n->out_types[0];
-    if (type_equal(out, &inner->out_types[0])) {
-        *changes += bypass(n, inner);
-        return FX_OK;
-    }
+    if (type_equal(out, &inner->out_types[0]))
+        return bypass(n, inner, changes, d);
     if (!is_shape_view(inner) || !has_single_output(inner))
         return FX_OK;
     Node *x = inner->args[0];
-    if (type_equal(out, &x->out_types[0])) {
-        *changes += bypass(n, x);
-        return FX_OK;
-    }
+    if (type_equal(out, &x->out_types[0]))
+        return bypass(n, x, changes, d);
     /* a 0 in a Reshape's shape copies the input's dimension (without
      * allowzero): empty tensors keep their chain */
     for (int i = 0; i < out->rank; i++)
@@ -155,11 +161,9 @@ static FxStatus clean_shape_view(Graph *g, Node *n, int *changes, Diag *d)
     FxStatus st = n->op == &fx_op_Reshape ? FX_OK : retarget(n, &fx_op_Reshape, d);
     if (st != FX_OK)
         return st;
-    node_set_arg(n, 0, x);
-    if (n->num_args < 2)
-        node_append_arg(n, shape_node);
-    else
-        node_set_arg(n, 1, shape_node);
+    if (!node_set_arg(n, 0, x) ||
+        !(n->num_args < 2 ? node_append_arg(n, shape_node) >= 0 : node_set_arg(n, 1, shape_node)))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if ((st = node_infer_shapes(n, d)) != FX_OK)
         return st;
     (*changes)++;
@@ -220,14 +224,13 @@ static FxStatus absorb_batched_transposes(Node *n, int *changes, Diag *d)
         (src_b && !node_set_attr_ints(n, "perm_b", perm_b, rank)) ||
         (out_t && !node_set_attr_ints(n, "perm_y", perm_y, rank)))
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    if (src_a)
-        node_set_arg(n, 0, src_a);
-    if (src_b)
-        node_set_arg(n, 1, src_b);
+    if ((src_a && !node_set_arg(n, 0, src_a)) || (src_b && !node_set_arg(n, 1, src_b)))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if ((st = node_infer_shapes(n, d)) != FX_OK)
         return st;
-    if (out_t)
-        bypass(out_t, n);
+    int bypassed = 0;
+    if (out_t && (st = bypass(out_t, n, &bypassed, d)) != FX_OK)
+        return st;
     (*changes)++;
     return FX_OK;
 }
@@ -247,10 +250,8 @@ static FxStatus absorb_transposes(Node *n, int *changes, Diag *d)
         return st;
     if (!node_set_attr_int(n, "transA", ta != NULL) || !node_set_attr_int(n, "transB", tb != NULL))
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    if (ta)
-        node_set_arg(n, 0, ta);
-    if (tb)
-        node_set_arg(n, 1, tb);
+    if ((ta && !node_set_arg(n, 0, ta)) || (tb && !node_set_arg(n, 1, tb)))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     if ((st = node_infer_shapes(n, d)) != FX_OK)
         return st;
     (*changes)++;
@@ -269,9 +270,9 @@ FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d)
             n->opcode == FX_OPCODE_OUTPUT || !n->shapes_known || n->num_users == 0)
             continue;
         if (n->op == &fx_op_Identity)
-            r->changes += bypass(n, n->args[0]);
+            st = bypass(n, n->args[0], &r->changes, d);
         else if (n->op == &fx_op_Dropout)
-            r->changes += remove_dropout(n);
+            st = remove_dropout(n, &r->changes, d);
         else if (n->op == &fx_op_Transpose && has_single_output(n->args[0]))
             st = clean_transpose(n, &r->changes, d);
         else if (is_shape_view(n) && has_single_output(n->args[0]))

@@ -158,7 +158,7 @@ static FxStatus set_bound(Node *n, int slot, float v, Diag *d)
     if (isinf(v)) {
         if (slot < n->num_args && n->args[slot]) {
             Node *old = n->args[slot];
-            node_set_arg(n, slot, NULL);
+            node_clear_arg(n, slot);
             fold_erase_dead(n->graph, old);
         }
         return FX_OK;
@@ -179,7 +179,8 @@ static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retire
     Node *target = n;
     FxStatus st = FX_OK;
     if (relu == (n->op == &fx_op_Relu)) {
-        node_set_arg(n, 0, x);
+        if (!node_set_arg(n, 0, x))
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         if (!relu && (st = set_bound(n, 1, lo, d)) == FX_OK)
             st = set_bound(n, 2, hi, d);
         if (st == FX_OK)
@@ -195,8 +196,8 @@ static FxStatus clamp_rewrite(Node *n, Node *x, float lo, float hi, Node *retire
             st = set_bound(target, 2, hi, d);
         if (st == FX_OK)
             st = node_infer_shapes(target, d);
-        if (st == FX_OK)
-            node_replace_all_uses_with(n, target);
+        if (st == FX_OK && node_replace_all_uses_with(n, target) < 0)
+            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     }
     if (st != FX_OK)
         return st;

@@ -74,7 +74,7 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
 static void discard(Graph *g, Node *n)
 {
     for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
+        node_clear_arg(n, i);
     graph_erase_node(g, n);
 }
 
@@ -212,8 +212,8 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
         return diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     }
     FxStatus st = finish_op(g, y, d);
-    if (st == FX_OK)
-        node_replace_all_uses_with(old, y);
+    if (st == FX_OK && node_replace_all_uses_with(old, y) < 0)
+        st = diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     return st;
 }
 

@@ -467,7 +467,8 @@ static FxStatus apply_match(Graph *g, const Graph *pattern, const Graph *replace
     for (int k = 0; st == FX_OK && k < rout->num_args; k++) {
         Node *old = x->nodes[pout->args[k]->id], *repl = value_map_get(&vm, rout->args[k]);
         x->replacements[k] = repl;
-        node_replace_all_uses_with(old, repl);
+        if (node_replace_all_uses_with(old, repl) < 0)
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory");
         if (old->id < cap)
             forward[old->id] = repl;
     }

@@ -16,7 +16,7 @@ InsertPoint insert_after(Node *n) { return (InsertPoint){.graph = n->graph, .bef
 static void discard(Graph *g, Node *n)
 {
     for (int i = 0; i < n->num_args; i++)
-        node_set_arg(n, i, NULL);
+        node_clear_arg(n, i);
     graph_erase_node(g, n);
 }
 
@@ -56,7 +56,8 @@ int node_replace_input_with(Node *n, Node *old, Node *repl)
     int count = 0;
     for (int i = 0; i < n->num_args; i++)
         if (n->args[i] == old) {
-            node_set_arg(n, i, repl);
+            if (!node_set_arg(n, i, repl))
+                return -1;
             count++;
         }
     return count;
@@ -73,7 +74,7 @@ int graph_eliminate_dead_code(Graph *g)
             n->opcode == FX_OPCODE_OUTPUT)
             continue;
         for (int i = 0; i < n->num_args; i++)
-            node_set_arg(n, i, NULL);
+            node_clear_arg(n, i);
         if (graph_erase_node(g, n))
             erased++;
     }

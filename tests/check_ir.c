@@ -111,9 +111,9 @@ START_TEST(test_users_are_a_set)
     ck_assert_int_eq(s.x->num_users, 2); /* relu and sq, sq once */
     ck_assert_ptr_eq(s.x->users[0], s.relu);
     ck_assert_ptr_eq(s.x->users[1], sq);
-    node_set_arg(sq, 0, s.relu);
+    ck_assert(node_set_arg(sq, 0, s.relu));
     ck_assert_int_eq(s.x->num_users, 2); /* still read by sq's second slot */
-    node_set_arg(sq, 1, s.relu);
+    ck_assert(node_set_arg(sq, 1, s.relu));
     ck_assert_int_eq(s.x->num_users, 1);
     ck_assert_int_eq(s.relu->num_users, 2);
     graph_free(s.g);

@@ -345,7 +345,7 @@ START_TEST(test_fused_conv_refuses)
     ck_assert(node_set_num_outputs(f, 1));
     ck_assert_int_eq(node_infer_shapes(f, &tu_diag), FX_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(tu_diag.entries[tu_diag.count - 1].message, "residual"));
-    node_set_arg(f, 3, NULL);
+    node_clear_arg(f, 3);
     node_set_attr_string(f, "activation", "swish");
     ck_assert_int_eq(node_infer_shapes(f, &tu_diag), FX_ERR_INVALID);
     node_set_attr_string(f, "activation", "relu");

@@ -104,7 +104,10 @@ static int read_numbered(const char *dir, const char *prefix, Tensor ***out, Dia
     *st = FX_OK;
     for (;; count++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, count);
+        if (snprintf(path, sizeof path, "%s/%s_%d.pb", dir, prefix, count) >= (int)sizeof path) {
+            *st = diag_error(d, FX_ERR_IO, "%s: path too long", dir);
+            break;
+        }
         struct stat sb;
         if (stat(path, &sb) != 0)
             break;

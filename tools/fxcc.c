@@ -312,14 +312,17 @@ static int cmd_inspect(int argc, char **argv)
         char *text = NULL;
         size_t len = 0;
         FILE *mem = open_memstream(&text, &len);
-        if (!mem) {
-            diag_error(&d, FX_ERR_NOMEM, "out of memory");
-        } else {
+        bool cut = !mem; /* a stream that could not grow: the DOT text is cut short */
+        if (mem) {
             graph_print_dot(g, mem);
-            fclose(mem);
-            file_write_all(dot, text, len, &d);
-            free(text);
+            cut = ferror(mem) != 0;
+            cut = fclose(mem) != 0 || cut;
         }
+        if (cut)
+            diag_error(&d, FX_ERR_NOMEM, "out of memory printing %s", dot);
+        else
+            file_write_all(dot, text, len, &d);
+        free(text);
         if (d.count) {
             rc = fail(&d);
             graph_free(g);

@@ -772,8 +772,9 @@ static FxStatus clip_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     const char *names[2] = {"min", "max"};
     for (int k = 0; k < 2; k++) {
         if (!bounds[k]) {
-            if (k == 0) /* an omitted min before a max; no trailing "None" */
-                node_append_arg(n, NULL);
+            /* an omitted min before a max; no trailing "None" */
+            if (k == 0 && node_append_arg(n, NULL) < 0)
+                return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
             continue;
         }
         TensorType t = {.dtype = dt, .rank = 0};
@@ -787,9 +788,8 @@ static FxStatus clip_canonicalize(Graph *g, Node *n, int opset, Diag *d)
         char hint[64];
         snprintf(hint, sizeof hint, "%s_%s", n->name, names[k]);
         Node *cn = graph_create_constant(g, n, hint, v);
-        if (!cn)
+        if (!cn || node_append_arg(n, cn) < 0)
             return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-        node_append_arg(n, cn);
     }
     node_remove_attr(n, "min");
     node_remove_attr(n, "max");

@@ -31,7 +31,7 @@ void emit_text_vprintf(EmitText *t, const char *fmt, va_list ap)
         size_t cap = t->cap ? t->cap : 1024;
         while (cap < need)
             cap *= 2;
-        char *grown = realloc(t->data, cap);
+        char *grown = fx_realloc_array(t->data, cap, 1);
         if (!grown) {
             t->failed = true;
             return;
@@ -53,7 +53,7 @@ void emit_text_printf(EmitText *t, const char *fmt, ...)
 
 void emit_text_free(EmitText *t)
 {
-    free(t->data);
+    fx_free(t->data);
     *t = (EmitText){0};
 }
 

@@ -160,8 +160,11 @@ void nn_pool_emit_params(EmitCtx *c, const FxrtPoolParams *p)
 static const char *const auto_pad_names[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
 enum { PAD_NOTSET, PAD_SAME_UPPER, PAD_SAME_LOWER, PAD_VALID };
 
+/* *mode is PAD_NOTSET when the attribute is refused, so it is never read
+ * undefined. */
 static FxStatus read_auto_pad(const Node *n, Diag *d, int *mode)
 {
+    *mode = PAD_NOTSET;
     const char *s = node_attr_string(n, "auto_pad", "NOTSET");
     for (int i = 0; i < 4; i++)
         if (strcmp(s, auto_pad_names[i]) == 0) {

@@ -114,6 +114,7 @@ typedef struct GemmShape {
 static FxStatus gemm_shape(const Node *node, Diag *d, const TensorType *a, const TensorType *b,
                            const TensorType *bias, GemmShape *s)
 {
+    *s = (GemmShape){.c_rows = 1, .c_cols = 1}; /* defined whatever fails below */
     FxStatus st;
     if ((st = check_product_dtype(node, d, a, "A")) != FX_OK ||
         (st = check_same_dtype(node, d, a, b, "B")) != FX_OK)

@@ -81,14 +81,10 @@ static FxStatus topk_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     ((int64_t *)v->data)[0] = a->i;
     char hint[256];
     snprintf(hint, sizeof hint, "%s_k", n->name ? n->name : "node");
-    int before = g->num_nodes;
+    /* graph_create_constant owns v from here on, freeing it on failure */
     Node *k = graph_create_constant(g, n, hint, v);
-    if (!k) {
-        if (g->num_nodes == before) /* the node adopts the tensor once it exists */
-            tensor_free(v);
+    if (!k || node_append_arg(n, k) < 0)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'K'");
-    }
-    node_append_arg(n, k);
     node_remove_attr(n, "k");
     return FX_OK;
 }

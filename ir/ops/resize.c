@@ -664,11 +664,13 @@ static const Tensor *import_const(const Node *n, int i)
 
 /* Moves the scales argument from position 1 (Resize-10, Upsample-9) to 2,
  * leaving roi omitted. */
-static void move_scales_to_input2(Node *n)
+static bool move_scales_to_input2(Node *n)
 {
     Node *scales = n->args[1];
-    node_set_arg(n, 1, NULL);
-    node_append_arg(n, scales);
+    if (node_append_arg(n, scales) < 0)
+        return false;
+    node_clear_arg(n, 1);
+    return true;
 }
 
 static FxStatus resize_canonicalize(Graph *g, Node *n, int opset, Diag *d)
@@ -701,7 +703,8 @@ static FxStatus resize_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     }
     if (!node_set_attr_string(n, "coordinate_transformation_mode", "asymmetric"))
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    move_scales_to_input2(n);
+    if (!move_scales_to_input2(n))
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
     return FX_OK;
 }
 
@@ -769,14 +772,10 @@ static FxStatus upsample_canonicalize(Graph *g, Node *n, int opset, Diag *d)
             memcpy(v->data, attr_scales, (size_t)count * sizeof *attr_scales);
         char hint[256];
         snprintf(hint, sizeof hint, "%s_scales", n->name ? n->name : "node");
-        int before = g->num_nodes;
+        /* graph_create_constant owns v from here on, freeing it on failure */
         Node *k = graph_create_constant(g, n, hint, v);
-        if (!k) {
-            if (g->num_nodes == before) /* the node adopts the tensor once it exists */
-                tensor_free(v);
+        if (!k || node_append_arg(n, k) < 0)
             return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'scales'");
-        }
-        node_append_arg(n, k);
         node_remove_attr(n, "scales");
     }
     if (n->num_args != 2 || !n->args[1])
@@ -793,8 +792,7 @@ static FxStatus upsample_canonicalize(Graph *g, Node *n, int opset, Diag *d)
                                   : NULL;
     if (!resize_mode)
         return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "mode '%s' is not supported", mode);
-    move_scales_to_input2(n);
-    if (!node_set_attr_string(n, "mode", resize_mode) ||
+    if (!move_scales_to_input2(n) || !node_set_attr_string(n, "mode", resize_mode) ||
         !node_set_attr_string(n, "coordinate_transformation_mode", "asymmetric") ||
         !node_set_attr_string(n, "nearest_mode", "floor"))
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");

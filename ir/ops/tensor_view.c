@@ -87,15 +87,10 @@ static FxStatus append_const_ints(Graph *g, Node *n, const char *role, const int
         memcpy(v->data, vals, (size_t)count * sizeof *vals);
     char hint[256];
     snprintf(hint, sizeof hint, "%s_%s", n->name ? n->name : "node", role);
-    int before = g->num_nodes;
+    /* graph_create_constant owns v from here on, freeing it on failure */
     Node *k = graph_create_constant(g, n, hint, v);
-    if (!k) {
-        /* graph_create_constant adopts the tensor once it has made the node */
-        if (g->num_nodes == before)
-            tensor_free(v);
+    if (!k || node_append_arg(n, k) < 0)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input '%s'", role);
-    }
-    node_append_arg(n, k);
     return FX_OK;
 }
 
@@ -376,14 +371,10 @@ static FxStatus dropout_canonicalize(Graph *g, Node *n, int opset, Diag *d)
     memcpy(v->data, &ratio, sizeof ratio);
     char hint[256];
     snprintf(hint, sizeof hint, "%s_ratio", n->name ? n->name : "node");
-    int before = g->num_nodes;
+    /* graph_create_constant owns v from here on, freeing it on failure */
     Node *k = graph_create_constant(g, n, hint, v);
-    if (!k) {
-        if (g->num_nodes == before)
-            tensor_free(v);
+    if (!k || node_append_arg(n, k) < 0)
         return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory adding input 'ratio'");
-    }
-    node_append_arg(n, k);
     node_remove_attr(n, "ratio");
     return FX_OK;
 }
