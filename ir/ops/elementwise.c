@@ -425,10 +425,15 @@ static FxStatus predicate_emit(EmitCtx *c)
         int neg = node_attr_int(n, "detect_negative", 1) != 0;
         int pos = node_attr_int(n, "detect_positive", 1) != 0;
         if (dt == FXRT_DTYPE_FLOAT32)
-            emit_line(c, "fxrt_isinf_f32(%s, %s, %lld, %d, %d);", x, y, count, neg, pos);
+            emit_line(c,
+                      "fxrt_isinf_f32(%s, %s, /*n=*/%lld, /*detect_negative=*/%d, "
+                      "/*detect_positive=*/%d);",
+                      x, y, count, neg, pos);
         else
-            emit_line(c, "if (fxrt_isinf(%s, %s, %s, %lld, %d, %d) != 0) return 1;",
-                    c_dtype_enum(dt), x, y, count, neg, pos);
+            emit_line(c,
+                      "if (fxrt_isinf(%s, %s, %s, /*n=*/%lld, /*detect_negative=*/%d, "
+                      "/*detect_positive=*/%d) != 0) return 1;",
+                      c_dtype_enum(dt), x, y, count, neg, pos);
     }
     return FX_OK;
 }
@@ -558,20 +563,21 @@ static FxStatus binary_emit(EmitCtx *c)
     const char *x0 = c->in[0], *x1 = c->in[1], *y = c->out[0];
     switch (p.kernel) {
     case BK_POW_MIXED:
-        emit_line(c, "if (fxrt_pow(%d, dims, %s, %s, sa, %s, %s, sb, %s) != 0) return 1;", p.rank,
-                c_dtype_enum(a->dtype), x0, c_dtype_enum(b->dtype), x1, y);
+        emit_line(c, "if (fxrt_pow(/*rank=*/%d, dims, %s, %s, sa, %s, %s, sb, %s) != 0) return 1;",
+                  p.rank, c_dtype_enum(a->dtype), x0, c_dtype_enum(b->dtype), x1, y);
         break;
     case BK_F32:
-        emit_line(c, "fxrt_binary_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0, x1,
-                y);
+        emit_line(c, "fxrt_binary_f32(%s, /*rank=*/%d, dims, %s, sa, %s, sb, %s);", opname, p.rank,
+                  x0, x1, y);
         break;
     case BK_COMPARE_F32:
-        emit_line(c, "fxrt_compare_f32(%s, %d, dims, %s, sa, %s, sb, %s);", opname, p.rank, x0,
-                x1, y);
+        emit_line(c, "fxrt_compare_f32(%s, /*rank=*/%d, dims, %s, sa, %s, sb, %s);", opname, p.rank,
+                  x0, x1, y);
         break;
     case BK_GENERIC:
-        emit_line(c, "if (fxrt_binary(%s, %s, %d, dims, %s, sa, %s, sb, %s) != 0) return 1;",
-                opname, c_dtype_enum(a->dtype), p.rank, x0, x1, y);
+        emit_line(c,
+                  "if (fxrt_binary(%s, %s, /*rank=*/%d, dims, %s, sa, %s, sb, %s) != 0) return 1;",
+                  opname, c_dtype_enum(a->dtype), p.rank, x0, x1, y);
         break;
     }
     return FX_OK;
@@ -685,9 +691,11 @@ static FxStatus variadic_emit(EmitCtx *c)
             emit_line(c, "    %s%s", c->in[i], i + 1 < count ? "," : "");
         emit_line(c, "};");
     }
-    emit_line(c, "if (fxrt_variadic(%s, %d, %s, %d, dims, %d, x, st, %s) != 0) return 1;",
-            binary_names[e->rt_op], n->op == &fx_op_Mean, c_dtype_enum(n->out_types[0].dtype),
-            rank, count, c->out[0]);
+    emit_line(c,
+              "if (fxrt_variadic(%s, /*mean=*/%d, %s, /*rank=*/%d, dims, /*count=*/%d, x, st, %s) "
+              "!= 0) return 1;",
+              binary_names[e->rt_op], n->op == &fx_op_Mean, c_dtype_enum(n->out_types[0].dtype),
+              rank, count, c->out[0]);
     free(ins);
     free(st);
     return FX_OK;
@@ -731,9 +739,9 @@ static FxStatus where_emit(EmitCtx *c)
     int rank = walk_compute(&n->out_types[0], 3, ins, dims, st);
     static const char *const names[3] = {"sc", "sx", "sy"};
     emit_walk(c, rank, dims, 3, (const int64_t(*)[FX_MAX_RANK])st, names);
-    emit_line(c, "fxrt_where(%zu, %d, dims, %s, sc, %s, sx, %s, sy, %s);",
-            fxrt_dtype_size(n->out_types[0].dtype), rank, c->in[0], c->in[1], c->in[2],
-            c->out[0]);
+    emit_line(c, "fxrt_where(/*elem_size=*/%zu, /*rank=*/%d, dims, %s, sc, %s, sx, %s, sy, %s);",
+              fxrt_dtype_size(n->out_types[0].dtype), rank, c->in[0], c->in[1], c->in[2],
+              c->out[0]);
     return FX_OK;
 }
 
@@ -865,8 +873,8 @@ static FxStatus clip_emit(EmitCtx *c)
             snprintf(lit[k], sizeof lit[k], "(%s)[0]", c->in[i]);
     }
     if (literal) {
-        emit_line(c, "fxrt_clip_f32(%s, %s, %lld, %s, %s);", c->in[0], c->out[0], count, lit[0],
-                lit[1]);
+        emit_line(c, "fxrt_clip_f32(%s, %s, /*n=*/%lld, /*lo=*/%s, /*hi=*/%s);", c->in[0],
+                  c->out[0], count, lit[0], lit[1]);
         return FX_OK;
     }
     char addr[2][8];

@@ -280,13 +280,16 @@ static FxStatus quant_emit(EmitCtx *c)
     const char *zp = c->num_inputs > 2 && c->in[2] ? c->in[2] : "NULL";
     if (n->op == &fx_op_QuantizeLinear)
         emit_line(c,
-                "if (fxrt_quantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s, %s) != 0) return 1;",
-                c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1],
-                c_dtype_enum(n->out_types[0].dtype), zp, c->out[0]);
+                  "if (fxrt_quantize_linear(%s, %s, /*outer=*/%zu, /*channels=*/%zu, "
+                  "/*inner=*/%zu, %s, %s, %s, %s) != 0) return 1;",
+                  c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1],
+                  c_dtype_enum(n->out_types[0].dtype), zp, c->out[0]);
     else
-        emit_line(c, "if (fxrt_dequantize_linear(%s, %s, %zu, %zu, %zu, %s, %s, %s) != 0) return 1;",
-                c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1], zp,
-                c->out[0]);
+        emit_line(c,
+                  "if (fxrt_dequantize_linear(%s, %s, /*outer=*/%zu, /*channels=*/%zu, "
+                  "/*inner=*/%zu, %s, %s, %s) != 0) return 1;",
+                  c_dtype_enum(x->dtype), c->in[0], outer, channels, inner, c->in[1], zp,
+                  c->out[0]);
     return FX_OK;
 }
 

@@ -297,11 +297,12 @@ static FxStatus fused_gemm_emit(EmitCtx *c)
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     char alpha[48];
     c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
-    emit_line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
-               "%lld, %s);",
-            s.trans_a, s.trans_b, (long long)s.m, (long long)s.n, (long long)s.k, alpha,
-            c->in[0], (long long)s.lda, c->in[1], (long long)s.ldb, c->out[0], (long long)s.n,
-            ep);
+    emit_line(c,
+              "fxrt_gemm_ep_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, "
+              "/*k=*/%lld, /*alpha=*/%s, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/0.0f, %s, "
+              "/*ldc=*/%lld, %s);",
+              s.trans_a, s.trans_b, (long long)s.m, (long long)s.n, (long long)s.k, alpha, c->in[0],
+              (long long)s.lda, c->in[1], (long long)s.ldb, c->out[0], (long long)s.n, ep);
     return FX_OK;
 }
 

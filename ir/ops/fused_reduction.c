@@ -450,8 +450,10 @@ static FxStatus emit_row(EmitCtx *c, const Plan *p, const Graph *body, int ind)
         if ((st = emit_prologue_pass(c, p, body, ind,
                                      "y[j] = v_%s; mx = v_%s > mx ? v_%s : mx;")) != FX_OK)
             return st;
-        emit_line(c, "%*sconst float sum = fxrt_softmax_exp_f32(y, y, %lld, 1, mx);", ind, "",
-                (long long)p->cols);
+        emit_line(
+                c,
+                "%*sconst float sum = fxrt_softmax_exp_f32(y, y, /*len=*/%lld, /*stride=*/1, mx);",
+                ind, "", (long long)p->cols);
         emit_line(c, "%*sconst float inv = 1.0f / sum;", ind, "");
         return emit_epilogue_pass(c, p, body, ind, "y[j] * inv");
     case KIND_LOG_SOFTMAX:

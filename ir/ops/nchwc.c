@@ -73,8 +73,8 @@ static FxStatus to_nchwc_eval(EvalCtx *c)
 static FxStatus to_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = node_input_type(c->node, 0)->dims;
-    emit_line(c, "fxrt_to_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0], (long long)d[1],
-            (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    emit_line(c, "fxrt_to_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
+              (long long)d[0], (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -116,8 +116,9 @@ static FxStatus from_nchwc_eval(EvalCtx *c)
 static FxStatus from_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = c->node->out_types[0].dims;
-    emit_line(c, "fxrt_from_nchwc_f32(%lld, %lld, %lld, %s, %s);", (long long)d[0],
-            (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    emit_line(c,
+              "fxrt_from_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
+              (long long)d[0], (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -269,8 +270,8 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
         return FX_OK;
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     nn_conv_emit_params(c, &p);
-    emit_line(c, "fxrt_conv_nchwc_f32(&p, %d, %s, %s, %s, %s);", blocked, c->in[0], c->in[1], ep,
-            c->out[0]);
+    emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked, c->in[0],
+              c->in[1], ep, c->out[0]);
     return FX_OK;
 }
 
@@ -398,8 +399,8 @@ static FxStatus global_avgpool_nchwc_eval(EvalCtx *c)
 static FxStatus global_avgpool_nchwc_emit(EmitCtx *c)
 {
     const int64_t *d = node_input_type(c->node, 0)->dims;
-    emit_line(c, "fxrt_global_avgpool_nchwc_f32(%lld, %lld, %s, %s);", (long long)(d[0] * d[1]),
-            (long long)(d[2] * d[3]), c->in[0], c->out[0]);
+    emit_line(c, "fxrt_global_avgpool_nchwc_f32(/*planes=*/%lld, /*size=*/%lld, %s, %s);",
+              (long long)(d[0] * d[1]), (long long)(d[2] * d[3]), c->in[0], c->out[0]);
     return FX_OK;
 }
 

@@ -1,13 +1,14 @@
 /*
- * nn_conv.c - the windowed ops: Conv, ConvTranspose, ConvInteger,
- * QLinearConv, MaxPool, AveragePool, LpPool and the global pools.
+ * nn_conv.c - the convolutions: Conv, ConvTranspose, ConvInteger and
+ * QLinearConv, and the window geometry they share with the pools
+ * (nn_pool.c, nchwc.c).
  *
- * They share one piece of geometry: per spatial axis a kernel, a stride, a
- * dilation and two pads, from which auto_pad (NOTSET, VALID, SAME_UPPER,
- * SAME_LOWER) and ceil_mode derive the output size.  window_geometry computes
- * it once for everyone, and conv_params / pool_params turn it into the
- * runtime's FxrtConvParams / FxrtPoolParams, the same structs the generated
- * code will hold as constants.
+ * The windowed ops share one piece of geometry: per spatial axis a kernel,
+ * a stride, a dilation and two pads, from which auto_pad (NOTSET, VALID,
+ * SAME_UPPER, SAME_LOWER) and ceil_mode derive the output size.
+ * window_geometry computes it once for everyone, and conv_params /
+ * nn_pool_params turn it into the runtime's FxrtConvParams / FxrtPoolParams,
+ * the same structs the generated code will hold as constants.
  *
  * Canonical form: the rank-dependent defaults (kernel_shape taken from W,
  * strides and dilations of 1, pads of 0 when auto_pad is NOTSET) are filled
@@ -18,7 +19,7 @@
  * Refused: more than 3 spatial axes, float16 (FX_ERR_UNSUPPORTED);
  * inconsistent channel counts, groups, attribute lengths or windows larger
  * than the padded input (FX_ERR_SHAPE / FX_ERR_INVALID).  float64 inputs of
- * the float kernels are computed in float32 (MaxPool has a float64 kernel).
+ * the float kernels are computed in float32.
  *
  * The emitters write the same parameter structs as static constants; a
  * float32 Conv calls the path (1x1, depthwise, im2col) fxrt_conv_algo picks,
@@ -56,7 +57,7 @@ static int64_t floor_div(int64_t a, int64_t b)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-static FxStatus check_float(const Node *n, Diag *d, const TensorType *t, const char *what)
+FxStatus nn_check_float(const Node *n, Diag *d, const TensorType *t, const char *what)
 {
     if (t->dtype == FXRT_DTYPE_FLOAT32 || t->dtype == FXRT_DTYPE_FLOAT64)
         return FX_OK;
@@ -75,7 +76,7 @@ static FxStatus check_q8(const Node *n, Diag *d, const TensorType *t, const char
 
 /* float32 data of a float tensor: the tensor's own for float32, else a
  * converted copy stored in *owned (freed by the caller). */
-static const float *f32_input(const Tensor *t, float **owned)
+const float *nn_f32_input(const Tensor *t, float **owned)
 {
     *owned = NULL;
     if (!t || t->type.dtype == FXRT_DTYPE_FLOAT32)
@@ -91,8 +92,8 @@ static const float *f32_input(const Tensor *t, float **owned)
 }
 
 /* Where a float kernel writes: the output itself for float32, else a
- * temporary that f32_output_finish converts into the output. */
-static float *f32_output(Tensor *t)
+ * temporary that nn_f32_output_finish converts into the output. */
+float *nn_f32_output(Tensor *t)
 {
     if (t->type.dtype == FXRT_DTYPE_FLOAT32)
         return t->data;
@@ -100,7 +101,7 @@ static float *f32_output(Tensor *t)
     return fx_alloc_array((size_t)(n > 0 ? n : 1), sizeof(float));
 }
 
-static void f32_output_finish(Tensor *t, float *buf)
+void nn_f32_output_finish(Tensor *t, float *buf)
 {
     if (t->type.dtype == FXRT_DTYPE_FLOAT32 || !buf)
         return;
@@ -114,7 +115,7 @@ static void f32_output_finish(Tensor *t, float *buf)
 
 /* The generated code runs the float kernels on float32 only; float64 would
  * need conversion buffers the interpreter makes with malloc. */
-static FxStatus emit_check_f32(EmitCtx *c, DType t)
+FxStatus nn_emit_check_f32(EmitCtx *c, DType t)
 {
     if (t == FXRT_DTYPE_FLOAT32)
         return FX_OK;
@@ -240,7 +241,7 @@ static FxStatus qlinear_conv_canonicalize(Node *n, int opset, Diag *d)
     return conv_canonicalize_at(n, 3, d);
 }
 
-static FxStatus pool_canonicalize(Node *n, int opset, Diag *d)
+FxStatus nn_pool_canonicalize(Node *n, int opset, Diag *d)
 {
     (void)opset;
     const int64_t *ks;
@@ -505,7 +506,7 @@ static FxStatus conv_infer_kind(InferCtx *c, ConvKind kind)
 {
     const TensorType *x = c->in[0], *w = c->in[1];
     FxStatus st;
-    if ((st = check_float(c->node, c->diag, x, "X")) != FX_OK)
+    if ((st = nn_check_float(c->node, c->diag, x, "X")) != FX_OK)
         return st;
     if (w->dtype != x->dtype)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "W is %s but X is %s",
@@ -532,8 +533,8 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
         return st;
     int64_t scratch_n = conv_col_tile(&p, kind == CONV_TRANSPOSE);
     float *ox, *ow, *ob;
-    const float *fx = f32_input(x, &ox), *fw = f32_input(w, &ow), *fb = f32_input(b, &ob);
-    float *fy = f32_output(y);
+    const float *fx = nn_f32_input(x, &ox), *fw = nn_f32_input(w, &ow), *fb = nn_f32_input(b, &ob);
+    float *fy = nn_f32_output(y);
     float *scratch = fx_alloc_array((size_t)(scratch_n > 0 ? scratch_n : 1), sizeof *scratch);
     if (fx && fw && (fb || !b) && fy && scratch) {
         const FxrtEpilogue ep = {.bias = fb};
@@ -544,7 +545,7 @@ static FxStatus conv_eval_kind(EvalCtx *c, ConvKind kind)
     } else {
         st = diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     }
-    f32_output_finish(y, fy);
+    nn_f32_output_finish(y, fy);
     free(ox);
     free(ow);
     free(ob);
@@ -616,7 +617,7 @@ void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep)
  * epilogue. */
 static FxStatus conv_emit_kind(EmitCtx *c, ConvKind kind)
 {
-    FxStatus st = emit_check_f32(c, node_input_type(c->node, 0)->dtype);
+    FxStatus st = nn_emit_check_f32(c, node_input_type(c->node, 0)->dtype);
     if (st != FX_OK)
         return st;
     FxrtConvParams p;
@@ -780,10 +781,11 @@ static FxStatus emit_conv_integer_call(EmitCtx *c, int xi, int xzi, int wi, int 
     int64_t nw = nn_emit_zero_points(c, wzi, "wzp", wzp_dst,
                                   p->out_channels > 0 ? p->out_channels : 1);
     char xzp[64];
-    emit_line(c, "fxrt_conv_integer(&p, %s, %s, %s, %s, %s, wzp, %lld, %s);",
-            c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
-            nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
-            c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
+    emit_line(c,
+              "fxrt_conv_integer(&p, %s, %s, /*x_zp=*/%s, %s, %s, wzp, /*w_zp_count=*/%lld, %s);",
+              c_dtype_enum(node_input_type(c->node, xi)->dtype), c->in[xi],
+              nn_zero_point_expr(c, xzi, xzp, sizeof xzp),
+              c_dtype_enum(node_input_type(c->node, wi)->dtype), c->in[wi], (long long)nw, acc);
     return FX_OK;
 }
 
@@ -914,11 +916,13 @@ static FxStatus qlinear_conv_emit(EmitCtx *c)
     if (st != FX_OK)
         return st;
     const char *bias = nn_emit_input(c, QC_B) ? c->in[QC_B] : "NULL";
-    emit_line(c, "fxrt_requantize(%lld, %lld, %lld, acc, %s, scale, %lld, %s, %s, %s);",
-            (long long)p.batch, (long long)p.out_channels,
-            (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
-            nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
-            c_dtype_enum(node->out_types[0].dtype), c->out[0]);
+    emit_line(c,
+              "fxrt_requantize(/*outer=*/%lld, /*channels=*/%lld, /*inner=*/%lld, acc, %s, scale, "
+              "/*scale_count=*/%lld, /*y_zp=*/%s, %s, %s);",
+              (long long)p.batch, (long long)p.out_channels,
+              (long long)(p.out_size[0] * p.out_size[1] * p.out_size[2]), bias, (long long)ns,
+              nn_zero_point_expr(c, QC_Y_ZP, yzp, sizeof yzp),
+              c_dtype_enum(node->out_types[0].dtype), c->out[0]);
     return FX_OK;
 }
 
@@ -933,7 +937,7 @@ const OpDef fx_op_QLinearConv = {
     .emit = qlinear_conv_emit,
 };
 
-/* --- windowed pools ------------------------------------------------------- */
+/* --- pool geometry (the pool ops are in nn_pool.c) ------------------------ */
 
 FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
                             TensorType *out)
@@ -976,287 +980,3 @@ FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolPar
         out->dims[2 + i] = g.out[i];
     return FX_OK;
 }
-
-static FxStatus maxpool_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    if (x->dtype != FXRT_DTYPE_FLOAT32 && x->dtype != FXRT_DTYPE_FLOAT64 &&
-        x->dtype != FXRT_DTYPE_UINT8 && x->dtype != FXRT_DTYPE_INT8)
-        return diag_node_error(c->diag,
-                               x->dtype == FXRT_DTYPE_FLOAT16 ? FX_ERR_UNSUPPORTED : FX_ERR_INVALID,
-                               c->node, "X has element type %s; MaxPool takes float, double, "
-                               "int8 or uint8", dtype_name(x->dtype));
-    int64_t order = node_attr_int(c->node, "storage_order", 0);
-    if (order != 0 && order != 1)
-        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "storage_order %lld is not 0 or 1",
-                               (long long)order);
-    FxrtPoolParams p;
-    FxStatus st = nn_pool_params(c->node, c->diag, x, &p, &c->out[0]);
-    if (st != FX_OK)
-        return st;
-    if (c->num_outputs > 1) {
-        c->out[1] = c->out[0];
-        c->out[1].dtype = FXRT_DTYPE_INT64;
-    }
-    return FX_OK;
-}
-
-static FxStatus maxpool_eval(EvalCtx *c)
-{
-    const Tensor *x = c->in[0];
-    FxrtPoolParams p;
-    TensorType out;
-    FxStatus st = nn_pool_params(c->node, c->diag, &x->type, &p, &out);
-    if (st != FX_OK)
-        return st;
-    int64_t *idx = c->num_outputs > 1 ? c->out[1]->data : NULL;
-    void *y = c->out[0]->data;
-    switch (x->type.dtype) {
-    case FXRT_DTYPE_FLOAT32: fxrt_maxpool_f32(&p, x->data, y, idx); break;
-    case FXRT_DTYPE_FLOAT64: fxrt_maxpool_f64(&p, x->data, y, idx); break;
-    case FXRT_DTYPE_UINT8: fxrt_maxpool_u8(&p, x->data, y, idx); break;
-    case FXRT_DTYPE_INT8: fxrt_maxpool_i8(&p, x->data, y, idx); break;
-    default:
-        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "unexpected element type");
-    }
-    return FX_OK;
-}
-
-static FxStatus maxpool_emit(EmitCtx *c)
-{
-    const TensorType *x = node_input_type(c->node, 0);
-    FxrtPoolParams p;
-    TensorType out;
-    FxStatus st = nn_pool_params(c->node, c->diag, x, &p, &out);
-    if (st != FX_OK)
-        return st;
-    const char *kernel;
-    switch (x->dtype) {
-    case FXRT_DTYPE_FLOAT32: kernel = "fxrt_maxpool_f32"; break;
-    case FXRT_DTYPE_FLOAT64: kernel = "fxrt_maxpool_f64"; break;
-    case FXRT_DTYPE_UINT8: kernel = "fxrt_maxpool_u8"; break;
-    case FXRT_DTYPE_INT8: kernel = "fxrt_maxpool_i8"; break;
-    default:
-        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "unexpected element type");
-    }
-    const char *idx = c->num_outputs > 1 && c->out[1] ? c->out[1] : "NULL";
-    nn_pool_emit_params(c, &p);
-    emit_line(c, "%s(&p, %s, %s, %s);", kernel, c->in[0], c->out[0], idx);
-    return FX_OK;
-}
-
-const AttrSpec nn_maxpool_attrs[] = {
-    {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
-    {"ceil_mode", FX_ATTR_INT, "0", false},
-    {"dilations", FX_ATTR_INTS, NULL, false},
-    {"kernel_shape", FX_ATTR_INTS, NULL, true},
-    {"pads", FX_ATTR_INTS, NULL, false},
-    {"storage_order", FX_ATTR_INT, "0", false},
-    {"strides", FX_ATTR_INTS, NULL, false},
-    {NULL},
-};
-
-const OpDef fx_op_MaxPool = {
-    .name = "MaxPool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
-    .attrs = nn_maxpool_attrs,
-    .canonicalize = pool_canonicalize,
-    .infer = maxpool_infer,
-    .eval = maxpool_eval,
-    .emit = maxpool_emit,
-};
-
-static FxStatus float_pool_infer(InferCtx *c)
-{
-    FxStatus st = check_float(c->node, c->diag, c->in[0], "X");
-    if (st != FX_OK)
-        return st;
-    if (c->node->op == &fx_op_LpPool && node_attr_int(c->node, "p", 2) < 1)
-        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "p must be >= 1");
-    FxrtPoolParams p;
-    return nn_pool_params(c->node, c->diag, c->in[0], &p, &c->out[0]);
-}
-
-static FxStatus float_pool_eval(EvalCtx *c)
-{
-    const Tensor *x = c->in[0];
-    Tensor *y = c->out[0];
-    FxrtPoolParams p;
-    TensorType out;
-    FxStatus st = nn_pool_params(c->node, c->diag, &x->type, &p, &out);
-    if (st != FX_OK)
-        return st;
-    float *owned;
-    const float *fx = f32_input(x, &owned);
-    float *fy = f32_output(y);
-    if (!fx || !fy) {
-        free(owned);
-        f32_output_finish(y, fy);
-        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
-    }
-    if (c->node->op == &fx_op_LpPool)
-        fxrt_lppool_f32(&p, fx, fy);
-    else
-        fxrt_avgpool_f32(&p, fx, fy);
-    f32_output_finish(y, fy);
-    free(owned);
-    return FX_OK;
-}
-
-static FxStatus float_pool_emit(EmitCtx *c)
-{
-    const TensorType *x = node_input_type(c->node, 0);
-    FxrtPoolParams p;
-    TensorType out;
-    FxStatus st = emit_check_f32(c, x->dtype);
-    if (st == FX_OK)
-        st = nn_pool_params(c->node, c->diag, x, &p, &out);
-    if (st != FX_OK)
-        return st;
-    nn_pool_emit_params(c, &p);
-    emit_line(c, "%s(&p, %s, %s);",
-            c->node->op == &fx_op_LpPool ? "fxrt_lppool_f32" : "fxrt_avgpool_f32", c->in[0],
-            c->out[0]);
-    return FX_OK;
-}
-
-const AttrSpec nn_avgpool_attrs[] = {
-    {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
-    {"ceil_mode", FX_ATTR_INT, "0", false},
-    {"count_include_pad", FX_ATTR_INT, "0", false},
-    {"dilations", FX_ATTR_INTS, NULL, false}, /* opset 19 */
-    {"kernel_shape", FX_ATTR_INTS, NULL, true},
-    {"pads", FX_ATTR_INTS, NULL, false},
-    {"strides", FX_ATTR_INTS, NULL, false},
-    {NULL},
-};
-
-const OpDef fx_op_AveragePool = {
-    .name = "AveragePool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = nn_avgpool_attrs,
-    .canonicalize = pool_canonicalize,
-    .infer = float_pool_infer,
-    .eval = float_pool_eval,
-    .emit = float_pool_emit,
-};
-
-static const AttrSpec lppool_attrs[] = {
-    {"auto_pad", FX_ATTR_STRING, "NOTSET", false},
-    {"ceil_mode", FX_ATTR_INT, "0", false},   /* opset 18 */
-    {"dilations", FX_ATTR_INTS, NULL, false}, /* opset 18 */
-    {"kernel_shape", FX_ATTR_INTS, NULL, true},
-    {"p", FX_ATTR_INT, "2", false},
-    {"pads", FX_ATTR_INTS, NULL, false},
-    {"strides", FX_ATTR_INTS, NULL, false},
-    {NULL},
-};
-
-const OpDef fx_op_LpPool = {
-    .name = "LpPool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = lppool_attrs,
-    .canonicalize = pool_canonicalize,
-    .infer = float_pool_infer,
-    .eval = float_pool_eval,
-    .emit = float_pool_emit,
-};
-
-/* --- global pools ------------------------------------------------------------ */
-
-static FxStatus global_pool_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    FxStatus st = check_float(c->node, c->diag, x, "X");
-    if (st != FX_OK)
-        return st;
-    if (x->rank < 2)
-        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "X must be [N, C, ...], rank %d",
-                               x->rank);
-    if (c->node->op == &fx_op_GlobalLpPool && node_attr_int(c->node, "p", 2) < 1)
-        return diag_node_error(c->diag, FX_ERR_INVALID, c->node, "p must be >= 1");
-    c->out[0] = *x;
-    for (int i = 2; i < x->rank; i++)
-        c->out[0].dims[i] = 1;
-    return FX_OK;
-}
-
-static FxStatus global_pool_eval(EvalCtx *c)
-{
-    const Tensor *x = c->in[0];
-    Tensor *y = c->out[0];
-    int64_t planes = x->type.dims[0] * x->type.dims[1];
-    int64_t size = planes > 0 ? tensor_numel(x) / planes : 0;
-    float *owned;
-    const float *fx = f32_input(x, &owned);
-    float *fy = f32_output(y);
-    if (!fx || !fy) {
-        free(owned);
-        f32_output_finish(y, fy);
-        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
-    }
-    if (c->node->op == &fx_op_GlobalAveragePool)
-        fxrt_global_avgpool_f32(planes, size, fx, fy);
-    else if (c->node->op == &fx_op_GlobalMaxPool)
-        fxrt_global_maxpool_f32(planes, size, fx, fy);
-    else
-        fxrt_global_lppool_f32(planes, size, (float)node_attr_int(c->node, "p", 2), fx, fy);
-    f32_output_finish(y, fy);
-    free(owned);
-    return FX_OK;
-}
-
-static FxStatus global_pool_emit(EmitCtx *c)
-{
-    const TensorType *x = node_input_type(c->node, 0);
-    FxStatus st = emit_check_f32(c, x->dtype);
-    if (st != FX_OK)
-        return st;
-    int64_t planes = x->dims[0] * x->dims[1];
-    long long size = planes > 0 ? (long long)(type_numel(x) / planes) : 0;
-    if (c->node->op == &fx_op_GlobalLpPool) {
-        char f[48];
-        emit_line(c, "fxrt_global_lppool_f32(%lld, %lld, %s, %s, %s);", (long long)planes, size,
-                c_float_literal((float)node_attr_int(c->node, "p", 2), f, sizeof f), c->in[0],
-                c->out[0]);
-    } else {
-        emit_line(c, "%s(%lld, %lld, %s, %s);",
-                c->node->op == &fx_op_GlobalAveragePool ? "fxrt_global_avgpool_f32"
-                                                         : "fxrt_global_maxpool_f32",
-                (long long)planes, size, c->in[0], c->out[0]);
-    }
-    return FX_OK;
-}
-
-static const AttrSpec no_attrs[] = {{NULL}};
-static const AttrSpec global_lppool_attrs[] = {
-    {"p", FX_ATTR_INT, "2", false},
-    {NULL},
-};
-
-const OpDef fx_op_GlobalAveragePool = {
-    .name = "GlobalAveragePool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = no_attrs,
-    .infer = global_pool_infer,
-    .eval = global_pool_eval,
-    .emit = global_pool_emit,
-};
-
-const OpDef fx_op_GlobalMaxPool = {
-    .name = "GlobalMaxPool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = no_attrs,
-    .infer = global_pool_infer,
-    .eval = global_pool_eval,
-    .emit = global_pool_emit,
-};
-
-const OpDef fx_op_GlobalLpPool = {
-    .name = "GlobalLpPool",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .attrs = global_lppool_attrs,
-    .infer = global_pool_infer,
-    .eval = global_pool_eval,
-    .emit = global_pool_emit,
-};

@@ -618,16 +618,25 @@ static void einsum_emit_gemm(EmitCtx *c, const Einsum *e, const GemmPlan *g)
     }
     long long lda = l.ta ? m : k, ldb = l.tb ? k : n;
     if (bs == 1) {
-        emit_line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, "
-                   "%lld);",
+        emit_line(
+                c,
+                "fxrt_gemm_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, /*k=*/%lld, "
+                "/*alpha=*/1.0f, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/0.0f, %s, "
+                "/*ldc=*/%lld);",
                 l.ta, l.tb, m, n, k, a, lda, b, ldb, dst, n);
     } else {
         emit_line(c, "int64_t i;");
         emit_line(c, "for (i = 0; i < %lld; i++)", bs);
-        emit_line(c, "    fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, 1.0f, (%s) + i * %lld, %lld, "
-                   "(%s) + i * %lld, %lld,",
-                l.ta, l.tb, m, n, k, a, m * k, lda, b, k * n, ldb);
-        emit_line(c, "                  0.0f, (%s) + i * %lld, %lld);", dst, m * n, n);
+        emit_line(c,
+                  "    fxrt_gemm_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, "
+                  "/*k=*/%lld,",
+                  l.ta, l.tb, m, n, k);
+        emit_line(c,
+                  "                  /*alpha=*/1.0f, (%s) + i * %lld, /*lda=*/%lld, "
+                  "(%s) + i * %lld, /*ldb=*/%lld,",
+                  a, m * k, lda, b, k * n, ldb);
+        emit_line(c, "                  /*beta=*/0.0f, (%s) + i * %lld, /*ldc=*/%lld);", dst, m * n,
+                  n);
     }
     if (!l.out_direct) {
         /* the product's axes are in batch, M, N order; permute into the output's */

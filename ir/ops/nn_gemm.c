@@ -224,16 +224,21 @@ static FxStatus gemm_emit(EmitCtx *c)
         /* C is the epilogue's bias, added to each tile as it is stored. */
         const FxrtEpilogue shape = {.bias_row_stride = s.c_rows == 1 ? 0 : s.c_cols,
                                     .bias_col_stride = s.c_cols == 1 ? 0 : 1};
-        emit_line(c, "fxrt_gemm_ep_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, 0.0f, %s, "
-                   "%lld, %s);",
+        emit_line(
+                c,
+                "fxrt_gemm_ep_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, "
+                "/*k=*/%lld, /*alpha=*/%s, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/0.0f, %s, "
+                "/*ldc=*/%lld, %s);",
                 s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, c->out[0], n,
                 nn_emit_epilogue(c, &shape, bias, NULL));
         return FX_OK;
     }
     if (beta != 0.0f) {
         if (t == FXRT_DTYPE_FLOAT32) {
-            emit_line(c, "fxrt_bias_fill_f32(%lld, %lld, %s, %lld, %lld, %s, %lld);", m, n, bias,
-                    (long long)s.c_rows, (long long)s.c_cols, c->out[0], n);
+            emit_line(c,
+                      "fxrt_bias_fill_f32(/*m=*/%lld, /*n=*/%lld, %s, /*bias_rows=*/%lld, "
+                      "/*bias_cols=*/%lld, %s, /*ldc=*/%lld);",
+                      m, n, bias, (long long)s.c_rows, (long long)s.c_cols, c->out[0], n);
         } else {
             emit_line(c, "static const int64_t cd[2] = {%lld, %lld};", (long long)s.c_rows,
                     (long long)s.c_cols);
@@ -243,14 +248,18 @@ static FxStatus gemm_emit(EmitCtx *c)
         }
     }
     if (t == FXRT_DTYPE_FLOAT32)
-        emit_line(c, "fxrt_gemm_f32(%d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, %s, %lld);",
-                s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, lb, c->out[0],
-                n);
+        emit_line(
+                c,
+                "fxrt_gemm_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, /*k=*/%lld, "
+                "/*alpha=*/%s, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/%s, %s, /*ldc=*/%lld);",
+                s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb, lb, c->out[0], n);
     else
-        emit_line(c, "fxrt_gemm_generic(%s, %d, %d, %lld, %lld, %lld, %s, %s, %lld, %s, %lld, %s, "
-                   "%s, %lld);",
-                c_dtype_enum(t), s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb,
-                lb, c->out[0], n);
+        emit_line(c,
+                  "fxrt_gemm_generic(%s, /*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, "
+                  "/*k=*/%lld, /*alpha=*/%s, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/%s, "
+                  "%s, /*ldc=*/%lld);",
+                  c_dtype_enum(t), s.trans_a, s.trans_b, m, n, k, la, c->in[0], lda, c->in[1], ldb,
+                  lb, c->out[0], n);
     return FX_OK;
 }
 
@@ -345,9 +354,12 @@ static FxStatus matmul_emit(EmitCtx *c)
         return FX_OK;
     DType t = a->dtype;
     if (t == FXRT_DTYPE_FLOAT32 && fxrt_matmul_batch_count(&p) == 1) {
-        emit_line(c, "fxrt_gemm_f32(0, 0, %lld, %lld, %lld, 1.0f, %s, %lld, %s, %lld, 0.0f, %s, %lld);",
-                (long long)p.m, (long long)p.n, (long long)p.k, c->in[0], (long long)p.k,
-                c->in[1], (long long)p.n, c->out[0], (long long)p.n);
+        emit_line(c,
+                  "fxrt_gemm_f32(/*trans_a=*/0, /*trans_b=*/0, /*m=*/%lld, /*n=*/%lld, /*k=*/%lld, "
+                  "/*alpha=*/1.0f, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/0.0f, %s, "
+                  "/*ldc=*/%lld);",
+                  (long long)p.m, (long long)p.n, (long long)p.k, c->in[0], (long long)p.k,
+                  c->in[1], (long long)p.n, c->out[0], (long long)p.n);
         return FX_OK;
     }
     emit_matmul_params(c, &p);
@@ -655,9 +667,10 @@ static FxStatus matmul_integer_emit(EmitCtx *c)
     emit_matmul_params(c, &p);
     int64_t nb = nn_emit_zero_points(c, 3, "bzp", c->scratch, INT64_MAX);
     char azp[64];
-    emit_line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, %s);",
-            c_dtype_enum(a->dtype), c->in[0], nn_zero_point_expr(c, 2, azp, sizeof azp),
-            c_dtype_enum(b->dtype), c->in[1], (long long)nb, c->out[0]);
+    emit_line(c,
+              "fxrt_matmul_integer(&p, %s, %s, /*a_zp=*/%s, %s, %s, bzp, /*b_zp_count=*/%lld, %s);",
+              c_dtype_enum(a->dtype), c->in[0], nn_zero_point_expr(c, 2, azp, sizeof azp),
+              c_dtype_enum(b->dtype), c->in[1], (long long)nb, c->out[0]);
     return FX_OK;
 }
 
@@ -774,13 +787,17 @@ static FxStatus qlinear_matmul_emit(EmitCtx *c)
     emit_line(c, "for (j = 0; j < %lld; j++)", (long long)ns);
     emit_line(c, "    scale[j] = %s[0] * %s[j] / %s[0];", c->in[QMM_A_SCALE], c->in[QMM_B_SCALE],
             c->in[QMM_Y_SCALE]);
-    emit_line(c, "fxrt_matmul_integer(&p, %s, %s, %s, %s, %s, bzp, %lld, acc);",
+    emit_line(
+            c,
+            "fxrt_matmul_integer(&p, %s, %s, /*a_zp=*/%s, %s, %s, bzp, /*b_zp_count=*/%lld, acc);",
             c_dtype_enum(a->dtype), c->in[QMM_A], nn_zero_point_expr(c, QMM_A_ZP, azp, sizeof azp),
             c_dtype_enum(b->dtype), c->in[QMM_B], (long long)nb);
-    emit_line(c, "fxrt_requantize(%lld, %lld, 1, acc, NULL, scale, %lld, %s, %s, %s);",
-            (long long)(total / n), (long long)n, (long long)ns,
-            nn_zero_point_expr(c, QMM_Y_ZP, yzp, sizeof yzp),
-            c_dtype_enum(node->out_types[0].dtype), c->out[0]);
+    emit_line(c,
+              "fxrt_requantize(/*outer=*/%lld, /*channels=*/%lld, /*inner=*/1, acc, NULL, scale, "
+              "/*scale_count=*/%lld, /*y_zp=*/%s, %s, %s);",
+              (long long)(total / n), (long long)n, (long long)ns,
+              nn_zero_point_expr(c, QMM_Y_ZP, yzp, sizeof yzp),
+              c_dtype_enum(node->out_types[0].dtype), c->out[0]);
     return FX_OK;
 }
 

@@ -231,9 +231,12 @@ static FxStatus batchnorm_emit(EmitCtx *c)
         inner = 1;
     }
     char eps[48];
-    emit_line(c, "fxrt_batchnorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)n,
-            (long long)ch, (long long)inner, c->in[0], c->in[1], c->in[2], c->in[3], c->in[4],
-            float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
+    emit_line(c,
+              "fxrt_batchnorm_f32(/*n=*/%lld, /*c=*/%lld, /*inner=*/%lld, %s, %s, %s, %s, %s, "
+              "/*eps=*/%s, %s);",
+              (long long)n, (long long)ch, (long long)inner, c->in[0], c->in[1], c->in[2], c->in[3],
+              c->in[4], float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps),
+              c->out[0]);
     return FX_OK;
 }
 
@@ -299,10 +302,12 @@ static FxStatus instancenorm_emit(EmitCtx *c)
         return st;
     const TensorType *x = node_input_type(c->node, 0);
     char eps[48];
-    emit_line(c, "fxrt_instancenorm_f32(%lld, %lld, %lld, %s, %s, %s, %s, %s);",
-            (long long)x->dims[0], (long long)x->dims[1],
-            (long long)dims_numel(x->dims, 2, x->rank), c->in[0], c->in[1], c->in[2],
-            float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
+    emit_line(c,
+              "fxrt_instancenorm_f32(/*n=*/%lld, /*c=*/%lld, /*inner=*/%lld, %s, %s, %s, "
+              "/*eps=*/%s, %s);",
+              (long long)x->dims[0], (long long)x->dims[1],
+              (long long)dims_numel(x->dims, 2, x->rank), c->in[0], c->in[1], c->in[2],
+              float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
     return FX_OK;
 }
 
@@ -494,8 +499,10 @@ static FxStatus layernorm_emit(EmitCtx *c)
         off += one;
     }
     char eps[48];
-    emit_line(c, "fxrt_layernorm_f32(%lld, %lld, %s, %s, %s, %s, %s, %s, %s);", (long long)rows,
-            (long long)cols, c->in[0], param[1], param[2] ? param[2] : "NULL",
+    emit_line(
+            c,
+            "fxrt_layernorm_f32(/*rows=*/%lld, /*cols=*/%lld, %s, %s, %s, /*eps=*/%s, %s, %s, %s);",
+            (long long)rows, (long long)cols, c->in[0], param[1], param[2] ? param[2] : "NULL",
             float_lit(node_attr_float(n, "epsilon", 1e-5f), eps, sizeof eps), c->out[0],
             emit_output(c, 1), emit_output(c, 2));
     return FX_OK;
@@ -557,12 +564,14 @@ static FxStatus lrn_emit(EmitCtx *c)
     const Node *n = c->node;
     const TensorType *x = node_input_type(n, 0);
     char a[48], b[48], bias[48];
-    emit_line(c, "fxrt_lrn_f32(%lld, %lld, %lld, %lld, %s, %s, %s, %s, %s);", (long long)x->dims[0],
-            (long long)x->dims[1], (long long)dims_numel(x->dims, 2, x->rank),
-            (long long)node_attr_int(n, "size", 1),
-            float_lit(node_attr_float(n, "alpha", 1e-4f), a, sizeof a),
-            float_lit(node_attr_float(n, "beta", 0.75f), b, sizeof b),
-            float_lit(node_attr_float(n, "bias", 1.0f), bias, sizeof bias), c->in[0], c->out[0]);
+    emit_line(c,
+              "fxrt_lrn_f32(/*n=*/%lld, /*c=*/%lld, /*inner=*/%lld, /*size=*/%lld, /*alpha=*/%s, "
+              "/*beta=*/%s, /*bias=*/%s, %s, %s);",
+              (long long)x->dims[0], (long long)x->dims[1],
+              (long long)dims_numel(x->dims, 2, x->rank), (long long)node_attr_int(n, "size", 1),
+              float_lit(node_attr_float(n, "alpha", 1e-4f), a, sizeof a),
+              float_lit(node_attr_float(n, "beta", 0.75f), b, sizeof b),
+              float_lit(node_attr_float(n, "bias", 1.0f), bias, sizeof bias), c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -659,8 +668,8 @@ static FxStatus mvn_emit(EmitCtx *c)
     if ((st = mvn_mask(c->node, c->diag, x->rank, &mask)) != FX_OK)
         return st;
     emit_int64_array(c, "dims", x->dims, x->rank);
-    emit_line(c, "fxrt_mvn_f32(%d, dims, 0x%xu, %s, %s, (float *)(%s));", x->rank, (unsigned)mask,
-            c->in[0], c->out[0], c->scratch ? c->scratch : "NULL");
+    emit_line(c, "fxrt_mvn_f32(/*rank=*/%d, dims, /*axes_mask=*/0x%xu, %s, %s, (float *)(%s));",
+              x->rank, (unsigned)mask, c->in[0], c->out[0], c->scratch ? c->scratch : "NULL");
     return FX_OK;
 }
 
@@ -728,10 +737,10 @@ static FxStatus lpnorm_emit(EmitCtx *c)
         axis += rank;
     if (rank == 0)
         return FX_OK;
-    emit_line(c, "fxrt_lpnorm_f32(%lld, %lld, %lld, %d, %s, %s);",
-            (long long)dims_numel(x->dims, 0, axis), (long long)x->dims[axis],
-            (long long)dims_numel(x->dims, axis + 1, rank), (int)node_attr_int(c->node, "p", 2),
-            c->in[0], c->out[0]);
+    emit_line(c, "fxrt_lpnorm_f32(/*outer=*/%lld, /*len=*/%lld, /*inner=*/%lld, /*p=*/%d, %s, %s);",
+              (long long)dims_numel(x->dims, 0, axis), (long long)x->dims[axis],
+              (long long)dims_numel(x->dims, axis + 1, rank), (int)node_attr_int(c->node, "p", 2),
+              c->in[0], c->out[0]);
     return FX_OK;
 }
 
@@ -835,8 +844,8 @@ static FxStatus softmax_emit(EmitCtx *c)
     const char *kernel = c->node->op == &fx_op_Softmax      ? "fxrt_softmax_f32"
                          : c->node->op == &fx_op_LogSoftmax ? "fxrt_logsoftmax_f32"
                                                             : "fxrt_hardmax_f32";
-    emit_line(c, "%s(%lld, %lld, %lld, %s, %s);", kernel, (long long)outer, (long long)len,
-            (long long)inner, c->in[0], c->out[0]);
+    emit_line(c, "%s(/*outer=*/%lld, /*len=*/%lld, /*inner=*/%lld, %s, %s);", kernel,
+              (long long)outer, (long long)len, (long long)inner, c->in[0], c->out[0]);
     return FX_OK;
 }
 

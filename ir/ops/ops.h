@@ -100,8 +100,20 @@ char *nn_zero_point_expr(const EmitCtx *c, int i, char *buf, size_t cap);
 size_t nn_zero_point_bytes(const Node *n, int i);
 
 /* ------------------------------------------------------------------------- */
-/* Conv and pools (nn_conv.c)                                                 */
+/* Convolutions and the window geometry (nn_conv.c)                           */
 /* ------------------------------------------------------------------------- */
+
+/* Float inputs and outputs of the float kernels, shared with nn_pool.c:
+ * refuses a non-float tensor naming `what`; float32 data of t (its own, or
+ * a converted copy in *owned for the caller to free); where a kernel writes
+ * (the output, or a float32 temporary that nn_f32_output_finish converts
+ * into t and frees). */
+FxStatus nn_check_float(const Node *n, Diag *d, const TensorType *t, const char *what);
+const float *nn_f32_input(const Tensor *t, float **owned);
+float *nn_f32_output(Tensor *t);
+void nn_f32_output_finish(Tensor *t, float *buf);
+/* The generated code runs the float kernels on float32 only. */
+FxStatus nn_emit_check_f32(EmitCtx *c, DType t);
 
 /* Conv's rules, which FusedConv (same attributes, same first three inputs)
  * and the NCHWc layout pass reuse. */
@@ -114,15 +126,38 @@ void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep);
 /* Writes `static const FxrtConvParams p = {...};`. */
 void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p);
 
-/* Pools, which the NCHWc pool kinds (nchwc.c) reuse: the attributes of
- * MaxPool and AveragePool, and the check of X [N, C, in...] against a
- * pool's attributes that fills p and the output shape. */
+/* The pools' window geometry, which the pool ops (nn_pool.c) and the NCHWc
+ * pool kinds (nchwc.c) use: the attributes of MaxPool and AveragePool
+ * (defined in nn_pool.c), the pools' canonicalize (window defaults for
+ * kernel_shape's rank), and the check of X [N, C, in...] against a pool's
+ * attributes that fills p and the output shape. */
 extern const AttrSpec nn_maxpool_attrs[];
 extern const AttrSpec nn_avgpool_attrs[];
+FxStatus nn_pool_canonicalize(Node *n, int opset, Diag *d);
 FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,
                         TensorType *out);
 /* Writes `static const FxrtPoolParams p = {...};`. */
 void nn_pool_emit_params(EmitCtx *c, const FxrtPoolParams *p);
+
+/* ------------------------------------------------------------------------- */
+/* Helpers of the layout ops (tensor_layout.c, used by tensor_slice.c)        */
+/* ------------------------------------------------------------------------- */
+
+/* Type / value of input i in infer, eval and emit; NULL when omitted. */
+const TensorType *layout_input_type(const InferCtx *c, int i);
+const Tensor *layout_eval_input(const EvalCtx *c, int i);
+const TensorType *layout_emit_in_type(const EmitCtx *c, int i);
+/* Refuses (FX_ERR_UNSUPPORTED) a dtype the byte-moving kernels do not hold. */
+FxStatus layout_check_dtype(InferCtx *c, const TensorType *t, const char *what);
+/* Zero-element outputs need no code (the code generator declares only the
+ * buffers a block names).  Returns true when it wrote the whole block. */
+bool layout_emit_if_empty(EmitCtx *c);
+/* Writes `<decl>[n] = {e0, e1, ...};`, four expressions a line. */
+void layout_emit_pointer_list(EmitCtx *c, const char *decl, const char *const *exprs, int n);
+/* Product of dims[from..to). */
+int64_t layout_dims_product(const int64_t *dims, int from, int to);
+/* a * b into *out, or a node error when the dimension overflows. */
+FxStatus layout_mul_dim(InferCtx *c, int64_t a, int64_t b, int64_t *out);
 
 /* ------------------------------------------------------------------------- */
 /* FusedConv and FusedGemm (fused_nn.c)                                       */

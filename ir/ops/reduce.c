@@ -267,8 +267,9 @@ static FxStatus reduce_emit(EmitCtx *c)
     if (x->dtype == FXRT_DTYPE_FLOAT32 || x->dtype == FXRT_DTYPE_FLOAT64) {
         const char *sfx = x->dtype == FXRT_DTYPE_FLOAT32 ? "f32" : "f64";
         if (v.contiguous) {
-            emit_line(c, "fxrt_reduce_%s(%s, %s, %s, %lld, %lld, %lld);", sfx, op, c->in[0],
-                    c->out[0], (long long)v.outer, (long long)v.n, (long long)v.inner);
+            emit_line(c, "fxrt_reduce_%s(%s, %s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld);",
+                      sfx, op, c->in[0], c->out[0], (long long)v.outer, (long long)v.n,
+                      (long long)v.inner);
             return FX_OK;
         }
         emit_reduce_view(c, &v);
@@ -377,12 +378,17 @@ static FxStatus arg_emit(EmitCtx *c)
     int is_min = c->node->op == &fx_op_ArgMin;
     int last = node_attr_int(c->node, "select_last_index", 0) != 0;
     if (x->dtype == FXRT_DTYPE_FLOAT32)
-        emit_line(c, "fxrt_%s_f32(%s, %s, %lld, %lld, %lld, %d);", is_min ? "argmin" : "argmax",
-                c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, last);
+        emit_line(c,
+                  "fxrt_%s_f32(%s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld, "
+                  "/*select_last=*/%d);",
+                  is_min ? "argmin" : "argmax", c->in[0], c->out[0], (long long)outer, (long long)n,
+                  (long long)inner, last);
     else
-        emit_line(c, "fxrt_arg_reduce(%s, %d, %s, %s, %lld, %lld, %lld, %d);",
-                c_dtype_enum(x->dtype), is_min, c->in[0], c->out[0], (long long)outer,
-                (long long)n, (long long)inner, last);
+        emit_line(c,
+                  "fxrt_arg_reduce(%s, /*is_min=*/%d, %s, %s, /*outer=*/%lld, /*n=*/%lld, "
+                  "/*inner=*/%lld, /*select_last=*/%d);",
+                  c_dtype_enum(x->dtype), is_min, c->in[0], c->out[0], (long long)outer,
+                  (long long)n, (long long)inner, last);
     return FX_OK;
 }
 

@@ -184,13 +184,17 @@ static FxStatus topk_emit(EmitCtx *c)
     DType t = node_input_type(c->node, 0)->dtype;
     int largest = node_attr_int(c->node, "largest", 1) != 0;
     if (t == FXRT_DTYPE_FLOAT32)
-        emit_line(c, "fxrt_topk_f32(%s, %s, %s, %lld, %lld, %lld, %lld, %d, %s);", c->in[0],
-                c->out[0], c->out[1], (long long)outer, (long long)n, (long long)inner,
-                (long long)k, largest, c->scratch);
+        emit_line(c,
+                  "fxrt_topk_f32(%s, %s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld, "
+                  "/*k=*/%lld, /*largest=*/%d, %s);",
+                  c->in[0], c->out[0], c->out[1], (long long)outer, (long long)n, (long long)inner,
+                  (long long)k, largest, c->scratch);
     else
-        emit_line(c, "fxrt_topk(%s, %s, %s, %s, %lld, %lld, %lld, %lld, %d, %s);", c_dtype_enum(t),
-                c->in[0], c->out[0], c->out[1], (long long)outer, (long long)n, (long long)inner,
-                (long long)k, largest, c->scratch);
+        emit_line(c,
+                  "fxrt_topk(%s, %s, %s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld, "
+                  "/*k=*/%lld, /*largest=*/%d, %s);",
+                  c_dtype_enum(t), c->in[0], c->out[0], c->out[1], (long long)outer, (long long)n,
+                  (long long)inner, (long long)k, largest, c->scratch);
     return FX_OK;
 }
 
@@ -276,12 +280,17 @@ static FxStatus cumsum_emit(EmitCtx *c)
     int exclusive = node_attr_int(c->node, "exclusive", 0) != 0;
     int reverse = node_attr_int(c->node, "reverse", 0) != 0;
     if (x->dtype == FXRT_DTYPE_FLOAT32)
-        emit_line(c, "fxrt_cumsum_f32(%s, %s, %lld, %lld, %lld, %d, %d);", c->in[0], c->out[0],
-                (long long)outer, (long long)n, (long long)inner, exclusive, reverse);
+        emit_line(c,
+                  "fxrt_cumsum_f32(%s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld, "
+                  "/*exclusive=*/%d, /*reverse=*/%d);",
+                  c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, exclusive,
+                  reverse);
     else
-        emit_line(c, "fxrt_cumsum(%s, %s, %s, %lld, %lld, %lld, %d, %d);", c_dtype_enum(x->dtype),
-                c->in[0], c->out[0], (long long)outer, (long long)n, (long long)inner, exclusive,
-                reverse);
+        emit_line(c,
+                  "fxrt_cumsum(%s, %s, %s, /*outer=*/%lld, /*n=*/%lld, /*inner=*/%lld, "
+                  "/*exclusive=*/%d, /*reverse=*/%d);",
+                  c_dtype_enum(x->dtype), c->in[0], c->out[0], (long long)outer, (long long)n,
+                  (long long)inner, exclusive, reverse);
     return FX_OK;
 }
 

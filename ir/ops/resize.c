@@ -635,16 +635,16 @@ static FxStatus resize_emit_common(EmitCtx *c, int roi_i, int scales_i, int size
         if (bytes > 0 && !c->scratch)
             st = diag_node_error(c->diag, FX_ERR_INVALID, n, "no scratch buffer was given");
         else if (t == FXRT_DTYPE_FLOAT32)
-            emit_line(c, "fxrt_resize_f32(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
-                    e, scratch);
+            emit_line(c, "fxrt_resize_f32(%s, %s, /*rank=*/%d, axes, /*extrapolation=*/%s, %s);",
+                      c->in[0], c->out[0], s.rank, e, scratch);
         else if (t == FXRT_DTYPE_FLOAT64)
-            emit_line(c, "fxrt_resize_f64(%s, %s, %d, axes, %s, %s);", c->in[0], c->out[0], s.rank,
-                    e, scratch);
+            emit_line(c, "fxrt_resize_f64(%s, %s, /*rank=*/%d, axes, /*extrapolation=*/%s, %s);",
+                      c->in[0], c->out[0], s.rank, e, scratch);
         else {
             char ed[64];
             double_literal(s.extrapolation, ed, sizeof ed);
-            emit_line(c, "fxrt_resize(%s, %s, %s, %d, axes, %s, %s);", c_dtype_enum(t), c->in[0],
-                    c->out[0], s.rank, ed, scratch);
+            emit_line(c, "fxrt_resize(%s, %s, %s, /*rank=*/%d, axes, /*extrapolation=*/%s, %s);",
+                      c_dtype_enum(t), c->in[0], c->out[0], s.rank, ed, scratch);
         }
     }
     resize_tables_free(&tb);

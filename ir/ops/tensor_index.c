@@ -143,10 +143,12 @@ static FxStatus gather_emit(EmitCtx *c)
         axis += t->rank;
     if (emit_if_empty(c))
         return FX_OK;
-    emit_line(c, "if (fxrt_gather(sizeof(%s), %lld, %lld, %lld, %s, %s, %s, %lld, %s) != 0)",
-            c_type_name(t->dtype), (long long)dims_product(t->dims, 0, axis),
-            (long long)t->dims[axis], (long long)dims_product(t->dims, axis + 1, t->rank),
-            c->in[0], c_dtype_enum(idx->dtype), c->in[1], (long long)type_numel(idx), c->out[0]);
+    emit_line(c,
+              "if (fxrt_gather(sizeof(%s), /*outer=*/%lld, /*axis_dim=*/%lld, /*inner=*/%lld, %s, "
+              "%s, %s, /*num_indices=*/%lld, %s) != 0)",
+              c_type_name(t->dtype), (long long)dims_product(t->dims, 0, axis),
+              (long long)t->dims[axis], (long long)dims_product(t->dims, axis + 1, t->rank),
+              c->in[0], c_dtype_enum(idx->dtype), c->in[1], (long long)type_numel(idx), c->out[0]);
     emit_line(c, "    return 1;");
     return FX_OK;
 }
@@ -227,9 +229,12 @@ static FxStatus gather_elements_emit(EmitCtx *c)
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
     emit_int64_array(c, "index_dims", idx->dims, idx->rank);
-    emit_line(c, "if (fxrt_gather_elements(sizeof(%s), %d, data_dims, index_dims, %d, %s, %s, %s, "
-            "%s) != 0)", c_type_name(x->dtype), x->rank, axis, c->in[0],
-            c_dtype_enum(idx->dtype), c->in[1], c->out[0]);
+    emit_line(c,
+              "if (fxrt_gather_elements(sizeof(%s), /*rank=*/%d, data_dims, index_dims, "
+              "/*axis=*/%d, %s, %s, %s, "
+              "%s) != 0)",
+              c_type_name(x->dtype), x->rank, axis, c->in[0], c_dtype_enum(idx->dtype), c->in[1],
+              c->out[0]);
     emit_line(c, "    return 1;");
     return FX_OK;
 }
@@ -301,10 +306,13 @@ static FxStatus gather_nd_emit(EmitCtx *c)
     if (emit_if_empty(c))
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
-    emit_line(c, "if (fxrt_gather_nd(sizeof(%s), %d, data_dims, %d, %lld, %lld, %s, %s, %s, %s) "
-            "!= 0)", c_type_name(x->dtype), x->rank, b, (long long)idx->dims[q - 1],
-            (long long)dims_product(idx->dims, b, q - 1), c->in[0], c_dtype_enum(idx->dtype),
-            c->in[1], c->out[0]);
+    emit_line(c,
+              "if (fxrt_gather_nd(sizeof(%s), /*data_rank=*/%d, data_dims, /*batch_dims=*/%d, "
+              "/*k=*/%lld, /*tuples=*/%lld, %s, %s, %s, %s) "
+              "!= 0)",
+              c_type_name(x->dtype), x->rank, b, (long long)idx->dims[q - 1],
+              (long long)dims_product(idx->dims, b, q - 1), c->in[0], c_dtype_enum(idx->dtype),
+              c->in[1], c->out[0]);
     emit_line(c, "    return 1;");
     return FX_OK;
 }
@@ -412,9 +420,12 @@ static FxStatus scatter_elements_emit(EmitCtx *c)
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
     emit_int64_array(c, "index_dims", idx->dims, idx->rank);
-    emit_line(c, "if (fxrt_scatter_elements(%s, %d, data_dims, index_dims, %d, %s, %s, %s, %s, %s, "
-            "%s) != 0)", c_dtype_enum(x->dtype), x->rank, axis, reduce_name(r), c->in[0],
-            c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
+    emit_line(c,
+              "if (fxrt_scatter_elements(%s, /*rank=*/%d, data_dims, index_dims, /*axis=*/%d, %s, "
+              "%s, %s, %s, %s, "
+              "%s) != 0)",
+              c_dtype_enum(x->dtype), x->rank, axis, reduce_name(r), c->in[0],
+              c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
     emit_line(c, "    return 1;");
     return FX_OK;
 }
@@ -504,10 +515,12 @@ static FxStatus scatter_nd_emit(EmitCtx *c)
     if (emit_if_empty(c))
         return FX_OK;
     emit_int64_array(c, "data_dims", x->dims, x->rank);
-    emit_line(c, "if (fxrt_scatter_nd(%s, %d, data_dims, %lld, %lld, %s, %s, %s, %s, %s, %s) != 0)",
-            c_dtype_enum(x->dtype), x->rank, (long long)idx->dims[q - 1],
-            (long long)dims_product(idx->dims, 0, q - 1), reduce_name(r), c->in[0],
-            c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
+    emit_line(c,
+              "if (fxrt_scatter_nd(%s, /*data_rank=*/%d, data_dims, /*k=*/%lld, /*tuples=*/%lld, "
+              "%s, %s, %s, %s, %s, %s) != 0)",
+              c_dtype_enum(x->dtype), x->rank, (long long)idx->dims[q - 1],
+              (long long)dims_product(idx->dims, 0, q - 1), reduce_name(r), c->in[0],
+              c_dtype_enum(idx->dtype), c->in[1], c->in[2], c->out[0]);
     emit_line(c, "    return 1;");
     return FX_OK;
 }
@@ -588,10 +601,12 @@ static FxStatus onehot_emit(EmitCtx *c)
         axis += o->rank;
     if (emit_if_empty(c))
         return FX_OK;
-    emit_line(c, "fxrt_onehot(sizeof(%s), %s, %s, %lld, %lld, %lld, %s, (%s) + 1, %s);",
-            c_type_name(o->dtype), c_dtype_enum(idx->dtype), c->in[0],
-            (long long)dims_product(idx->dims, 0, axis), (long long)o->dims[axis],
-            (long long)dims_product(idx->dims, axis, idx->rank), c->in[2], c->in[2], c->out[0]);
+    emit_line(c,
+              "fxrt_onehot(sizeof(%s), %s, %s, /*outer=*/%lld, /*depth=*/%lld, /*inner=*/%lld, %s, "
+              "(%s) + 1, %s);",
+              c_type_name(o->dtype), c_dtype_enum(idx->dtype), c->in[0],
+              (long long)dims_product(idx->dims, 0, axis), (long long)o->dims[axis],
+              (long long)dims_product(idx->dims, axis, idx->rank), c->in[2], c->in[2], c->out[0]);
     return FX_OK;
 }
 

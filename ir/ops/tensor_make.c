@@ -395,8 +395,9 @@ static FxStatus eye_like_emit(EmitCtx *c)
         k = -(o->dims[0] + 1);
     if (k > o->dims[1] + 1)
         k = o->dims[1] + 1;
-    emit_line(c, "fxrt_eye_like(sizeof(%s), %lld, %lld, %lld, &one, %s);", c_type_name(o->dtype),
-            (long long)o->dims[0], (long long)o->dims[1], (long long)k, c->out[0]);
+    emit_line(c, "fxrt_eye_like(sizeof(%s), /*rows=*/%lld, /*cols=*/%lld, /*k=*/%lld, &one, %s);",
+              c_type_name(o->dtype), (long long)o->dims[0], (long long)o->dims[1], (long long)k,
+              c->out[0]);
     return FX_OK;
 }
 
