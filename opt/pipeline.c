@@ -66,7 +66,7 @@ static FxStatus propagate(const PipelineOptions *o, Graph *g, Diag *d)
     FxStatus st;
     while ((st = graph_propagate_shapes(g, o->bindings, o->num_bindings, &tries)) ==
                FX_ERR_UNSUPPORTED &&
-           o->freeze_more(g, o->freeze_user, d))
+           o->freeze_more(g, &tries, o->freeze_user, d))
         diag_clear(&tries);
     diag_free(&tries);
     return st == FX_OK ? FX_OK : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
@@ -89,6 +89,8 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
     }
     for (int k = 0; k < o->num_const_inputs && st == FX_OK; k++)
         st = freeze_from_file(*g, o->const_inputs[k], d);
+    if (st == FX_OK && o->freeze_chosen)
+        st = o->freeze_chosen(*g, o->freeze_user, d);
     if (st != FX_OK)
         return st;
     *stage = PIPELINE_SHAPES;

@@ -10,11 +10,17 @@
 #include "../frontend/frontend.h"
 #include "opt.h"
 
+/* Called once the model is loaded and the --const inputs are frozen, before
+ * shapes are propagated: freezes the inputs the caller has chosen (the
+ * conformance runner's frozen-weights tier).  A status other than FX_OK stops
+ * the pipeline. */
+typedef FxStatus (*FreezeChosen)(Graph *g, void *user, Diag *d);
 /* Decides which more inputs to freeze when shape propagation cannot finish
- * (FX_ERR_UNSUPPORTED: a shape depends on an input's data): freezes one or
- * more with graph_freeze_input and returns true to have shapes propagated
- * again, or returns false to give up (the propagation's error stands). */
-typedef bool (*FreezePolicy)(Graph *g, void *user, Diag *d);
+ * (FX_ERR_UNSUPPORTED: a shape depends on an input's data, as `why`, the
+ * propagation's errors, says): freezes one or more with graph_freeze_input
+ * and returns true to have shapes propagated again, or returns false to give
+ * up (the propagation's error stands). */
+typedef bool (*FreezePolicy)(Graph *g, const Diag *why, void *user, Diag *d);
 
 typedef struct PipelineOptions {
     const char *model; /* the .onnx file */
@@ -23,8 +29,9 @@ typedef struct PipelineOptions {
      * like FX's concrete_args. */
     const char *const *const_inputs;
     int num_const_inputs;
-    FreezePolicy freeze_more; /* may be NULL */
-    void *freeze_user;
+    FreezeChosen freeze_chosen; /* may be NULL */
+    FreezePolicy freeze_more;   /* may be NULL */
+    void *freeze_user;          /* passed to both */
     const ShapeBinding *bindings; /* symbolic dims, as graph_propagate_shapes takes them */
     int num_bindings;
     /* Shared libraries loaded into `leaf_libraries` (the caller's, closed by

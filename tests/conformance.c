@@ -293,36 +293,53 @@ static bool freezable(const TestInputs *in, int k)
     return true;
 }
 
-/* A test's graph: the model with the inputs in `frozen` made constants,
- * shapes propagated.  inputs[k] is the node of graph input k, a get_attr
- * once frozen. */
-typedef struct TestGraph {
-    Graph *g;
+/* What the pipeline's freezing hooks of one test in one tier share.
+ * inputs[k] is the node of graph input k (a get_attr once frozen). */
+typedef struct Freezer {
+    const char *model;
+    const TestInputs *in;
+    Tier tier;
+    bool *frozen; /* [MAX_FROZEN]: input k was made a constant */
     Node *inputs[MAX_FROZEN];
     int num_inputs;
-} TestGraph;
+    int weights_marked; /* frozen-weights tier: inputs that feed a weight */
+    int conv_nodes;     /* Conv nodes as loaded, before the passes */
+} Freezer;
 
-static FxStatus test_graph_load(const char *model, const TestInputs *in, const bool *frozen,
-                                TestGraph *tg, Diag *d)
+static FxStatus freeze(Graph *g, Freezer *f, int k, Diag *d)
 {
-    graph_free(tg->g);
-    memset(tg, 0, sizeof *tg);
-    diag_clear(d);
-    OnnxLoadOptions lo = {0};
-    FxStatus st = onnx_load(model, &lo, &tg->g, d);
-    if (st != FX_OK)
-        return st;
-    int n = graph_num_placeholders(tg->g);
-    tg->num_inputs = n < in->num_inputs ? n : in->num_inputs;
-    for (int k = 0; k < tg->num_inputs; k++)
-        tg->inputs[k] = graph_placeholder(tg->g, k);
-    for (int k = 0; k < tg->num_inputs && st == FX_OK; k++) {
-        if (!frozen[k])
-            continue;
-        Tensor *copy = tensor_clone(in->per_set[0][k], d);
-        st = copy ? graph_freeze_input(tg->g, tg->inputs[k], copy, d) : FX_ERR_NOMEM;
-    }
-    return st == FX_OK ? graph_propagate_shapes(tg->g, NULL, 0, d) : st;
+    Tensor *copy = tensor_clone(f->in->per_set[0][k], d);
+    FxStatus st = copy ? graph_freeze_input(g, f->inputs[k], copy, d) : FX_ERR_NOMEM;
+    if (st == FX_OK)
+        f->frozen[k] = true;
+    return st;
+}
+
+static int mark_weight_inputs(const Freezer *f, Graph *g, bool *marks);
+static int count_ops(Graph *g, const char *op);
+
+/* The pipeline's FreezeChosen hook: notes the graph inputs and, in the
+ * frozen-weights tier, freezes the ones that feed a weight input (stopping
+ * the pipeline when there is none: the tier has nothing to add). */
+static FxStatus freeze_chosen(Graph *g, void *user, Diag *d)
+{
+    Freezer *f = user;
+    int n = graph_num_placeholders(g);
+    f->num_inputs = n < f->in->num_inputs ? n : f->in->num_inputs;
+    for (int k = 0; k < f->num_inputs; k++)
+        f->inputs[k] = graph_placeholder(g, k);
+    f->conv_nodes = count_ops(g, "Conv");
+    if (f->tier != TIER_WEIGHTS)
+        return FX_OK;
+    bool marks[MAX_FROZEN] = {false};
+    f->weights_marked = mark_weight_inputs(f, g, marks);
+    if (!f->weights_marked)
+        return FX_ERR_UNSUPPORTED;
+    FxStatus st = FX_OK;
+    for (int k = 0; k < f->num_inputs && st == FX_OK; k++)
+        if (marks[k])
+            st = freeze(g, f, k, d);
+    return st;
 }
 
 /* Whether `n` reads `input`, directly or through other nodes.  Walks the
@@ -348,101 +365,106 @@ static const char constant_needed[] = "must be a compile-time constant";
 
 /* The graph input that a "must be a compile-time constant" error names as
  * its source ("input 'shape' ('shape') must be ..."), or -1. */
-static int input_named_by_error(const TestGraph *tg, const Diag *d)
+static int input_named_by_error(const Freezer *f, const Diag *why)
 {
-    for (size_t e = 0; e < d->count; e++) {
-        const char *m = d->entries[e].message;
+    for (size_t e = 0; e < why->count; e++) {
+        const char *m = why->entries[e].message;
         if (!m || !strstr(m, constant_needed))
             continue;
-        for (int k = 0; k < tg->num_inputs; k++) {
+        for (int k = 0; k < f->num_inputs; k++) {
             char quoted[300];
-            snprintf(quoted, sizeof quoted, "('%s')", tg->inputs[k]->name);
-            if (tg->inputs[k]->opcode == FX_OPCODE_PLACEHOLDER && strstr(m, quoted))
+            snprintf(quoted, sizeof quoted, "('%s')", f->inputs[k]->name);
+            if (f->inputs[k]->opcode == FX_OPCODE_PLACEHOLDER && strstr(m, quoted))
                 return k;
         }
     }
     return -1;
 }
 
-static bool error_needs_constant(const Diag *d)
+static bool error_needs_constant(const Diag *why)
 {
-    for (size_t e = 0; e < d->count; e++)
-        if (d->entries[e].message && strstr(d->entries[e].message, constant_needed))
+    for (size_t e = 0; e < why->count; e++)
+        if (why->entries[e].message && strstr(why->entries[e].message, constant_needed))
             return true;
     return false;
 }
 
-static Node *find_node(Graph *g, const char *name)
+/* Whether freezing input k, on top of those frozen already, gets the node
+ * named `failed` through shape propagation.  Tried on a fresh load of the
+ * model, so the pipeline's graph stays as it is (a clone would need the
+ * shapes this search is after). */
+static bool freezing_unblocks(const Freezer *f, int k, const char *failed)
 {
-    graph_for_each(g, n) if (strcmp(n->name, name) == 0) return n;
-    return NULL;
+    Diag quiet;
+    diag_init(&quiet);
+    Graph *trial = NULL;
+    OnnxLoadOptions lo = {0};
+    FxStatus st = onnx_load(f->model, &lo, &trial, &quiet);
+    for (int i = 0; i < f->num_inputs && st == FX_OK; i++) {
+        if (i != k && !f->frozen[i])
+            continue;
+        Node *input = graph_find(trial, f->inputs[i]->name);
+        Tensor *copy = input ? tensor_clone(f->in->per_set[0][i], &quiet) : NULL;
+        st = copy ? graph_freeze_input(trial, input, copy, &quiet) : FX_ERR_INVALID;
+    }
+    bool unblocked = false;
+    if (st == FX_OK) {
+        st = graph_propagate_shapes(trial, NULL, 0, &quiet);
+        Node *again = graph_find(trial, failed);
+        unblocked = st == FX_OK || (again && again->shapes_known);
+    }
+    graph_free(trial);
+    diag_free(&quiet);
+    return unblocked;
 }
 
 /* When the refused input is computed from graph inputs rather than being
  * one, the input to freeze is the one whose value gets the refusing node
  * through propagation: each input the node depends on is tried, the
  * smallest first. */
-static int input_that_unblocks(const char *model, const TestInputs *in, const bool *frozen,
-                               TestGraph *tg)
+static int input_that_unblocks(const Graph *g, const Freezer *f)
 {
     Node *failed = NULL;
-    graph_for_each(tg->g, n) if (!failed && !n->shapes_known) failed = n;
+    for (Node *n = g->root.next; !failed && n != &g->root; n = n->next)
+        if (!n->shapes_known)
+            failed = n;
     if (!failed)
         return -1;
     bool tried[MAX_FROZEN] = {false};
-    char failed_name[256];
-    snprintf(failed_name, sizeof failed_name, "%s", failed->name);
     for (;;) {
         int pick = -1;
-        for (int k = 0; k < tg->num_inputs; k++)
-            if (!frozen[k] && !tried[k] && freezable(in, k) &&
-                depends_on(failed, tg->inputs[k]) &&
-                (pick < 0 || tensor_numel(in->per_set[0][k]) <
-                                 tensor_numel(in->per_set[0][pick])))
+        for (int k = 0; k < f->num_inputs; k++)
+            if (!f->frozen[k] && !tried[k] && freezable(f->in, k) &&
+                depends_on(failed, f->inputs[k]) &&
+                (pick < 0 || tensor_numel(f->in->per_set[0][k]) <
+                                 tensor_numel(f->in->per_set[0][pick])))
                 pick = k;
         if (pick < 0)
             return -1;
         tried[pick] = true;
-        bool trial[MAX_FROZEN];
-        memcpy(trial, frozen, sizeof trial);
-        trial[pick] = true;
-        TestGraph t = {0};
-        Diag quiet;
-        diag_init(&quiet);
-        FxStatus st = test_graph_load(model, in, trial, &t, &quiet);
-        Node *again = t.g ? find_node(t.g, failed_name) : NULL;
-        bool unblocked = st == FX_OK || (again && again->shapes_known);
-        graph_free(t.g);
-        diag_free(&quiet);
-        if (unblocked)
+        if (freezing_unblocks(f, pick, failed->name))
             return pick;
     }
 }
 
-/* Many backend tests feed shape-like data (Reshape's shape, Slice's starts,
- * Resize's scales, Range's bounds) as graph inputs.  fxcc compiles static
- * shapes, so such an input must be a constant, as FX's concrete_args makes a
- * traced argument one.  The graph is first loaded with every input a
- * runtime input; while shape propagation refuses it because an input must
- * be a compile-time constant, the input the error names (or, when the
- * refused value is computed, the one whose value unblocks the node) is
- * frozen to its value and the graph reloaded.  Data inputs thus stay
- * runtime inputs, and the outputs are still checked against the reference.
- * Returns the status of the last propagation. */
-static FxStatus load_freezing_needed(const char *model, const TestInputs *in, bool *frozen,
-                                     TestGraph *tg, Diag *d)
+/* The pipeline's FreezePolicy.  Many backend tests feed shape-like data
+ * (Reshape's shape, Slice's starts, Resize's scales, Range's bounds) as graph
+ * inputs.  fxcc compiles static shapes, so such an input must be a constant,
+ * as FX's concrete_args makes a traced argument one.  The graph starts with
+ * every input a runtime input; while shape propagation refuses it because an
+ * input must be a compile-time constant, the input the error names (or, when
+ * the refused value is computed, the one whose value unblocks the node) is
+ * frozen to its value and propagation retried.  Data inputs thus stay
+ * runtime inputs, and the outputs are still checked against the reference. */
+static bool freeze_needed(Graph *g, const Diag *why, void *user, Diag *d)
 {
-    FxStatus st = test_graph_load(model, in, frozen, tg, d);
-    while (st == FX_ERR_UNSUPPORTED && error_needs_constant(d)) {
-        int k = input_named_by_error(tg, d);
-        if (k < 0 || !freezable(in, k))
-            k = input_that_unblocks(model, in, frozen, tg);
-        if (k < 0)
-            break;
-        frozen[k] = true;
-        st = test_graph_load(model, in, frozen, tg, d);
-    }
-    return st;
+    Freezer *f = user;
+    if (!error_needs_constant(why))
+        return false;
+    int k = input_named_by_error(f, why);
+    if (k < 0 || f->frozen[k] || !freezable(f->in, k))
+        k = input_that_unblocks(g, f);
+    return k >= 0 && freeze(g, f, k, d) == FX_OK;
 }
 
 /* The inputs that real models hold as initializers, by op type and input
@@ -464,12 +486,11 @@ static const struct {
     {"PRelu", {1, -1}},
 };
 
-/* Marks in `frozen` the graph inputs that feed a weight input; returns how
- * many it marked. */
-static int mark_weight_inputs(const TestGraph *tg, const TestInputs *in, bool *frozen)
+/* Marks the graph inputs that feed a weight input; returns how many. */
+static int mark_weight_inputs(const Freezer *f, Graph *g, bool *marks)
 {
     int marked = 0;
-    graph_for_each(tg->g, n) {
+    graph_for_each(g, n) {
         if (n->opcode != FX_OPCODE_CALL_FUNCTION || !n->op)
             continue;
         for (size_t w = 0; w < sizeof weight_inputs / sizeof *weight_inputs; w++) {
@@ -477,9 +498,9 @@ static int mark_weight_inputs(const TestGraph *tg, const TestInputs *in, bool *f
                 continue;
             for (int i = 0; i < 4 && weight_inputs[w].inputs[i] >= 0; i++) {
                 int slot = weight_inputs[w].inputs[i];
-                for (int k = 0; slot < n->num_args && k < tg->num_inputs; k++)
-                    if (n->args[slot] == tg->inputs[k] && !frozen[k] && freezable(in, k)) {
-                        frozen[k] = true;
+                for (int k = 0; slot < n->num_args && k < f->num_inputs; k++)
+                    if (n->args[slot] == f->inputs[k] && !marks[k] && freezable(f->in, k)) {
+                        marks[k] = true;
                         marked++;
                     }
             }
@@ -521,33 +542,32 @@ static bool run_test(const Options *o, const char *name, Tier tier, TierRun *run
     snprintf(run->work_name, sizeof run->work_name, "%s%s", name, tier_suffixes[tier]);
     Diag d;
     diag_init(&d);
-    TestGraph tg = {0};
     TestInputs in;
     bool applies = true;
     run->result = RESULT_FAIL;
     char **sets;
     int num_sets = list_dir(dir, "test_data_set_", &sets);
     FxStatus st = test_inputs_read(dir, sets, num_sets, &in, &d);
-    if (tier == TIER_WEIGHTS) {
-        /* the runtime tier reports a model or data set that does not load */
-        if (st == FX_OK)
-            test_graph_load(model, &in, run->frozen, &tg, &d);
-        applies = st == FX_OK && tg.g && mark_weight_inputs(&tg, &in, run->frozen) > 0;
-    }
+    Freezer freezer = {.model = model, .in = &in, .tier = tier, .frozen = run->frozen};
+    PipelineOptions po = {.model = model, .freeze_chosen = freeze_chosen,
+                          .freeze_more = freeze_needed, .freeze_user = &freezer,
+                          .opt_level = o->opt_level};
+    PipelineResult pr = {0};
+    if (st == FX_OK)
+        st = pipeline_load(&po, &pr, &d);
+    Graph *g = pr.graph;
+    run->num_inputs = freezer.num_inputs;
+    run->conv_nodes = freezer.conv_nodes;
+    /* the runtime tier reports a model or data set that does not load */
+    applies = tier != TIER_WEIGHTS || freezer.weights_marked > 0;
     if (!applies)
         goto done;
-    if (st == FX_OK)
-        st = load_freezing_needed(model, &in, run->frozen, &tg, &d);
-    run->num_inputs = tg.num_inputs;
-    if (st == FX_OK)
-        st = graph_lint(tg.g, true, &d);
-    run->conv_nodes = st == FX_OK ? count_ops(tg.g, "Conv") : 0;
-    if (st == FX_OK && o->opt_level > 0 && opt_run_level(tg.g, o->opt_level, NULL, &d) != FX_OK) {
+    if (st != FX_OK && pr.failed == PIPELINE_PASSES) {
         run->result = RESULT_FAIL; /* a graph the interpreter runs must survive the passes */
     } else if (st != FX_OK) {
         run->result = st == FX_ERR_UNSUPPORTED ? RESULT_UNSUPPORTED : RESULT_FAIL;
     } else {
-        run->nchwc_nodes = count_ops(tg.g, "ConvNCHWc");
+        run->nchwc_nodes = count_ops(g, "ConvNCHWc");
         double rtol, atol;
         tolerance_for(name, &rtol, &atol);
         run->result = num_sets ? RESULT_PASS : RESULT_FAIL;
@@ -556,11 +576,11 @@ static bool run_test(const Options *o, const char *name, Tier tier, TierRun *run
         for (int s = 0; s < num_sets && run->result == RESULT_PASS; s++) {
             char set_dir[8300];
             snprintf(set_dir, sizeof set_dir, "%s/%s", dir, sets[s]);
-            run->result = run_data_set(tg.g, set_dir, run->frozen, rtol, atol, run->why,
+            run->result = run_data_set(g, set_dir, run->frozen, rtol, atol, run->why,
                                        sizeof run->why, &d);
         }
         if (run->result == RESULT_PASS && o->compiled)
-            run->result = compile_test(o, tg.g, run->work_name, &d);
+            run->result = compile_test(o, g, run->work_name, &d);
     }
     if (d.count && !run->why[0]) {
         const DiagEntry *e = &d.entries[0];
@@ -571,7 +591,7 @@ done:
     test_inputs_free(&in);
     free_list(sets, num_sets);
     diag_free(&d);
-    graph_free(tg.g);
+    graph_free(g);
     return applies;
 }
 
