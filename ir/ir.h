@@ -3,8 +3,8 @@
  *
  * A Graph is a doubly linked list of Nodes with a sentinel; list order is
  * execution order and always a topological order.  Every Node has one of FX's
- * six opcodes (see ../shared/DESIGN.md for what each means over ONNX), a
- * unique C-identifier name, its arguments (other nodes, NULL for an omitted
+ * six opcodes (DESIGN.md at the top of the tree says what each means over
+ * ONNX), a unique C-identifier name, its arguments (other nodes, NULL for an omitted
  * optional input), its users (an ordered set kept in step with the args) and
  * its attributes, which play the role of FX's kwargs and are canonical: every
  * ONNX default is filled in at import.

@@ -1,7 +1,7 @@
 /*
  * lint.c - the graph's invariants, checked after import and after every
- * pass.  Stricter than FX's lint (see ../shared/FX.md): placeholders first,
- * exactly one output and it is last, users and args agree both ways,
+ * pass.  Stricter than FX's lint (see FX.md at the top of the tree):
+ * placeholders first, * exactly one output and it is last, users and args agree both ways,
  * call_method only for view ops, getitem only on multi-output nodes.  Every
  * problem found is reported, not just the first.
  */

@@ -3,7 +3,7 @@
  *
  * The toolkit (toolkit.c, rewrite.c, graph_parse.c, transformer.c,
  * decompose.c) edits a Graph with FX's semantics and the deviations that
- * ../shared/FX.md lists: an insertion cursor that moves forward, shapes
+ * FX.md (top of the tree) lists: an insertion cursor that moves forward, shapes
  * re-inferred on every node a helper creates, replace_all_uses_with that
  * never makes a cycle.  Every pass lives in its own pass_*.c file with one
  * entry point, and passes.c lists them with their names and -O levels.
