@@ -1,8 +1,9 @@
 /*
  * lint.c - the graph's invariants, checked after import and after every
  * pass.  Stricter than FX's lint (see FX.md at the top of the tree):
- * placeholders first, * exactly one output and it is last, users and args agree both ways,
- * call_method only for view ops, getitem only on multi-output nodes.  Every
+ * placeholders first, exactly one output and it is last, users and args
+ * agree both ways, call_method only for view ops, getitem only on
+ * multi-output nodes.  Every
  * problem found is reported, not just the first.
  */
 #include <ctype.h>
