@@ -3,8 +3,7 @@
  * pass.  Stricter than FX's lint (see FX.md at the top of the tree):
  * placeholders first, exactly one output and it is last, users and args
  * agree both ways, call_method only for view ops, getitem only on
- * multi-output nodes.  Every
- * problem found is reported, not just the first.
+ * multi-output nodes.  Every problem found is reported, not just the first.
  */
 #include <ctype.h>
 #include <stdlib.h>
