@@ -230,6 +230,7 @@ typedef struct Gen {
     int num_large;
     size_t large_bytes, blob_bytes;
     CgWeights mode;
+    EmitText large_decls; /* their declarations, for NAME.h */
 } Gen;
 
 static const Tensor *value_tensor(const CgValue *v)
@@ -351,7 +352,7 @@ static FxStatus plan_weights(Gen *gen, EmitText *src)
     gen->mode = cg_weights_mode(gen->o->weights, gen->large_bytes);
     const char *N = gen->o->name;
     if (gen->num_large)
-        emit_text_printf(src, gen->mode == CG_WEIGHTS_INCBIN
+        emit_text_printf(&gen->large_decls, gen->mode == CG_WEIGHTS_INCBIN
                              ? "/* The weights above %d bytes: raw little-endian bytes in %s_weights.bin,\n"
                                " * embedded by %s_weights.S, each at a 64-byte aligned offset. */\n"
                              : "/* The weights above %d bytes: in %s_weights.c. */\n",
@@ -360,15 +361,15 @@ static FxStatus plan_weights(Gen *gen, EmitText *src)
         const CgLargeWeight *w = &gen->large[k];
         char shape[256];
         type_format(&w->tensor->type, shape, sizeof shape);
-        emit_text_printf(src, "extern const %s %s[%lld]; /* %s, %zu bytes",
+        emit_text_printf(&gen->large_decls, "extern const %s %s[%lld]; /* %s, %zu bytes",
                     c_type_name(w->tensor->type.dtype), w->symbol,
                     (long long)tensor_numel(w->tensor), shape, tensor_nbytes(w->tensor));
         if (gen->mode == CG_WEIGHTS_INCBIN)
-            emit_text_printf(src, " at offset %zu", w->offset);
-        emit_text_printf(src, " */\n");
+            emit_text_printf(&gen->large_decls, " at offset %zu", w->offset);
+        emit_text_printf(&gen->large_decls, " */\n");
     }
     if (gen->num_large)
-        emit_text_printf(src, "\n");
+        emit_text_printf(&gen->large_decls, "\n");
     return FX_OK;
 }
 
@@ -584,6 +585,8 @@ static FxStatus write_header(EmitText *t, const Gen *gen, const Node *out)
     emit_text_printf(t, "extern const char *const %s_input_names[%d];\n"
                    "extern const char *const %s_output_names[%d];\n\n",
                 N, ni ? ni : 1, N, no ? no : 1);
+    if (gen->large_decls.data)
+        emit_text_printf(t, "%s", gen->large_decls.data);
     FxStatus st = write_leaf_prototypes(t, gen);
     emit_text_printf(t, "int %s_run(const void *const *inputs, void *const *outputs, void *arena);\n\n"
                    "#endif\n", N);
@@ -931,7 +934,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     if (st == FX_OK) {
         write_cmake(&cmake, &gen);
         write_makefile(&mk, &gen);
-        if (header.failed || cmake.failed || mk.failed)
+        if (header.failed || gen.large_decls.failed || cmake.failed || mk.failed)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
     }
     if (st == FX_OK)
@@ -996,6 +999,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     free(main_c.data);
     free(gen.body.data);
     name_set_free(&gen.used);
+    emit_text_free(&gen.large_decls);
     free(gen.large);
     if (st == FX_OK && plan_out)
         *plan_out = plan;

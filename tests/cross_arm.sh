@@ -34,8 +34,8 @@ for spec in examples/seed.onnx:c examples/digits/digits.onnx:c examples/digits/d
   if [ "$weights" = incbin ]; then
     blob="$work/${name}_weights_S_$name.o"
     [ -f "$blob" ] || { echo "FAIL: $name: --weights incbin wrote no ${name}_weights.S"; exit 1; }
-    syms=$(sed -n "s/^extern const [a-z0-9_]* \(${name}_w_[A-Za-z0-9_]*\)\[.*/\1/p" "$out/$name.c")
-    [ -n "$syms" ] || { echo "FAIL: $name: $name.c declares no blob weight"; exit 1; }
+    syms=$(sed -n "s/^extern const [a-z0-9_]* \(${name}_w_[A-Za-z0-9_]*\)\[.*/\1/p" "$out/$name.h")
+    [ -n "$syms" ] || { echo "FAIL: $name: $name.h declares no blob weight"; exit 1; }
     for sym in $syms; do
       arm-none-eabi-nm "$blob" | grep -q " R $sym\$" ||
         { echo "FAIL: $name: $sym is not defined by ${name}_weights.S"; exit 1; }
