@@ -1054,6 +1054,28 @@ static FxStatus load_model(Loader *L, const Onnx__ModelProto *mp, const char *na
     return FX_OK;
 }
 
+/* The second half of a load: the decoded message to a Graph.  Frees msg. */
+static FxStatus load_message(ProtobufCMessage *msg, OnnxAllocator *alloc, const char *name,
+                             const char *base_dir, const OnnxLoadOptions *opt, Graph **out,
+                             Diag *d)
+{
+    Loader L = {.base_dir = base_dir, .opt = opt, .d = d};
+    FxStatus st = load_model(&L, (const Onnx__ModelProto *)msg, name);
+    if (st == FX_OK)
+        *out = L.g;
+    else
+        graph_free(L.g);
+    strmap_free(&L.values);
+    strmap_free(&L.inits);
+    strmap_free(&L.frozen_inputs);
+    strmap_free(&L.producers);
+    free(L.as_leaf);
+    free(L.leaf_types);
+    free(L.leaf_type_used);
+    onnx_message_free(msg, alloc);
+    return st;
+}
+
 FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
                           const char *base_dir, const OnnxLoadOptions *opt, Graph **out,
                           Diag *d)
@@ -1068,27 +1090,16 @@ FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
     ProtobufCMessage *msg;
     FxStatus st = onnx_message_unpack(data, len, &onnx__model_proto__descriptor, name,
                                       "ONNX model", &alloc, &msg, d);
-    if (st == FX_OK) {
-        Loader L = {.base_dir = base_dir, .opt = opt, .d = d};
-        st = load_model(&L, (const Onnx__ModelProto *)msg, name);
-        if (st == FX_OK)
-            *out = L.g;
-        else
-            graph_free(L.g);
-        strmap_free(&L.values);
-        strmap_free(&L.inits);
-        strmap_free(&L.frozen_inputs);
-        strmap_free(&L.producers);
-        free(L.as_leaf);
-        free(L.leaf_types);
-        free(L.leaf_type_used);
-        onnx_message_free(msg, &alloc);
-    }
+    if (st == FX_OK)
+        st = load_message(msg, &alloc, name, base_dir, opt, out, d);
     if (d)
         d->file = saved;
     return st;
 }
 
+/* The file's bytes are freed as soon as they are decoded: protobuf-c copies
+ * every bytes field, so a model's weights would otherwise be held three
+ * times at the peak (file, message, tensors) instead of twice. */
 FxStatus onnx_load(const char *path, const OnnxLoadOptions *opt, Graph **out, Diag *d)
 {
     *out = NULL;
@@ -1098,11 +1109,21 @@ FxStatus onnx_load(const char *path, const OnnxLoadOptions *opt, Graph **out, Di
     if (st != FX_OK)
         return st;
     char *dir = path_dirname(path);
+    const char *saved = d ? d->file : NULL;
+    if (d)
+        d->file = path;
+    OnnxAllocator alloc;
+    ProtobufCMessage *msg = NULL;
     if (!dir)
         st = diag_error_at(d, FX_ERR_NOMEM, path, -1, "out of memory");
     else
-        st = onnx_load_buffer(data, len, path, dir, opt, out, d);
-    free(dir);
+        st = onnx_message_unpack(data, len, &onnx__model_proto__descriptor, path,
+                                 "ONNX model", &alloc, &msg, d);
     free(data);
+    if (st == FX_OK)
+        st = load_message(msg, &alloc, path, dir, opt, out, d);
+    if (d)
+        d->file = saved;
+    free(dir);
     return st;
 }
