@@ -15,7 +15,8 @@
  *                anchor has no bias of its own;
  *   2. residual: Add of another value of exactly the output's type;
  *   3. activation: Relu, Clip (constant bounds), LeakyRelu, Sigmoid,
- *                HardSwish, HardSigmoid, Tanh, or exact GELU written as
+ *                HardSwish, HardSigmoid, Tanh, SiLU written as
+ *                x * Sigmoid(x), or exact GELU written as
  *                x * (1 + erf(x / sqrt 2)) * 0.5 (the form exporters write
  *                before opset 20; the final scale is any scalar, or absent
  *                when linear-fold moved it into the next layer);
@@ -188,9 +189,35 @@ static int match_gelu(const Node *v, Node **parts, float *scale)
     return 4;
 }
 
+/* SiLU from value v: Mul(v, Sigmoid(v)), operands in either order, v's
+ * only users those two.  Returns the number of nodes (2) or 0. */
+static int match_silu(const Node *v, Node **parts)
+{
+    if (v->num_users != 2)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        Node *s = v->users[i], *m = v->users[1 - i];
+        if (node_is_op(s, &fx_op_Sigmoid) && s->args[0] == v && node_fusable_user(s) == m &&
+            node_is_op(m, &fx_op_Mul) && other_operand(m, s) == v &&
+            type_equal(&m->out_types[0], &v->out_types[0])) {
+            parts[0] = s;
+            parts[1] = m;
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* Step 3. */
 static bool take_activation(Chain *c)
 {
+    Node *silu[2];
+    if (match_silu(c->last, silu) && c->num_nodes + 2 <= (int)(sizeof c->nodes / sizeof c->nodes[0])) {
+        absorb(c, silu[0]);
+        absorb(c, silu[1]);
+        c->act = FXRT_ACT_SILU;
+        return true;
+    }
     Node *gelu[5];
     float scale;
     int parts = match_gelu(c->last, gelu, &scale);

@@ -8,13 +8,15 @@
  *
  * Numerics follow the ONNX reference (NumPy) where it matters for the
  * backend tests' tolerance, but avoid its overflows: Sigmoid and Softplus
- * use the forms that never compute exp of a large positive number, Elu,
+ * use the forms that never compute exp of a large positive number (Sigmoid
+ * fxrt_math.h's vectorizable one, shared with the epilogues), Elu,
  * Selu and Celu use expm1 near zero, and Round is half-to-even without
  * depending on the FPU's rounding mode.
  */
 #include <math.h>
 
 #include "fxrt.h"
+#include "fxrt_math.h"
 
 int fxrt_unary_num_params(FxrtUnaryOp op)
 {
@@ -50,14 +52,6 @@ double fxrt_round_half_even_f64(double x)
 }
 
 /* --- float32 ------------------------------------------------------------ */
-
-static inline float sigmoid_f32(float v)
-{
-    if (v >= 0.0f)
-        return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
-}
 
 static inline float softplus_f32(float v)
 {
@@ -96,7 +90,7 @@ static inline float hard_sigmoid_f32(float v, float alpha, float beta)
     } while (0);                                                                         \
     break
 
-void fxrt_unary_f32(FxrtUnaryOp op, const float *x, float *y, size_t n, const float *params)
+FXRT_NO_TRAPPING_MATH void fxrt_unary_f32(FxrtUnaryOp op, const float *x, float *y, size_t n, const float *params)
 {
     typedef float T;
     const float p0 = fxrt_unary_num_params(op) > 0 ? params[0] : 0.0f;
@@ -112,7 +106,7 @@ void fxrt_unary_f32(FxrtUnaryOp op, const float *x, float *y, size_t n, const fl
     case FXRT_UNARY_RECIPROCAL: MAP(1.0f / v);
     case FXRT_UNARY_ERF: MAP(erff(v));
     case FXRT_UNARY_TANH: MAP(tanhf(v));
-    case FXRT_UNARY_SIGMOID: MAP(sigmoid_f32(v));
+    case FXRT_UNARY_SIGMOID: MAP(fxrt_sigmoid(v));
     case FXRT_UNARY_LEAKY_RELU: MAP(v < 0.0f ? p0 * v : v);
     case FXRT_UNARY_ELU: MAP(v < 0.0f ? p0 * expm1f(v) : v);
     case FXRT_UNARY_SELU: MAP(v > 0.0f ? p1 * v : p1 * p0 * expm1f(v));

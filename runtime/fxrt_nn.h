@@ -41,7 +41,8 @@ typedef enum FxrtActivation {
     FXRT_ACT_HARD_SWISH,   /* x * hard_sigmoid(x) with 1/6, 0.5 */
     FXRT_ACT_HARD_SIGMOID, /* clamp(alpha x + beta, 0, 1) */
     FXRT_ACT_TANH,
-    FXRT_ACT_GELU
+    FXRT_ACT_GELU,
+    FXRT_ACT_SILU          /* x * sigmoid(x) */
 } FxrtActivation;
 
 /* Applied to every output element while its tile is still in cache:

@@ -15,18 +15,11 @@
 #include <math.h>
 
 #include "fxrt.h"
+#include "fxrt_math.h"
 
 int fxrt_epilogue_active(const FxrtEpilogue *ep)
 {
     return ep && (ep->bias || ep->residual || ep->activation != FXRT_ACT_NONE);
-}
-
-static inline float sigmoid(float v)
-{
-    if (v >= 0.0f)
-        return 1.0f / (1.0f + expf(-v));
-    float e = expf(v);
-    return e / (1.0f + e);
 }
 
 static inline float hard_sigmoid(float v, float alpha, float beta)
@@ -41,17 +34,7 @@ static inline float hard_sigmoid(float v, float alpha, float beta)
  * Unlike libm's erff it has no branches or table, so the GELU loop
  * vectorizes: the exact-GELU epilogue would otherwise cost as much as the
  * matrix product it follows (a transformer FFN). */
-#if defined(__GNUC__) && !defined(__clang__)
-/* GCC will not if-convert the clamps of erf_rational under the default
- * -ftrapping-math, which leaves the GELU loop scalar; nothing reads the
- * floating-point exception flags it could raise.  Both functions carry the
- * option so that one inlines into the other. */
-#define NO_TRAPPING_MATH __attribute__((optimize("no-trapping-math")))
-#else
-#define NO_TRAPPING_MATH
-#endif
-
-NO_TRAPPING_MATH static inline float erf_rational(float x)
+FXRT_NO_TRAPPING_MATH static inline float erf_rational(float x)
 {
     float c = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
     float z = c * c;
@@ -67,27 +50,58 @@ NO_TRAPPING_MATH static inline float erf_rational(float x)
     return x <= -4.0f ? -1.0f : (x >= 4.0f ? 1.0f : r);
 }
 
-/* GELU with a final scale, v[t] * (erf(v[t] / sqrt 2) + 1) * scale, in
- * the order of the Div, Erf, Add, Mul, Mul chain exporters write. */
-NO_TRAPPING_MATH static void gelu(float *v, int64_t len, float scale)
-{
-    for (int64_t t = 0; t < len; t++)
-        v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;
-}
+/* The activations that cost more than a compare: each a loop of inline
+ * polynomials (fxrt_math.h, erf_rational) that the compiler vectorizes.
+ * GELU has a final scale, v[t] * (erf(v[t] / sqrt 2) + 1) * scale, in the
+ * order of the Div, Erf, Add, Mul, Mul chain exporters write. */
+#define TRANSCENDENTAL_LOOPS(SUFFIX, TARGET)                                                  \
+    FXRT_NO_TRAPPING_MATH TARGET static void transcendental##SUFFIX(FxrtActivation act,      \
+                                                                    float *v, int64_t len,    \
+                                                                    float scale)              \
+    {                                                                                         \
+        switch (act) {                                                                        \
+        case FXRT_ACT_SIGMOID:                                                                \
+            for (int64_t t = 0; t < len; t++)                                                 \
+                v[t] = fxrt_sigmoid(v[t]);                                                    \
+            break;                                                                            \
+        case FXRT_ACT_SILU:                                                                   \
+            for (int64_t t = 0; t < len; t++)                                                 \
+                v[t] = fxrt_silu(v[t]);                                                       \
+            break;                                                                            \
+        case FXRT_ACT_GELU:                                                                   \
+            for (int64_t t = 0; t < len; t++)                                                 \
+                v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;              \
+            break;                                                                            \
+        default: break;                                                                       \
+        }                                                                                     \
+    }
+
+TRANSCENDENTAL_LOOPS(, )
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
-/* On host, the same loop eight lanes wide when the CPU has AVX2 (chosen at
- * run time, as in fxrt_nn_gemm.c): its two divisions make it the costliest
- * step after the products.  Without FMA in the target nothing is
- * contracted, so both versions give the same bits. */
-#define FXRT_EPILOGUE_AVX2 1
-NO_TRAPPING_MATH __attribute__((target("avx2"))) static void gelu_avx2(float *v, int64_t len,
-                                                                       float scale)
-{
-    for (int64_t t = 0; t < len; t++)
-        v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;
-}
+/* On host, the same loops 8 and 16 lanes wide when the CPU has AVX2 or
+ * AVX-512 (chosen at run time, as in fxrt_nn_gemm.c): they are the costliest
+ * step after the products.  Without FMA in the targets nothing is
+ * contracted, so every version gives the same bits. */
+#define FXRT_EPILOGUE_SIMD 1
+TRANSCENDENTAL_LOOPS(_avx2, __attribute__((target("avx2"))))
+TRANSCENDENTAL_LOOPS(_avx512, __attribute__((target("avx512f"))))
 #endif
+
+static void transcendental_dispatch(FxrtActivation act, float *v, int64_t len, float scale)
+{
+#ifdef FXRT_EPILOGUE_SIMD
+    if (__builtin_cpu_supports("avx512f")) {
+        transcendental_avx512(act, v, len, scale);
+        return;
+    }
+    if (__builtin_cpu_supports("avx2")) {
+        transcendental_avx2(act, v, len, scale);
+        return;
+    }
+#endif
+    transcendental(act, v, len, scale);
+}
 
 static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
 {
@@ -108,10 +122,6 @@ static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
         for (int64_t t = 0; t < len; t++)
             v[t] = v[t] < 0.0f ? a * v[t] : v[t];
         break;
-    case FXRT_ACT_SIGMOID:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = sigmoid(v[t]);
-        break;
     case FXRT_ACT_HARD_SWISH:
         for (int64_t t = 0; t < len; t++)
             v[t] = v[t] * hard_sigmoid(v[t], 1.0f / 6.0f, 0.5f);
@@ -124,16 +134,34 @@ static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
         for (int64_t t = 0; t < len; t++)
             v[t] = tanhf(v[t]);
         break;
-    case FXRT_ACT_GELU:
-#ifdef FXRT_EPILOGUE_AVX2
-        if (__builtin_cpu_supports("avx2")) {
-            gelu_avx2(v, len, a);
-            break;
-        }
-#endif
-        gelu(v, len, a);
-        break;
+    case FXRT_ACT_SIGMOID:
+    case FXRT_ACT_SILU:
+    case FXRT_ACT_GELU: transcendental_dispatch((FxrtActivation)ep->activation, v, len, a); break;
     }
+}
+
+/* Adds the bias to the row segment v of row r, columns col0 on. */
+static void add_bias(const FxrtEpilogue *ep, int64_t r, int64_t col0, float *v, int64_t cols)
+{
+    const float *b = ep->bias + r * ep->bias_row_stride + col0 * ep->bias_col_stride;
+    if (ep->bias_col_stride == 0) {
+        float bv = b[0];
+        for (int64_t t = 0; t < cols; t++)
+            v[t] += bv;
+    } else if (ep->bias_col_stride == 1) {
+        for (int64_t t = 0; t < cols; t++)
+            v[t] += b[t];
+    } else {
+        for (int64_t t = 0; t < cols; t++)
+            v[t] += b[t * ep->bias_col_stride];
+    }
+}
+
+static void add_residual(const FxrtEpilogue *ep, int64_t r, int64_t col0, float *v, int64_t cols)
+{
+    const float *res = ep->residual + r * ep->residual_ld + col0;
+    for (int64_t t = 0; t < cols; t++)
+        v[t] += res[t];
 }
 
 void fxrt_epilogue_apply_f32(const FxrtEpilogue *ep, int64_t row0, int64_t col0, int64_t rows,
@@ -141,30 +169,20 @@ void fxrt_epilogue_apply_f32(const FxrtEpilogue *ep, int64_t row0, int64_t col0,
 {
     if (!fxrt_epilogue_active(ep))
         return;
-    for (int64_t i = 0; i < rows; i++) {
-        float *v = c + i * ldc;
-        int64_t r = row0 + i;
-        if (ep->bias) {
-            const float *b = ep->bias + r * ep->bias_row_stride + col0 * ep->bias_col_stride;
-            if (ep->bias_col_stride == 0) {
-                float bv = b[0];
-                for (int64_t t = 0; t < cols; t++)
-                    v[t] += bv;
-            } else if (ep->bias_col_stride == 1) {
-                for (int64_t t = 0; t < cols; t++)
-                    v[t] += b[t];
-            } else {
-                for (int64_t t = 0; t < cols; t++)
-                    v[t] += b[t * ep->bias_col_stride];
-            }
+    /* Rows that follow each other in memory (the NCHWc kernels' [pixels x 8]
+     * blocks) take the activation in one pass: eight-float rows are too
+     * short for its vector loop. */
+    int64_t pass = ldc == cols ? rows : 1;
+    for (int64_t i = 0; i < rows; i += pass) {
+        for (int64_t k = i; k < i + pass; k++) {
+            if (ep->bias)
+                add_bias(ep, row0 + k, col0, c + k * ldc, cols);
+            if (ep->residual && !ep->residual_after)
+                add_residual(ep, row0 + k, col0, c + k * ldc, cols);
         }
-        const float *res = ep->residual ? ep->residual + r * ep->residual_ld + col0 : NULL;
-        if (res && !ep->residual_after)
-            for (int64_t t = 0; t < cols; t++)
-                v[t] += res[t];
-        activate(ep, v, cols);
-        if (res && ep->residual_after)
-            for (int64_t t = 0; t < cols; t++)
-                v[t] += res[t];
+        activate(ep, c + i * ldc, pass * cols);
+        if (ep->residual && ep->residual_after)
+            for (int64_t k = i; k < i + pass; k++)
+                add_residual(ep, row0 + k, col0, c + k * ldc, cols);
     }
 }

@@ -888,6 +888,7 @@ static const char tiny_h[] =
     "extern const int tiny_input_ranks[], tiny_output_ranks[];\n"
     "extern const int64_t *const tiny_input_shapes[], *const tiny_output_shapes[];\n"
     "extern const char *const tiny_input_names[], *const tiny_output_names[];\n"
+    "#define tiny_NUM_NODES 2\nextern void (*tiny_node_hook)(int node);\n"
     "int tiny_run(const void *const *inputs, void *const *outputs, void *arena);\n#endif\n";
 static const char tiny_c[] =
     "#include \"tiny.h\"\n"
@@ -899,13 +900,23 @@ static const char tiny_c[] =
     "NULL};\n"
     "const char *const tiny_input_names[] = {\"x\", \"y\"}, *const tiny_output_names[] = {\"z\", "
     "\"s\"};\n"
+    "void (*tiny_node_hook)(int node);\n"
+    "const char *const tiny_node_names[] = {\"sum\", \"scale\", \"\"};\n"
+    "const char *const tiny_node_ops[] = {\"ReduceSum\", \"Mul\", \"\"};\n"
+    "const double tiny_node_flops[] = {0, 12, 0}, tiny_node_bytes[] = {32, 72, 0};\n"
     "int tiny_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n"
     "    const float *x = (const float *)inputs[0];\n"
     "    const int64_t *y = (const int64_t *)inputs[1];\n"
     "    float *z = (float *)outputs[0];\n    int64_t *s = (int64_t *)outputs[1];\n    int i;\n"
+    "    volatile long spin;\n"
     "    if ((size_t)arena % 64 != 0)\n        return 7;\n"
+    "    if (tiny_node_hook) tiny_node_hook(0);\n"
     "    *s = 0;\n    for (i = 0; i < 3; i++)\n        *s += y[i];\n"
-    "    for (i = 0; i < 6; i++)\n        z[i] = x[i] * 2 + (float)y[i % 3];\n    return 0;\n}\n";
+    "    if (tiny_node_hook) tiny_node_hook(1);\n"
+    "    /* the slow step, so that the profile must rank it first */\n"
+    "    for (spin = 0; spin < 2000000; spin++)\n        ;\n"
+    "    for (i = 0; i < 6; i++)\n        z[i] = x[i] * 2 + (float)y[i % 3];\n"
+    "    if (tiny_node_hook) tiny_node_hook(tiny_NUM_NODES);\n    return 0;\n}\n";
 
 START_TEST(test_emitted_main)
 {
@@ -967,6 +978,39 @@ START_TEST(test_emitted_main)
                                       sizeof err),
                      0);
     ck_assert_int_eq(s, 6);
+
+    /* --profile: one row per step, the slow one ("scale") first with most
+     * of the time, the shares summing to 100%. */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ./tiny --repeat 3 --profile -o out x.npy y.npy >profile.txt 2>/dev/null",
+             tmp_dir);
+    ck_assert_msg(system(cmd) == 0, "emitted main --profile failed: %s", cmd);
+    FILE *pf = fopen(tmp_path("profile.txt"), "r");
+    ck_assert_ptr_nonnull(pf);
+    char line[512], name[64], op[64];
+    int runs = 0, steps = 0;
+    ck_assert(fgets(line, sizeof line, pf));
+    ck_assert_int_eq(sscanf(line, "profile of tiny: %d runs", &runs), 1);
+    ck_assert_int_eq(runs, 3);
+    ck_assert(fgets(line, sizeof line, pf)); /* column heads */
+    double us, share, cumulative = 0, first_share = 0;
+    while (fgets(line, sizeof line, pf)) {
+        char flops[32];
+        double gbs;
+        ck_assert_int_eq(sscanf(line, "%lf %lf%% %*f%% %31s %lf %63s (%63[^)])", &us, &share,
+                                flops, &gbs, name, op),
+                         6);
+        if (steps++ == 0) {
+            ck_assert_str_eq(name, "scale");
+            ck_assert_str_eq(op, "Mul");
+            first_share = share;
+        }
+        cumulative += share;
+    }
+    fclose(pf);
+    ck_assert_int_eq(steps, 2);
+    ck_assert_msg(first_share > 90.0, "the spinning step has %.1f%% of the time", first_share);
+    ck_assert_double_eq_tol(cumulative, 100.0, 0.2);
 
     /* Errors: wrong count, wrong dtype, no -o; each "main: error:" and exit 1. */
     snprintf(cmd, sizeof cmd,

@@ -50,9 +50,8 @@ bool fused_scalar_expr(const Node *n, const char *const *x, char *buf, size_t ca
     case FX_OP_Erf: snprintf(buf, cap, "erff(%s)", a); return true;
     case FX_OP_Tanh: snprintf(buf, cap, "tanhf(%s)", a); return true;
     case FX_OP_Sigmoid:
-        /* the runtime's overflow-free form */
-        snprintf(buf, cap, "%s >= 0.0f ? 1.0f / (1.0f + expf(-%s)) : expf(%s) / (1.0f + expf(%s))",
-                 a, a, a, a);
+        /* the runtime's overflow-free polynomial (runtime/fxrt_math.h) */
+        snprintf(buf, cap, "fxrt_sigmoid(%s)", a);
         return true;
     case FX_OP_LeakyRelu:
         snprintf(buf, cap, "%s < 0.0f ? %s * %s : %s", a, F("alpha", 0.01f, p0), a, a);

@@ -28,6 +28,7 @@
 
 static const char *const activation_names[] = {
     "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish", "hardsigmoid", "tanh", "gelu",
+    "silu",
 };
 
 enum { NUM_ACTIVATIONS = (int)(sizeof activation_names / sizeof activation_names[0]) };
@@ -41,6 +42,7 @@ static const char *const activation_enums[] = {
     "FXRT_ACT_NONE",       "FXRT_ACT_RELU",         "FXRT_ACT_CLIP",
     "FXRT_ACT_LEAKY_RELU", "FXRT_ACT_SIGMOID",      "FXRT_ACT_HARD_SWISH",
     "FXRT_ACT_HARD_SIGMOID", "FXRT_ACT_TANH",       "FXRT_ACT_GELU",
+    "FXRT_ACT_SILU",
 };
 
 FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e)

@@ -180,7 +180,8 @@ FxStatus layout_mul_dim(InferCtx *c, int64_t a, int64_t b, int64_t *out);
 /* The epilogue attributes of n into e (pointers and strides left zero). */
 FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e);
 /* "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish",
- * "hardsigmoid", "tanh", "gelu" by FxrtActivation; NULL past the end. */
+ * "hardsigmoid", "tanh", "gelu", "silu" by FxrtActivation; NULL past the
+ * end. */
 const char *fused_nn_activation_name(FxrtActivation a);
 /* Writes `const FxrtEpilogue ep = {...};` with the numeric fields of shape
  * and the C expressions bias and residual (NULL: none), and returns "&ep";
