@@ -655,3 +655,44 @@ FxStatus fold_affine_before(Node *layer, Node *pre, Node *x, const FoldAffine *a
     fold_dense_free(&dn);
     return st;
 }
+
+/* The BN as an affine map over its input, scale and shift shaped
+ * [1, C, 1, ...] so that they broadcast along axis 1 only; *ok = false when
+ * n is not a foldable BN. */
+FxStatus fold_bn_affine(const Node *n, FoldAffine *a, bool *ok, Diag *d)
+{
+    *ok = false;
+    if (n->opcode != FX_OPCODE_CALL_FUNCTION || n->op != &fx_op_BatchNormalization ||
+        n->num_args < 5 || !fold_is_f32(n) || !fold_is_f32(n->args[0]) ||
+        node_attr_int(n, "training_mode", 0) != 0)
+        return FX_OK;
+    const TensorType *x = &n->args[0]->out_types[0];
+    if (x->rank < 2)
+        return FX_OK;
+    int64_t channels = x->dims[1];
+    const float *p[4];
+    for (int i = 0; i < 4; i++) {
+        const Tensor *v = fold_const_f32(n->args[1 + i]);
+        if (!v || v->type.rank != 1 || v->type.dims[0] != channels)
+            return FX_OK;
+        p[i] = v->data;
+    }
+    const float *gamma = p[0], *beta = p[1], *mean = p[2], *var = p[3];
+    double eps = node_attr_float(n, "epsilon", 1e-5f);
+    int64_t dims[FX_MAX_RANK];
+    for (int i = 0; i < x->rank; i++)
+        dims[i] = i == 1 ? channels : 1;
+    a->scale = fold_tensor_f32(x->rank, dims, d);
+    a->shift = a->scale ? fold_tensor_f32(x->rank, dims, d) : NULL;
+    if (!a->shift) {
+        fold_affine_free(a);
+        return FX_ERR_NOMEM;
+    }
+    float *s = a->scale->data, *t = a->shift->data;
+    for (int64_t c = 0; c < channels; c++) {
+        s[c] = (float)(gamma[c] / sqrt((double)var[c] + eps));
+        t[c] = (float)(beta[c] - (double)mean[c] * s[c]);
+    }
+    *ok = true;
+    return FX_OK;
+}

@@ -266,6 +266,11 @@ typedef struct FoldAffine {
 } FoldAffine;
 
 void fold_affine_free(FoldAffine *a);
+/* An inference BatchNormalization n (float32, constant per-channel
+ * parameters, not training mode) as the affine map y = scale * x + shift,
+ * both shaped [1, C, 1, ...] to broadcast along axis 1 only; *ok = false
+ * (a untouched) when n is not one. */
+FxStatus fold_bn_affine(const Node *n, FoldAffine *a, bool *ok, Diag *d);
 /* `result` computes a(layer's output) and is the only reader of it: the
  * layer (Conv, ConvTranspose, Gemm, MatMul with 2-D constant weights) takes
  * the map into its weights and bias (a MatMul becomes a Gemm when it needs
@@ -326,6 +331,7 @@ typedef struct PassDef {
 FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_bn_to_conv(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_cse(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);

@@ -27,6 +27,7 @@
  * and before Gemm, Softmax, other ops or the output.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../ir/ops/ops.h"
@@ -267,6 +268,209 @@ static FxStatus convert_pool(Graph *g, Node *pool, const OpDef *op, Diag *d)
     return replace_by_blocked(g, pool, f, node_input_type(pool, 0)->dims[1], d);
 }
 
+/* --- the ops that run unchanged on blocked values --------------------------
+ *
+ * A Concat along the channels and the elementwise ops read a blocked
+ * [N, CB, H, W, 8] value as they read [N, C, H, W]: Concat of blocks is a
+ * concatenation along CB when every input but the last fills its blocks,
+ * and a per-channel operand [N, C, 1, 1] is [N, CB, 1, 1, 8] blocked, which
+ * broadcasts the same way.  So these nodes keep their op and only change
+ * their operands, and the region of blocked values goes on through them
+ * (GoogLeNet's and DenseNet's concatenations, squeeze-and-excite's channel
+ * scale, residual Adds that no epilogue took). */
+
+/* Whether the op keeps padding lanes finite: f of finite values is finite.
+ * A Div is safe only by a constant without zeros, Log, Sqrt, Reciprocal and
+ * the like are not (a padding lane of 0 would give -inf or NaN, and the
+ * next convolution multiplies it by a zero weight). */
+static bool padding_safe(const Node *n)
+{
+    switch (op_kind(n->op)) {
+    case FX_OP_Add:
+    case FX_OP_Sub:
+    case FX_OP_Mul:
+    case FX_OP_Max:
+    case FX_OP_Min:
+    case FX_OP_Neg:
+    case FX_OP_Abs:
+    case FX_OP_Relu:
+    case FX_OP_LeakyRelu:
+    case FX_OP_Sigmoid:
+    case FX_OP_Tanh:
+    case FX_OP_HardSigmoid:
+    case FX_OP_HardSwish:
+    case FX_OP_Clip:
+        return n->num_args <= 3;
+    case FX_OP_Div: {
+        const Tensor *t = n->num_args == 2 && n->args[1] ? node_const_value(n->args[1]) : NULL;
+        if (!t || t->type.dtype != FXRT_DTYPE_FLOAT32)
+            return false;
+        for (int64_t i = 0; i < tensor_numel(t); i++)
+            if (((const float *)t->data)[i] == 0.0f)
+                return false;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* An elementwise node the blocked layout can run: a padding-safe
+ * call_function, or a FusedElementwise whose body holds only such ops. */
+static bool blockable_elementwise(const Node *n)
+{
+    if (n->opcode == FX_OPCODE_CALL_FUNCTION)
+        return padding_safe(n);
+    if (n->opcode != FX_OPCODE_CALL_MODULE || n->op != &fx_op_FusedElementwise || !n->body)
+        return false;
+    for (const Node *b = n->body->root.next; b != &n->body->root; b = b->next)
+        if (b->opcode == FX_OPCODE_CALL_FUNCTION && !padding_safe(b))
+            return false;
+    return true;
+}
+
+/* Whether t is a per-channel constant of out: [C, 1, 1] or [1, C, 1, 1],
+ * C the channels of out (axis 1), every other dim 1. */
+static bool per_channel(const Tensor *t, const TensorType *out)
+{
+    if (t->type.dtype != FXRT_DTYPE_FLOAT32 || t->type.rank > 4 || t->type.rank < 3)
+        return false;
+    for (int i = 0; i < t->type.rank; i++)
+        if (t->type.dims[i] != (i == t->type.rank - 3 ? out->dims[1] : 1))
+            return false;
+    return true;
+}
+
+/* Per-channel constant t as a new blocked constant [1, CB, 1, 1, 8], zero in
+ * the padding lanes. */
+static Node *blocked_channel_constant(Graph *g, const Tensor *t, int64_t channels,
+                                      const char *name, Diag *d)
+{
+    TensorType bt = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 5,
+                     .dims = {1, fxrt_nchwc_blocks(channels), 1, 1, BLOCK}};
+    Tensor *b = tensor_new(&bt, d);
+    if (!b)
+        return NULL;
+    memset(b->data, 0, tensor_nbytes(b));
+    memcpy(b->data, t->data, (size_t)channels * sizeof(float));
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_blocked", name);
+    return graph_create_constant(g, NULL, hint, b, d);
+}
+
+/* Whether operand i of n (a Concat along axis 1, or a blockable elementwise
+ * node with 4-D output out) can be read blocked: a blocked value, a scalar
+ * constant, a per-channel constant (elementwise only) or a 4-D runtime
+ * value to reorder; *anchor is set when it is a blocked value that fills
+ * out's spatial dims. */
+static bool operand_blockable(const Node *n, int i, bool concat, bool *anchor)
+{
+    const TensorType *out = &n->out_types[0];
+    const Node *a = n->args[i];
+    const TensorType *t = a ? node_input_type(n, i) : NULL;
+    if (!t || t->dtype != FXRT_DTYPE_FLOAT32)
+        return false;
+    bool full = t->rank == 4 && t->dims[0] == out->dims[0] && t->dims[2] == out->dims[2] &&
+                t->dims[3] == out->dims[3];
+    const Tensor *k = node_const_value(a);
+    if (concat)
+        /* every input but the last fills its blocks */
+        return full && !k && (i + 1 == n->num_args || t->dims[1] % BLOCK == 0) &&
+               ((*anchor |= node_is_op(a, &fx_op_FromNCHWc)), true);
+    if (k)
+        return tensor_numel(k) == 1 || per_channel(k, out);
+    if (t->rank != 4 || t->dims[1] != out->dims[1])
+        return false;
+    if (node_is_op(a, &fx_op_FromNCHWc)) {
+        *anchor |= full;
+        return true;
+    }
+    return full;
+}
+
+/* The blocked operands of n into args, or false (nothing made) when n
+ * cannot run blocked: some operand must be a blocked value already. */
+static bool blocked_operands(Graph *g, Node *n, bool concat, Node **args, Diag *d, FxStatus *st)
+{
+    bool anchored = false;
+    for (int i = 0; i < n->num_args; i++)
+        if (!operand_blockable(n, i, concat, &anchored))
+            return false;
+    if (!anchored)
+        return false;
+    for (int i = 0; i < n->num_args && *st == FX_OK; i++) {
+        Node *a = n->args[i];
+        const Tensor *k = node_const_value(a);
+        if (node_is_op(a, &fx_op_FromNCHWc))
+            args[i] = a->args[0];
+        else if (k && tensor_numel(k) == 1)
+            args[i] = a;
+        else if (k)
+            args[i] = blocked_channel_constant(g, k, n->out_types[0].dims[1], a->name, d);
+        else
+            args[i] = blocked(g, a, n, d);
+        if (!args[i])
+            *st = FX_ERR_NOMEM;
+    }
+    return *st == FX_OK;
+}
+
+static bool concat_along_channels(const Node *n)
+{
+    if (!node_is_op(n, &fx_op_Concat) || n->num_outputs != 1 || !fold_is_f32(n) ||
+        n->out_types[0].rank != 4)
+        return false;
+    int64_t axis = node_attr_int(n, "axis", 0);
+    return axis == 1 || axis == -3;
+}
+
+/* Makes n read blocked operands and produce a blocked value, which its old
+ * readers see through a FromNCHWc; false (the graph unchanged but for
+ * unused new constants and reorders, which dead-code elimination removes)
+ * when n cannot. */
+static FxStatus convert_in_place(Graph *g, Node *n, bool concat, bool *converted, Diag *d)
+{
+    *converted = false;
+    if (n->num_outputs != 1 || !n->shapes_known || n->out_types[0].rank != 4 ||
+        n->out_types[0].dtype != FXRT_DTYPE_FLOAT32 || n->num_args < 1)
+        return FX_OK;
+    FxStatus st = FX_OK;
+    Node **args = fx_alloc_array((size_t)n->num_args, sizeof *args);
+    Node **readers = fx_alloc_array((size_t)n->num_users + 1, sizeof *readers);
+    if (!args || !readers) {
+        free(args);
+        free(readers);
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    }
+    int num_readers = n->num_users;
+    memcpy(readers, n->users, (size_t)num_readers * sizeof *readers);
+    int64_t channels = n->out_types[0].dims[1];
+    if (blocked_operands(g, n, concat, args, d, &st)) {
+        for (int i = 0; i < n->num_args && st == FX_OK; i++)
+            if (args[i] != n->args[i] && !node_set_arg(n, i, args[i]))
+                st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if (st == FX_OK)
+            st = node_infer_shapes(n, d);
+        char hint[200];
+        snprintf(hint, sizeof hint, "%s_nchw", n->name);
+        Node *y = st == FX_OK ? create_op(g, n->next, &fx_op_FromNCHWc, hint, &n, 1, d) : NULL;
+        if (st == FX_OK && !y)
+            st = FX_ERR_NOMEM;
+        if (st == FX_OK && !node_set_attr_int(y, "channels", channels))
+            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if (st == FX_OK)
+            st = finish_op(g, y, d);
+        for (int r = 0; r < num_readers && st == FX_OK; r++)
+            for (int i = 0; i < readers[r]->num_args && st == FX_OK; i++)
+                if (readers[r]->args[i] == n && !node_set_arg(readers[r], i, y))
+                    st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        *converted = st == FX_OK;
+    }
+    free(args);
+    free(readers);
+    return st;
+}
+
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
@@ -277,13 +481,16 @@ FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
             break;
         FxrtConvParams p;
         const OpDef *pool;
+        bool concat = concat_along_channels(n), converted = true;
         if (convertible(n, &p))
             st = convert_conv(g, n, &p, d);
         else if ((pool = blocked_pool(n)))
             st = convert_pool(g, n, pool, d);
+        else if (concat || blockable_elementwise(n))
+            st = convert_in_place(g, n, concat, &converted, d);
         else
             continue;
-        if (st == FX_OK)
+        if (st == FX_OK && converted)
             r->changes++;
     }
     if (st == FX_OK && r->changes > 0)

@@ -26,6 +26,8 @@ static const PassDef pass_defs[] = {
      "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs"},
     {"cse", 1, pass_cse, "merge identical nodes and identical constants"},
     {"dce", 1, pass_dce, "erase nodes whose values nobody reads"},
+    {"bn-to-conv", 2, pass_bn_to_conv,
+     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue"},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel"},
     {"elementwise-fusion", 2, pass_elementwise_fusion,

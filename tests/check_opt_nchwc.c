@@ -12,12 +12,13 @@
 
 typedef Graph *(*Builder)(void);
 
-/* Epilogue fusion, then the layout pass (expect_changes convolutions
- * converted); golden file; then the compiled graph against the unoptimized
- * one.  Returns the optimized graph. */
+/* bn-to-conv and epilogue fusion, then the layout pass (expect_changes
+ * nodes converted); golden file; then the compiled graph against the
+ * unoptimized one.  Returns the optimized graph. */
 static Graph *run_case(Builder build, const char *name, int expect_changes)
 {
     Graph *g = build(), *ref = build();
+    tu_run_pass(g, pass_bn_to_conv, 1e-5, 1e-6);
     tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
     ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), expect_changes);
     tu_assert_golden(g, "nchwc", name);
@@ -58,9 +59,8 @@ START_TEST(test_chain)
 END_TEST
 
 /* A residual block on a batch of two, whose first activation is also read
- * by an op with no NCHWc form (Sigmoid): that reader gets its own
- * FromNCHWc while the block stays blocked, and the input gets one
- * ToNCHWc. */
+ * by a Sigmoid that is a graph output: the Sigmoid runs on the blocks too
+ * and gets its own FromNCHWc, and the input gets one ToNCHWc. */
 static Graph *build_residual(void)
 {
     Graph *g = graph_new();
@@ -78,7 +78,7 @@ static Graph *build_residual(void)
 
 START_TEST(test_residual)
 {
-    Graph *g = run_case(build_residual, "residual", 2);
+    Graph *g = run_case(build_residual, "residual", 3);
     ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
     ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 2);
     graph_free(g);
@@ -106,6 +106,106 @@ START_TEST(test_odd_channels)
     Graph *g = run_case(build_odd_channels, "odd_channels", 3);
     ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
     ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 1);
+    graph_free(g);
+}
+END_TEST
+
+/* Inception's and squeeze-and-excite's patterns stay blocked: a Concat of
+ * 16 + 5 channels (only the last input may leave padding lanes), a pool of
+ * it, a per-channel scale computed from its global average (GAP, 1x1 conv,
+ * Relu, 1x1 conv, Sigmoid, Mul), a constant per-channel Mul and a scalar
+ * Add.  A Concat whose first input has 5 channels cannot concatenate
+ * blocks: it reads plain NCHW, and so does what follows it. */
+static Node *pool(Graph *g, const char *op, Node *x, int64_t k, int64_t stride, int64_t pad,
+                  int64_t ceil_mode);
+
+static Node *concat2(Graph *g, Node *a, Node *b)
+{
+    Node *args[2] = {a, b};
+    Node *n = graph_create_op(g, NULL, op_lookup("Concat"), "Concat", args, 2);
+    ck_assert_ptr_nonnull(n);
+    ck_assert(node_set_num_outputs(n, 1));
+    ck_assert_ptr_nonnull(node_set_attr_int(n, "axis", 1));
+    ck_assert_int_eq(op_apply_attr_specs(n->op, n, &tu_diag), FX_OK);
+    tu_reinfer(n);
+    return n;
+}
+
+static Graph *build_concat_scale(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 1, 8, 6, 6);
+    Node *a = tu_op3(g, "Relu", tu_conv(g, x, tu_weights_f32(g, "wa", 4, 16, 8, 3, 3, 0.05f),
+                                        NULL, 1, 1, 1), NULL, NULL);
+    Node *b = tu_conv(g, x, tu_weights_f32(g, "wb", 4, 5, 8, 1, 1, 0.1f),
+                      tu_weights_f32(g, "bb", 1, 5, 0, 0, 0, 0.1f), 0, 1, 1);
+    Node *cat = concat2(g, a, b);
+    Node *mp = pool(g, "MaxPool", cat, 3, 1, 1, 0);
+    Node *gap = tu_op3(g, "GlobalAveragePool", mp, NULL, NULL);
+    Node *sq = tu_op3(g, "Relu", tu_conv(g, gap, tu_weights_f32(g, "wsq", 4, 4, 21, 1, 1, 0.1f),
+                                         NULL, 0, 1, 1), NULL, NULL);
+    Node *ex = tu_op3(g, "Sigmoid", tu_conv(g, sq, tu_weights_f32(g, "wex", 4, 21, 4, 1, 1, 0.2f),
+                                            NULL, 0, 1, 1), NULL, NULL);
+    Node *scaled = tu_op3(g, "Mul", mp, ex, NULL);
+    Node *per_channel = tu_op3(g, "Mul", scaled, tu_weights_f32(g, "k", 3, 21, 1, 1, 0, 0.3f),
+                               NULL);
+    Node *shifted = tu_op3(g, "Add", per_channel, tu_scalar(g, "half", 0.5f), NULL);
+    Node *y = tu_conv(g, shifted, tu_weights_f32(g, "wy", 4, 8, 21, 1, 1, 0.1f), NULL, 0, 1, 1);
+    Node *odd = concat2(g, b, y);
+    Node *r = tu_op3(g, "Relu", odd, NULL, NULL);
+    tu_finish(g, &r, 1);
+    return g;
+}
+
+START_TEST(test_concat_scale)
+{
+    /* 5 convolutions, Concat, MaxPool, GAP, 2 Muls and the Add */
+    Graph *g = run_case(build_concat_scale, "concat_scale", 11);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 5);
+    ck_assert_int_eq(tu_count_op(g, "MaxPoolNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
+    /* b and y for the odd Concat */
+    ck_assert_int_eq(tu_count_op(g, "FromNCHWc"), 2);
+    graph_free(g);
+}
+END_TEST
+
+/* DenseNet's pre-activation: BatchNormalization -> Relu -> padded 3x3
+ * Conv, which bn-fold cannot fold (a padded tap would read the shift).  It
+ * becomes a depthwise 1x1 ConvNCHWc with the Relu as its epilogue. */
+static Node *positive_weights(Graph *g, const char *name, int64_t n)
+{
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 1, .dims = {n}};
+    Tensor *v = tensor_new(&t, &tu_diag);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)v->data)[i] = 0.5f + 0.1f * (float)(i % 5);
+    return tu_constant(g, name, v);
+}
+
+static Graph *build_bn_relu(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 1, 16, 5, 5);
+    Node *c = tu_conv(g, x, tu_weights_f32(g, "wc", 4, 16, 16, 1, 1, 0.1f), NULL, 0, 1, 1);
+    Node *args[5] = {c, positive_weights(g, "gamma", 16),
+                     tu_weights_f32(g, "beta", 1, 16, 0, 0, 0, 0.1f),
+                     tu_weights_f32(g, "mean", 1, 16, 0, 0, 0, 0.05f),
+                     positive_weights(g, "var", 16)};
+    Node *bn = tu_op(g, "BatchNormalization", args, 5);
+    Node *r = tu_op3(g, "Relu", bn, NULL, NULL);
+    Node *y = tu_conv(g, r, tu_weights_f32(g, "wy", 4, 8, 16, 3, 3, 0.05f), NULL, 1, 1, 1);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+START_TEST(test_bn_relu)
+{
+    Graph *g = run_case(build_bn_relu, "bn_relu", 3);
+    ck_assert_int_eq(tu_count_op(g, "BatchNormalization"), 0);
+    ck_assert_int_eq(tu_count_op(g, "Relu"), 0);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 3);
+    ck_assert_int_eq(tu_count_op(g, "ToNCHWc") + tu_count_op(g, "FromNCHWc"), 2);
     graph_free(g);
 }
 END_TEST
@@ -189,6 +289,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_residual);
     tcase_add_test(t, test_odd_channels);
     tcase_add_test(t, test_pools);
+    tcase_add_test(t, test_concat_scale);
+    tcase_add_test(t, test_bn_relu);
     tcase_add_test(t, test_left_alone);
     suite_add_tcase(s, t);
     return s;
