@@ -10,9 +10,16 @@ For each model (made by bench/make_models.py into WORK/models if missing):
   C -O0   the same with `fxcc compile -O0`: no optimization passes
   interp  fxcc run MODEL INPUT -o OUT --repeat N; ms_per_run=X on stderr
   ORT     onnxruntime, 1 intra-op and 1 inter-op thread, ORT_ENABLE_ALL,
-          median of N runs after warm-up
-  torch   the ONNX graph replayed op by op with torch functional calls,
-          median of N runs (only when torch imports)
+          median of N runs after warm-up, minus the median of an Identity
+          model on the same input (the Python binding's cost per call, which
+          the C side does not pay)
+  torch   the ONNX graph replayed op by op with torch functional calls, or
+          for the torchvision models the torchvision module itself, median
+          of N runs (only when torch imports)
+
+The torchvision models (TORCHVISION_MODELS, random weights) are exported by
+bench/export_torchvision.py on first use, which needs torch and torchvision
+in the Python that runs this script.
 
 Both C variants are built before any timing; then every backend is timed in
 --rounds alternating rounds (default 3) and keeps its best round's median, so
@@ -55,6 +62,9 @@ ROOT = os.path.dirname(HERE)
 DEFAULT_MODELS = ["mlp", "lenet", "resnet8", "dscnn_kws", "mobilenetv2", "transformer"]
 # Also accepted by --models: the trained example from scripts/train_digits.py.
 EXTRA_MODELS = {"digits": os.path.join(ROOT, "examples", "digits", "digits.onnx")}
+# Real-size networks, exported from torchvision with random weights (seed 0).
+TORCHVISION_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "googlenet",
+                      "densenet121", "convnext_tiny", "shufflenet_v2_x1_0", "squeezenet1_1"]
 RTOL = 1e-3
 TIMEOUT = 1800  # seconds for any one command (mobilenetv2's build is the slow one)
 MS_RE = re.compile(r"ms_per_run=([0-9.eE+-]+)")
@@ -169,6 +179,27 @@ def ort_session(model):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def binding_cost_ms(x, repeat, warmup):
+    """ORT's per-call cost from Python: the median of an Identity model on
+    x, which the C side's timing has no counterpart of."""
+    import onnx.helper as h
+    t = h.make_tensor_value_info("x", onnx.helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+    y = h.make_tensor_value_info("y", onnx.helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+    g = h.make_graph([h.make_node("Identity", ["x"], ["y"])], "identity", [t], [y])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = ort_session(m.SerializeToString())
+    return _median_ms(lambda: sess.run(None, {"x": x}), max(repeat, 50), warmup)
+
+
+def torchvision_module(torch, name):
+    """The module bench/export_torchvision.py exported, with the same weights
+    (the same seed before the same constructor)."""
+    import torchvision
+    torch.manual_seed(0)
+    return getattr(torchvision.models, name)(weights=None).eval()
 
 
 def time_torch(torch, run, x, repeat, warmup):
@@ -324,6 +355,8 @@ def header(args, torch):
         f"- CPU: {cpu_model()}",
         f"- OPENBLAS_CORETYPE: {os.environ.get('OPENBLAS_CORETYPE') or 'auto'}",
         f"- threads: 1 (OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1, ORT intra/inter op 1)",
+        "- ORT timed from Python, minus the median of an Identity model on the same input "
+        "(the binding's cost per call)",
         f"- repeat: {args.repeat} runs per round (more for fast models, so that a round lasts "
         f"about {args.min_round_ms:g} ms), best of {args.rounds} alternating rounds; "
         f"onnxruntime {ort.__version__}"
@@ -346,13 +379,20 @@ def model_repeat(args, sess, feed):
 
 
 def ensure_models(names, models_dir):
-    missing = [n for n in names if n in DEFAULT_MODELS and not (
-        os.path.isfile(os.path.join(models_dir, n + ".onnx"))
-        and os.path.isfile(os.path.join(models_dir, n + "_input.npy")))]
-    if missing:
-        log(f"making {', '.join(missing)} in {models_dir}")
+    def missing(n):
+        return not (os.path.isfile(os.path.join(models_dir, n + ".onnx"))
+                    and os.path.isfile(os.path.join(models_dir, n + "_input.npy")))
+    made = [n for n in names if n in DEFAULT_MODELS and missing(n)]
+    if made:
+        log(f"making {', '.join(made)} in {models_dir}")
         subprocess.run([sys.executable, os.path.join(HERE, "make_models.py"), models_dir,
-                        "--models", ",".join(missing)], check=True)
+                        "--models", ",".join(made)], check=True)
+    for n in names:
+        if n in TORCHVISION_MODELS and missing(n):
+            log(f"exporting {n} to {models_dir}")
+            os.makedirs(models_dir, exist_ok=True)
+            subprocess.run([sys.executable, os.path.join(HERE, "export_torchvision.py"), n,
+                            os.path.join(models_dir, n + ".onnx")], check=True)
 
 
 def model_paths(name, models_dir, work):
@@ -372,7 +412,8 @@ def main():
                     help="fxcc binary (default build/fxcc, relative to the current folder, "
                          "else to the repository root)")
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS),
-                    help="comma-separated; known: " + ", ".join(DEFAULT_MODELS + list(EXTRA_MODELS)))
+                    help="comma-separated; known: " + ", ".join(DEFAULT_MODELS + list(EXTRA_MODELS)
+                                                                + TORCHVISION_MODELS))
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per backend (default 20)")
     ap.add_argument("--min-round-ms", type=float, default=200.0,
                     help="raise a fast model's repeat count until a round lasts this long "
@@ -391,7 +432,7 @@ def main():
 
     names = [m for m in args.models.split(",") if m]
     for m in names:
-        if m not in DEFAULT_MODELS and m not in EXTRA_MODELS:
+        if m not in DEFAULT_MODELS and m not in EXTRA_MODELS and m not in TORCHVISION_MODELS:
             ap.error(f"unknown model '{m}'")
     skip = set(s for s in args.skip.split(",") if s)
     backends = {"c", "c0", "interp", "ort", "torch"}
@@ -431,11 +472,16 @@ def main():
         # machine a slow spell (another tenant, write-back after a build) then
         # hits one round of every backend instead of all of one backend's runs.
         sess = feed = ref = tgraph = None
+        binding = 0.0
         if "ort" not in skip:
             sess = ort_session(model)
             feed = {sess.get_inputs()[0].name: x}
             (ref,) = sess.run(None, feed)[:1]
         repeat = model_repeat(args, sess, feed)
+        if sess is not None:
+            binding = binding_cost_ms(x, repeat, args.warmup)
+            r["binding"] = binding
+            log(f"  ORT's Python binding: {binding * 1e3:.1f} us per call, subtracted")
         runners = {}
         for key, level in (("c", 2), ("c0", 0)):
             if key in skip:
@@ -451,14 +497,15 @@ def main():
             runners["interp"] = lambda: bench_interp(fxcc, model, inp, work, repeat)
         if torch is not None:
             try:
-                tgraph = TorchGraph(torch, onnx.load(model))
-            except BenchError as e:
+                tgraph = (torchvision_module(torch, name) if name in TORCHVISION_MODELS
+                          else TorchGraph(torch, onnx.load(model)))
+            except (BenchError, ImportError) as e:
                 r["torch"] = "FAIL"
                 log(f"  torch: {e}")  # torch is a reference point, not fxcc: no exit status
         best = {}
         for round_ in range(args.rounds):
             if sess is not None:
-                ms = _median_ms(lambda: sess.run(None, feed), repeat, args.warmup)
+                ms = _median_ms(lambda: sess.run(None, feed), repeat, args.warmup) - binding
                 best["ort"] = min(best.get("ort", ms), ms)
             for key in list(runners):
                 try:
