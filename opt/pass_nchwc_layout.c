@@ -449,6 +449,11 @@ static FxStatus convert_in_place(Graph *g, Node *n, bool concat, bool *converted
         for (int i = 0; i < n->num_args && st == FX_OK; i++)
             if (args[i] != n->args[i] && !node_set_arg(n, i, args[i]))
                 st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        /* A fused body's types follow its arguments': inference retypes the
+         * placeholders that are not known and propagates the rest. */
+        for (Node *b = n->body ? n->body->root.next : NULL; b && b != &n->body->root; b = b->next)
+            if (b->opcode != FX_OPCODE_GET_ATTR)
+                b->shapes_known = false;
         if (st == FX_OK)
             st = node_infer_shapes(n, d);
         char hint[200];

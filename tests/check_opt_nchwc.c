@@ -12,7 +12,7 @@
 
 typedef Graph *(*Builder)(void);
 
-/* bn-to-conv and epilogue fusion, then the layout pass (expect_changes
+/* bn-to-conv, epilogue and elementwise fusion, then the layout pass (expect_changes
  * nodes converted); golden file; then the compiled graph against the
  * unoptimized one.  Returns the optimized graph. */
 static Graph *run_case(Builder build, const char *name, int expect_changes)
@@ -20,6 +20,7 @@ static Graph *run_case(Builder build, const char *name, int expect_changes)
     Graph *g = build(), *ref = build();
     tu_run_pass(g, pass_bn_to_conv, 1e-5, 1e-6);
     tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
+    tu_run_pass(g, pass_elementwise_fusion, 1e-5, 1e-6);
     ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), expect_changes);
     tu_assert_golden(g, "nchwc", name);
     tu_assert_compiled_matches(g, ref, name, 1e-4, 1e-5);
@@ -159,8 +160,10 @@ static Graph *build_concat_scale(void)
 
 START_TEST(test_concat_scale)
 {
-    /* 5 convolutions, Concat, MaxPool, GAP, 2 Muls and the Add */
-    Graph *g = run_case(build_concat_scale, "concat_scale", 11);
+    /* 5 convolutions, Concat, MaxPool, GAP and the FusedElementwise of
+     * the two Muls and the Add */
+    Graph *g = run_case(build_concat_scale, "concat_scale", 9);
+    ck_assert_int_eq(tu_count_op(g, "FusedElementwise"), 1);
     ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 5);
     ck_assert_int_eq(tu_count_op(g, "MaxPoolNCHWc"), 1);
     ck_assert_int_eq(tu_count_op(g, "ToNCHWc"), 1);
