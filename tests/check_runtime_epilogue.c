@@ -1,7 +1,9 @@
 /*
  * check_runtime_epilogue.c - the GEMM epilogue: its GELU against erf in
  * double, over rows of every length (so that the vector loops' remainders
- * run too), with the scale the linear fold leaves (0.5) and none (1); and a
+ * run too), with the scale the linear fold leaves (0.5) and none (1); its
+ * Sigmoid and SiLU with bias and residual on contiguous and strided
+ * blocks; and a
  * product large enough for BLAS, whose bias goes into C before the call,
  * against a double-precision product with bias, residual and activation.
  */
@@ -35,6 +37,56 @@ START_TEST(test_gelu_scaled) { check_gelu_rows(0.5f); }
 END_TEST
 
 START_TEST(test_gelu_unscaled) { check_gelu_rows(1.0f); }
+END_TEST
+
+/* Sigmoid and SiLU (the polynomial exp of fxrt_math.h) with a per-column
+ * bias and a residual added before or after the activation, on a block of
+ * `rows` rows of `cols` values with row stride ld: ld == cols is the
+ * one-pass path the NCHWc kernels' [pixels x 8] blocks take, ld > cols the
+ * row-by-row one.  Against the formulas in double, over inputs from -90 to
+ * 90 (exp underflows below -87) and every remainder of the vector loops. */
+static void check_sigmoid_family(FxrtActivation act, int rows, int cols, int ld, int after)
+{
+    enum { MAX = 9 * 70 };
+    float c[MAX], x[MAX], bias[70], res[MAX];
+    ck_assert(rows * ld <= MAX && cols <= 70);
+    for (int i = 0; i < rows * ld; i++) {
+        x[i] = c[i] = -90.0f + 180.0f * (float)((i * 37) % (rows * ld)) / (float)(rows * ld);
+        res[i] = (float)(i % 7 - 3) / 4.0f;
+    }
+    for (int j = 0; j < cols; j++)
+        bias[j] = (float)(j % 5 - 2) / 8.0f;
+    const FxrtEpilogue ep = {.bias = bias, .bias_row_stride = 0, .bias_col_stride = 1,
+                             .residual = res, .residual_ld = ld, .activation = act,
+                             .residual_after = after};
+    fxrt_epilogue_apply_f32(&ep, 0, 0, rows, cols, c, ld);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < ld; j++) {
+            int at = r * ld + j;
+            double v = (double)x[at], want = v;
+            if (j < cols) {
+                v += bias[j] + (after ? 0.0 : res[at]);
+                double sig = 1.0 / (1.0 + exp(-v));
+                want = (act == FXRT_ACT_SILU ? v * sig : sig) + (after ? res[at] : 0.0);
+            }
+            ck_assert_msg(fabs(c[at] - want) <= 2e-6 * (fabs(want) + 1.0),
+                          "%s rows %d cols %d ld %d after %d: [%d][%d] = %.9g, want %.9g",
+                          act == FXRT_ACT_SILU ? "silu" : "sigmoid", rows, cols, ld, after, r, j,
+                          (double)c[at], want);
+        }
+}
+
+START_TEST(test_sigmoid_family)
+{
+    const FxrtActivation acts[] = {FXRT_ACT_SIGMOID, FXRT_ACT_SILU};
+    for (int a = 0; a < 2; a++)
+        for (int after = 0; after < 2; after++) {
+            check_sigmoid_family(acts[a], 9, 8, 8, after);   /* one pass over 72 */
+            check_sigmoid_family(acts[a], 5, 13, 13, after); /* one pass, odd length */
+            check_sigmoid_family(acts[a], 4, 37, 70, after); /* row by row */
+            check_sigmoid_family(acts[a], 1, 3, 3, after);   /* shorter than a vector */
+        }
+}
 END_TEST
 
 /* C = act(alpha * A B + bias + R) for A m x k, B k x n, bias per column
@@ -92,6 +144,7 @@ static Suite *epilogue_suite(void)
     TCase *t = tcase_create("gelu");
     tcase_add_test(t, test_gelu_scaled);
     tcase_add_test(t, test_gelu_unscaled);
+    tcase_add_test(t, test_sigmoid_family);
     suite_add_tcase(s, t);
     TCase *g = tcase_create("gemm");
     tcase_add_test(g, test_large_gemm_bias_per_column);
