@@ -10,9 +10,12 @@
  * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
  * act(0 + residual) (act(0) + residual with the residual after).
  * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
- * links the host runtime, whose tile kernels are AVX2/FMA where the CPU has
- * them, and check_runtime_nchwc_conv_portable the runtime built without
- * FXRT_USE_CBLAS, whose plain C tile kernel is the one a Cortex-M runs.
+ * links the host runtime, whose tile kernels are AVX-512 or AVX2/FMA where
+ * the CPU has them, and check_runtime_nchwc_conv_portable the runtime built
+ * without FXRT_USE_CBLAS, whose plain C tile kernel is the one a Cortex-M
+ * runs.  The host build runs every case three times, with the tiles capped
+ * at AVX-512, AVX2 and portable C (fxrt_nchwc_conv_limit_isa), so that one
+ * machine checks all three; a CPU without AVX-512 runs its AVX2 tiles twice.
  */
 #include <check.h>
 #include <math.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
 
 typedef struct Case {
     int64_t batch, in_c, out_c, in_h, in_w, kernel_h, kernel_w;
@@ -293,7 +297,7 @@ START_TEST(test_epilogues)
 {
     /* Every activation, each with the residual before and after, on a shape
      * with border columns, several output block groups and padding lanes. */
-    for (int act = FXRT_ACT_NONE; act <= FXRT_ACT_GELU; act++)
+    for (int act = FXRT_ACT_NONE; act <= FXRT_ACT_SILU; act++)
         for (int residual = 0; residual <= 2; residual++)
             for (int blocked = 0; blocked <= 1; blocked++) {
                 Case c = {1, blocked ? 20 : 3, 44, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -343,21 +347,30 @@ START_TEST(test_depthwise_dispatch)
 }
 END_TEST
 
+static void use_avx512(void) { fxrt_nchwc_conv_limit_isa(2); }
+static void use_avx2(void) { fxrt_nchwc_conv_limit_isa(1); }
+static void use_portable(void) { fxrt_nchwc_conv_limit_isa(0); }
+
 static Suite *nchwc_conv_suite(void)
 {
     Suite *s = suite_create("nchwc_conv");
-    TCase *tc = tcase_create("conv");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_kernel_sizes);
-    tcase_add_test(tc, test_channel_counts);
-    tcase_add_test(tc, test_stride_pad_dilation);
-    tcase_add_test(tc, test_narrow_images);
-    tcase_add_test(tc, test_batch);
-    tcase_add_test(tc, test_plain_input);
-    tcase_add_test(tc, test_epilogues);
-    tcase_add_test(tc, test_bench_shapes);
-    tcase_add_test(tc, test_depthwise_dispatch);
-    suite_add_tcase(s, tc);
+    const char *names[] = {"widest", "avx2", "portable"};
+    void (*caps[])(void) = {use_avx512, use_avx2, use_portable};
+    for (int k = 0; k < 3; k++) {
+        TCase *tc = tcase_create(names[k]);
+        tcase_add_checked_fixture(tc, caps[k], use_avx512);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_kernel_sizes);
+        tcase_add_test(tc, test_channel_counts);
+        tcase_add_test(tc, test_stride_pad_dilation);
+        tcase_add_test(tc, test_narrow_images);
+        tcase_add_test(tc, test_batch);
+        tcase_add_test(tc, test_plain_input);
+        tcase_add_test(tc, test_epilogues);
+        tcase_add_test(tc, test_bench_shapes);
+        tcase_add_test(tc, test_depthwise_dispatch);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
 

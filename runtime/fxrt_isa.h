@@ -1,0 +1,15 @@
+/*
+ * fxrt_isa.h - internal to the runtime and its tests: caps the instruction
+ * set the NCHWc convolution tiles use, so that one host can check the
+ * AVX-512, AVX2 and portable tiles against each other.  Not part of fxrt.h:
+ * generated code never calls it, and by default every kernel takes the
+ * widest tiles the CPU has (chosen by CPUID at each call).
+ */
+#ifndef FXRT_ISA_H
+#define FXRT_ISA_H
+
+/* 2: AVX-512 where the CPU has it (the default), 1: AVX2 at most, 0: the
+ * portable C tiles.  A no-op in builds without the x86 tiles. */
+void fxrt_nchwc_conv_limit_isa(int level);
+
+#endif
