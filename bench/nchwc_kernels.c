@@ -10,7 +10,8 @@
  * Each layer runs with a bias and relu.  Each time is the best of many
  * short trials (a few ms each), so that a slow spell of a shared machine
  * is skipped rather than averaged in; GFLOP/s count a multiply-add as two.
- * The AVX2/FMA peak is measured the same way, with independent FMA chains.
+ * The FMA peak (AVX-512 where the CPU has it, else AVX2) is measured the
+ * same way, with independent FMA chains.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -58,46 +59,58 @@ static double best_seconds(void (*fn)(void *), void *arg)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Ten independent FMA chains: enough to cover the FMA latency on two
- * pipes, so this runs at the FMA throughput. */
-__attribute__((target("avx2,fma"))) static void fma_chains(void *arg)
-{
-    float *out = arg;
-    __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    /* Distinct starting values, or the compiler merges the chains; they
-     * depend on the previous call's result, or GCC -O3 drops repeated
-     * calls as redundant. */
-    __m256 a0 = _mm256_set1_ps(1.0f + 1e-3f * out[0]);
-    __m256 a1 = _mm256_add_ps(a0, _mm256_set1_ps(0.1f)), a2 = _mm256_add_ps(a1, a1);
-    __m256 a3 = _mm256_add_ps(a2, a0), a4 = _mm256_add_ps(a3, a0), a5 = _mm256_add_ps(a4, a0);
-    __m256 a6 = _mm256_add_ps(a5, a0), a7 = _mm256_add_ps(a6, a0), a8 = _mm256_add_ps(a7, a0);
-    __m256 a9 = _mm256_add_ps(a8, a0);
-    for (int k = 0; k < 100000; k++) {
-        a0 = _mm256_fmadd_ps(a0, m, c);
-        a1 = _mm256_fmadd_ps(a1, m, c);
-        a2 = _mm256_fmadd_ps(a2, m, c);
-        a3 = _mm256_fmadd_ps(a3, m, c);
-        a4 = _mm256_fmadd_ps(a4, m, c);
-        a5 = _mm256_fmadd_ps(a5, m, c);
-        a6 = _mm256_fmadd_ps(a6, m, c);
-        a7 = _mm256_fmadd_ps(a7, m, c);
-        a8 = _mm256_fmadd_ps(a8, m, c);
-        a9 = _mm256_fmadd_ps(a9, m, c);
+ * pipes, so this runs at the FMA throughput.  Distinct starting values, or
+ * the compiler merges the chains; they depend on the previous call's
+ * result, or GCC -O3 drops repeated calls as redundant. */
+#define FMA_CHAINS(name, isa, vec, set1, add, fmadd, mul, storeu)                        \
+    __attribute__((target(isa))) static void name(void *arg)                              \
+    {                                                                                         \
+        float *out = arg;                                                                     \
+        vec m = set1(0.999999f), c = set1(1e-7f);                                             \
+        vec a0 = set1(1.0f + 1e-3f * out[0]);                                                 \
+        vec a1 = add(a0, set1(0.1f)), a2 = add(a1, a1), a3 = add(a2, a0), a4 = add(a3, a0);  \
+        vec a5 = add(a4, a0), a6 = add(a5, a0), a7 = add(a6, a0), a8 = add(a7, a0);          \
+        vec a9 = add(a8, a0);                                                                 \
+        for (int k = 0; k < 100000; k++) {                                                    \
+            a0 = fmadd(a0, m, c);                                                             \
+            a1 = fmadd(a1, m, c);                                                             \
+            a2 = fmadd(a2, m, c);                                                             \
+            a3 = fmadd(a3, m, c);                                                             \
+            a4 = fmadd(a4, m, c);                                                             \
+            a5 = fmadd(a5, m, c);                                                             \
+            a6 = fmadd(a6, m, c);                                                             \
+            a7 = fmadd(a7, m, c);                                                             \
+            a8 = fmadd(a8, m, c);                                                             \
+            a9 = fmadd(a9, m, c);                                                             \
+        }                                                                                     \
+        vec s = add(add(add(a0, a1), add(a2, a3)), add(add(a4, a5), add(a6, a7)));            \
+        storeu(out, mul(add(s, add(a8, a9)), set1(1e-2f)));                                   \
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
-    _mm256_storeu_ps(out, _mm256_mul_ps(s, _mm256_set1_ps(1e-2f)));
-}
+FMA_CHAINS(fma_chains_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_add_ps, _mm256_fmadd_ps,
+           _mm256_mul_ps, _mm256_storeu_ps)
+FMA_CHAINS(fma_chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_add_ps, _mm512_fmadd_ps,
+           _mm512_mul_ps, _mm512_storeu_ps)
+#undef FMA_CHAINS
 
-static double peak_gflops(void)
+/* The FMA peak of the widest vectors the NCHWc tiles use on this CPU. */
+static double peak_gflops(const char **isa)
 {
+    float sink[16] = {0};
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+        *isa = "AVX-512";
+        return 100000.0 * 10 * 32 / best_seconds(fma_chains_avx512, sink) / 1e9;
+    }
+    *isa = "AVX2/FMA";
     if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
         return 0.0;
-    float sink[8] = {0};
-    return 100000.0 * 10 * 16 / best_seconds(fma_chains, sink) / 1e9;
+    return 100000.0 * 10 * 16 / best_seconds(fma_chains_avx2, sink) / 1e9;
 }
 #else
-static double peak_gflops(void) { return 0.0; }
+static double peak_gflops(const char **isa)
+{
+    *isa = "FMA";
+    return 0.0;
+}
 #endif
 
 typedef struct Layer {
@@ -125,6 +138,16 @@ static const Layer layers[] = {
     {"mobilenetv2 160-960 1x1 @7", 0, 160, 960, 7, 7, 1, 1, 1, 0, 0, 0, 0},
     {"mobilenetv2 960-160 1x1 @7", 0, 960, 160, 7, 7, 1, 1, 1, 0, 0, 0, 0},
     {"mobilenetv2 320-1280 1x1 @7", 0, 320, 1280, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet50 64-64 3x3 @56", 0, 64, 64, 56, 56, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet50 64-256 1x1 @56", 0, 64, 256, 56, 56, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet50 256-256 3x3 @14", 0, 256, 256, 14, 14, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet50 256-256 3x3 s2 @28", 0, 256, 256, 28, 28, 3, 3, 2, 1, 1, 1, 1},
+    {"resnet50 512-1024 1x1 s2 @28", 0, 512, 1024, 28, 28, 1, 1, 2, 0, 0, 0, 0},
+    {"resnet50 512-512 3x3 @7", 0, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet50 512-512 3x3 s2 @14", 0, 512, 512, 14, 14, 3, 3, 2, 1, 1, 1, 1},
+    {"resnet50 1024-2048 1x1 s2 @14", 0, 1024, 2048, 14, 14, 1, 1, 2, 0, 0, 0, 0},
+    {"resnet50 512-2048 1x1 @7", 0, 512, 2048, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet50 2048-512 1x1 @7", 0, 2048, 512, 7, 7, 1, 1, 1, 0, 0, 0, 0},
     {"dscnn stem 1-64 10x4 s2 @49x10", 1, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
     {"dscnn 64-64 1x1 @25x5", 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
 };
@@ -163,8 +186,9 @@ static float *random_floats(int64_t n)
 
 int main(int argc, char **argv)
 {
-    double peak = peak_gflops();
-    printf("AVX2/FMA peak (measured): %.1f GFLOP/s\n", peak);
+    const char *isa;
+    double peak = peak_gflops(&isa);
+    printf("%s peak (measured): %.1f GFLOP/s\n", isa, peak);
     printf("%-32s %8s %12s %12s %7s\n", "layer", "MFLOP", "NCHW GF/s", "NCHWc GF/s", "% peak");
     for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
         const Layer *l = &layers[i];
