@@ -220,6 +220,36 @@ static inline double mod_f64(double a, double b)
 DEFINE_FLOAT_RUNS(f32, float, powf, fmodf, mod_f32)
 DEFINE_FLOAT_RUNS(f64, double, pow, fmod, mod_f64)
 
+/* rows runs of n contiguous elements, the row starts sa and sb apart (one
+ * of them 0: a row broadcast over the others). */
+#define LOOP_ROWS(EXPR)                                                                  \
+    for (int64_t r = 0; r < rows; r++, a += sa, b += sb, y += n)                         \
+        for (int64_t i = 0; i < n; i++) {                                                \
+            float A = a[i], B = b[i];                                                    \
+            y[i] = (EXPR);                                                               \
+        }                                                                                \
+    break
+
+static void arith_rows_f32(FxrtBinaryOp op, int64_t rows, int64_t n, const float *a, int64_t sa,
+                           const float *b, int64_t sb, float *y)
+{
+    switch (op) {
+    case FXRT_BINARY_ADD: LOOP_ROWS(A + B);
+    case FXRT_BINARY_SUB: LOOP_ROWS(A - B);
+    case FXRT_BINARY_MUL: LOOP_ROWS(A * B);
+    case FXRT_BINARY_DIV: LOOP_ROWS(A / B);
+    default:
+        for (int64_t r = 0; r < rows; r++)
+            arith_run_f32(op, n, a + r * sa, 1, b + r * sb, 1, y + r * n);
+        break;
+    }
+}
+#undef LOOP_ROWS
+
+/* Rows shorter than this, broadcast along the axis above, are walked two
+ * axes at a time. */
+enum { SHORT_ROW = 32 };
+
 void fxrt_binary_f32(FxrtBinaryOp op, int rank, const int64_t *dims, const float *a,
                      const int64_t *a_strides, const float *b, const int64_t *b_strides,
                      float *y)
@@ -228,6 +258,26 @@ void fxrt_binary_f32(FxrtBinaryOp op, int rank, const int64_t *dims, const float
     const int64_t *st[2] = {a_strides, b_strides};
     if (fxrt_binary_is_predicate(op) || iter_init(&it, 2, rank, dims, st) == 0)
         return;
+    /* A short row broadcast over many, such as a per-channel scale in the
+     * blocked layout (x [N, C/8, H, W, 8] times s [N, C/8, 1, 1, 8],
+     * squeeze-and-excite's), would otherwise cost a run and a walk step
+     * per 8 elements. */
+    int in = it.rank - 1;
+    int64_t len = it.dims[in];
+    if (in >= 1 && len < SHORT_ROW && it.st[0][in] == 1 && it.st[1][in] == 1 &&
+        ((it.st[0][in - 1] == 0 && it.st[1][in - 1] == len) ||
+         (it.st[1][in - 1] == 0 && it.st[0][in - 1] == len))) {
+        Iter outer = it;
+        outer.rank = in;
+        int64_t idx[FXRT_MAX_RANK] = {0}, off[MAX_OPS] = {0, 0, 0}, yo = 0;
+        int64_t rows = it.dims[in - 1];
+        do {
+            arith_rows_f32(op, rows, len, a + off[0], it.st[0][in - 1], b + off[1], it.st[1][in - 1],
+                           y + yo);
+            yo += rows * len;
+        } while (iter_step(&outer, idx, off));
+        return;
+    }
     ITER_RUNS(it, arith_run_f32(op, n, a + off[0], s0, b + off[1], s1, y + yo));
 }
 

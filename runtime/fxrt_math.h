@@ -6,9 +6,12 @@
  * its time in them).
  *
  * Internal to the runtime; not part of fxrt.h's interface.  One definition
- * of each formula, so that the elementwise kernels, the epilogues of the
- * GEMM and convolution kernels and the interpreter compute the same bits
- * (up to FMA contraction, which a target attribute without FMA avoids).
+ * of each formula, so that the elementwise kernels and the portable
+ * epilogues compute the same bits (up to FMA contraction, which a target
+ * attribute without FMA avoids); on x86 hosts the epilogues and the NCHWc
+ * tiles use fxrt_math_x86.h's register forms, a few ulp away.  The
+ * interpreter calls the same kernels as the generated code, so the two
+ * agree on any one machine.
  */
 #ifndef FXRT_MATH_H
 #define FXRT_MATH_H

@@ -50,57 +50,85 @@ FXRT_NO_TRAPPING_MATH static inline float erf_rational(float x)
     return x <= -4.0f ? -1.0f : (x >= 4.0f ? 1.0f : r);
 }
 
-/* The activations that cost more than a compare: each a loop of inline
- * polynomials (fxrt_math.h, erf_rational) that the compiler vectorizes.
- * GELU has a final scale, v[t] * (erf(v[t] / sqrt 2) + 1) * scale, in the
- * order of the Div, Erf, Add, Mul, Mul chain exporters write. */
-#define TRANSCENDENTAL_LOOPS(SUFFIX, TARGET)                                                  \
-    FXRT_NO_TRAPPING_MATH TARGET static void transcendental##SUFFIX(FxrtActivation act,      \
-                                                                    float *v, int64_t len,    \
-                                                                    float scale)              \
-    {                                                                                         \
-        switch (act) {                                                                        \
-        case FXRT_ACT_SIGMOID:                                                                \
-            for (int64_t t = 0; t < len; t++)                                                 \
-                v[t] = fxrt_sigmoid(v[t]);                                                    \
-            break;                                                                            \
-        case FXRT_ACT_SILU:                                                                   \
-            for (int64_t t = 0; t < len; t++)                                                 \
-                v[t] = fxrt_silu(v[t]);                                                       \
-            break;                                                                            \
-        case FXRT_ACT_GELU:                                                                   \
-            for (int64_t t = 0; t < len; t++)                                                 \
-                v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;              \
-            break;                                                                            \
-        default: break;                                                                       \
-        }                                                                                     \
+/* GELU has a final scale, v[t] * (erf(v[t] / sqrt 2) + 1) * scale, in the
+ * order of the Div, Erf, Add, Mul, Mul chain exporters write.  A loop of
+ * inline polynomials that the compiler vectorizes. */
+#define GELU_LOOP(SUFFIX, TARGET)                                                            \
+    FXRT_NO_TRAPPING_MATH TARGET static void gelu##SUFFIX(float *v, int64_t len, float scale) \
+    {                                                                                        \
+        for (int64_t t = 0; t < len; t++)                                                    \
+            v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;                 \
     }
 
-TRANSCENDENTAL_LOOPS(, )
+GELU_LOOP(, )
+
+FXRT_NO_TRAPPING_MATH static void sigmoid_family(int silu, float *v, int64_t len)
+{
+    if (silu)
+        for (int64_t t = 0; t < len; t++)
+            v[t] = fxrt_silu(v[t]);
+    else
+        for (int64_t t = 0; t < len; t++)
+            v[t] = fxrt_sigmoid(v[t]);
+}
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
-/* On host, the same loops 8 and 16 lanes wide when the CPU has AVX2 or
- * AVX-512 (chosen at run time, as in fxrt_nn_gemm.c): they are the costliest
- * step after the products.  Without FMA in the targets nothing is
- * contracted, so every version gives the same bits. */
+/* On host, 8 and 16 lanes wide when the CPU has AVX2 or AVX-512 (chosen at
+ * run time, as in fxrt_nn_gemm.c): these are the costliest step after the
+ * products.  GELU's loop is the portable one compiled for the wider
+ * vectors, without FMA so that it gives the same bits; the sigmoid family
+ * is fxrt_math_x86.h's, within a few ulp of the portable form. */
 #define FXRT_EPILOGUE_SIMD 1
-TRANSCENDENTAL_LOOPS(_avx2, __attribute__((target("avx2"))))
-TRANSCENDENTAL_LOOPS(_avx512, __attribute__((target("avx512f"))))
+#include "fxrt_math_x86.h"
+GELU_LOOP(_avx2, __attribute__((target("avx2"))))
+GELU_LOOP(_avx512, __attribute__((target("avx512f"))))
+
+__attribute__((target("avx2,fma"))) static void sigmoid_family_avx2(int silu, float *v,
+                                                                    int64_t len)
+{
+    int64_t t = 0;
+    for (; t + 8 <= len; t += 8) {
+        __m256 x = _mm256_loadu_ps(v + t);
+        _mm256_storeu_ps(v + t, silu ? fxrt_silu_avx2(x) : fxrt_sigmoid_avx2(x));
+    }
+    sigmoid_family(silu, v + t, len - t);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static void sigmoid_family_avx512(int silu, float *v,
+                                                                              int64_t len)
+{
+    for (int64_t t = 0; t < len; t += 16) {
+        __mmask16 m = len - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - t)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(m, v + t);
+        _mm512_mask_storeu_ps(v + t, m, silu ? fxrt_silu_avx512(x) : fxrt_sigmoid_avx512(x));
+    }
+}
 #endif
 
-static void transcendental_dispatch(FxrtActivation act, float *v, int64_t len, float scale)
+static void transcendental(FxrtActivation act, float *v, int64_t len, float scale)
 {
+    int silu = act == FXRT_ACT_SILU;
 #ifdef FXRT_EPILOGUE_SIMD
-    if (__builtin_cpu_supports("avx512f")) {
-        transcendental_avx512(act, v, len, scale);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma")) {
+        if (act == FXRT_ACT_GELU)
+            gelu_avx512(v, len, scale);
+        else
+            sigmoid_family_avx512(silu, v, len);
         return;
     }
-    if (__builtin_cpu_supports("avx2")) {
-        transcendental_avx2(act, v, len, scale);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        if (act == FXRT_ACT_GELU)
+            gelu_avx2(v, len, scale);
+        else
+            sigmoid_family_avx2(silu, v, len);
         return;
     }
 #endif
-    transcendental(act, v, len, scale);
+    if (act == FXRT_ACT_GELU)
+        gelu(v, len, scale);
+    else
+        sigmoid_family(silu, v, len);
 }
 
 static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
@@ -136,7 +164,7 @@ static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
         break;
     case FXRT_ACT_SIGMOID:
     case FXRT_ACT_SILU:
-    case FXRT_ACT_GELU: transcendental_dispatch((FxrtActivation)ep->activation, v, len, a); break;
+    case FXRT_ACT_GELU: transcendental((FxrtActivation)ep->activation, v, len, a); break;
     }
 }
 

@@ -33,8 +33,9 @@
  * group of output blocks passes over them.
  *
  * The epilogue is applied as the last chunk of a tile is stored: bias,
- * residual and relu / clip on the registers; other activations through
- * fxrt_epilogue_apply_f32 on the stored [pixels x 8] blocks of the segment.
+ * residual, relu / clip and sigmoid / SiLU on the registers; other
+ * activations through fxrt_epilogue_apply_f32 on the stored [pixels x 8]
+ * blocks of the segment.
  *
  * On host (FXRT_USE_CBLAS, x86-64, GCC or Clang) the tile kernel is AVX2/FMA
  * intrinsics, one instance per (fb, np) so that the partial sums are named
@@ -46,10 +47,11 @@
 
 #include "fxrt.h"
 #include "fxrt_isa.h"
+#include "fxrt_math.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_NCHWC_AVX2 1
-#include <immintrin.h>
+#include "fxrt_math_x86.h"
 #endif
 
 #define BLOCK FXRT_NCHWC_BLOCK
@@ -82,13 +84,23 @@ typedef struct Tile {
     int64_t y_ob, y_pixel, y_line;
     int accumulate; /* start from the partial sums in Y instead of zero */
     /* The epilogue done on the registers (only with the last chunk): bias
-     * (at the first output block), residual (at y's pixel), and a clamp to
+     * (at the first output block), residual (at y's pixel), a clamp to
      * [lo, hi], which is relu and clip, and with infinite bounds no
-     * activation. */
+     * activation, then `act` (FXRT_ACT_SIGMOID, FXRT_ACT_SILU or
+     * FXRT_ACT_NONE). */
     const float *bias, *residual;
     int residual_after;
     float lo, hi;
+    int act;
 } Tile;
+
+/* The clamp, then t->act, on one output value. */
+static inline float finish_plain(const Tile *t, float v)
+{
+    float c = v < t->lo ? t->lo : v;
+    c = c > t->hi ? t->hi : c;
+    return t->act == FXRT_ACT_SILU ? fxrt_silu(c) : t->act == FXRT_ACT_SIGMOID ? fxrt_sigmoid(c) : c;
+}
 
 static void tile_plain(const Tile *t, int64_t fb, int64_t np)
 {
@@ -133,10 +145,8 @@ static void tile_plain(const Tile *t, int64_t fb, int64_t np)
                 if (rv && !t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
-                for (int o = 0; o < BLOCK; o++) {
-                    float c = v[o] < t->lo ? t->lo : v[o];
-                    v[o] = c > t->hi ? t->hi : c;
-                }
+                for (int o = 0; o < BLOCK; o++)
+                    v[o] = finish_plain(t, v[o]);
                 if (rv && t->residual_after)
                     for (int o = 0; o < BLOCK; o++)
                         v[o] += rv[o];
@@ -158,6 +168,14 @@ typedef void (*TileFn)(const Tile *t);
 #define UNROLL_FULL _Pragma("GCC unroll 8")
 #endif
 
+/* The clamp, max(lo, v) and min(hi, v) so that a NaN in v comes through
+ * as in the scalar epilogue, then the sigmoid or SiLU of t->act. */
+FXRT_AVX2_FN __m256 finish_avx2(int act, __m256 lo, __m256 hi, __m256 v)
+{
+    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    return act == FXRT_ACT_SILU ? fxrt_silu_avx2(v) : act == FXRT_ACT_SIGMOID ? fxrt_sigmoid_avx2(v) : v;
+}
+
 /* The kernel body for a constant fb and np: once inlined into its instance
  * every loop over f and q unrolls and acc[f][q] is a register.  The lane
  * loop stays a loop: unrolled, GCC runs out of registers for the pixel
@@ -173,6 +191,7 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
     const int accumulate = t->accumulate, residual_after = t->residual_after;
     const float *bias = t->bias;
     const __m256 lo = _mm256_set1_ps(t->lo), hi = _mm256_set1_ps(t->hi);
+    const int act = t->act;
     int64_t line_x = 0, line_y = 0, k = 0;
     for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
         const float *x = t->x + line_x + k * np * x_pixel;
@@ -215,16 +234,15 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                 }
             }
         }
-        /* max(lo, v), min(hi, v): a NaN in v comes through, as in the
-         * scalar epilogue.  The common case, no residual and the bias
-         * already in, is the clamp alone. */
+        /* The common case, no residual and the bias already in, is the
+         * activation alone. */
         if (!res && !(bias && accumulate)) {
             UNROLL_FULL
             for (int f = 0; f < fb; f++)
                 UNROLL_FULL
                 for (int q = 0; q < np; q++)
                     _mm256_storeu_ps(y + f * y_ob + q * y_pixel,
-                                     _mm256_min_ps(hi, _mm256_max_ps(lo, acc[f][q])));
+                                     finish_avx2(act, lo, hi, acc[f][q]));
             continue;
         }
         UNROLL_FULL
@@ -237,7 +255,7 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
                 __m256 v = _mm256_add_ps(acc[f][q], late);
                 if (res && !residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
-                v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+                v = finish_avx2(act, lo, hi, v);
                 if (res && residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 _mm256_storeu_ps(y + at, v);
@@ -322,6 +340,7 @@ tile_avx512_body(const Tile *t, const int fb, const int np)
     const int accumulate = t->accumulate, residual_after = t->residual_after;
     const float *bias = t->bias;
     const __m512 lo = _mm512_set1_ps(t->lo), hi = _mm512_set1_ps(t->hi);
+    const int act = t->act;
     int64_t line_x = 0, line_y = 0, k = 0;
     for (int64_t tile = 0; tile < t->lines * t->count; tile++) {
         const float *x = t->x + line_x + k * np * x_pixel;
@@ -392,6 +411,9 @@ tile_avx512_body(const Tile *t, const int fb, const int np)
                 if (res && !residual_after)
                     v = _mm512_add_ps(v, load_pair(res + at0, res + at1));
                 v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+                v = act == FXRT_ACT_SILU      ? fxrt_silu_avx512(v)
+                    : act == FXRT_ACT_SIGMOID ? fxrt_sigmoid_avx512(v)
+                                              : v;
                 if (res && residual_after)
                     v = _mm512_add_ps(v, load_pair(res + at0, res + at1));
                 store_pair(y + at0, y + at1, v);
@@ -407,7 +429,7 @@ tile_avx512_body(const Tile *t, const int fb, const int np)
                 __m256 v = _mm256_add_ps(single[q], late);
                 if (res && !residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
-                v = _mm256_min_ps(hi8, _mm256_max_ps(lo8, v));
+                v = finish_avx2(act, lo8, hi8, v);
                 if (res && residual_after)
                     v = _mm256_add_ps(v, _mm256_loadu_ps(res + at));
                 _mm256_storeu_ps(y + at, v);
@@ -564,6 +586,7 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
     } else {
         t.lo = -INFINITY;
         t.hi = INFINITY;
+        t.act = FXRT_ACT_NONE;
     }
 #ifdef FXRT_NCHWC_AVX2
     if (cv->avx512)
@@ -734,6 +757,8 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
             t->lo = cv.ep->alpha;
             t->hi = cv.ep->beta;
             break;
+        case FXRT_ACT_SIGMOID:
+        case FXRT_ACT_SILU: t->act = cv.ep->activation; break;
         default: cv.generic_epilogue = 1; break;
         }
     }

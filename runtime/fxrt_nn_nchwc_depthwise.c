@@ -19,7 +19,7 @@
  * pixel, the interior in runs of up to 8 pixels (accumulators) that share
  * each weight load, the taps' offsets constants for 3x3 and 5x5 kernels at
  * stride 1 and 2, and the epilogue applied in registers before the store
- * (sigmoid, tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
+ * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
  * Small stride-1 planes are first copied with their padding to the stack,
  * so that all their pixels are interior.
  */
@@ -27,7 +27,7 @@
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_DW_AVX2 1
-#include <immintrin.h>
+#include "fxrt_math_x86.h"
 #endif
 
 #define BLOCK FXRT_NCHWC_BLOCK
@@ -166,9 +166,8 @@ static void dw_plane_portable(const DwGeom *g, const float *xp, const float *wp,
 enum { DW_AVX2_RUN = 8 };
 
 /* The part of the epilogue applied in registers before the store: bias,
- * residual and the activations that take a few instructions.  The others
- * (sigmoid, tanh, GELU) leave this empty and run fxrt_epilogue_apply_f32 on
- * the stored row instead. */
+ * residual and every activation but tanh and GELU, which leave this empty
+ * and run fxrt_epilogue_apply_f32 on the stored row instead. */
 typedef struct DwVecEpilogue {
     __m256 bias, alpha, beta;
     int32_t activation;
@@ -181,7 +180,8 @@ DW_AVX2 static void dw_vec_epilogue(const FxrtEpilogue *e, DwVecEpilogue *ve)
     FxrtActivation act = (FxrtActivation)e->activation;
     ve->in_registers = act == FXRT_ACT_NONE || act == FXRT_ACT_RELU || act == FXRT_ACT_CLIP ||
                        act == FXRT_ACT_LEAKY_RELU || act == FXRT_ACT_HARD_SIGMOID ||
-                       act == FXRT_ACT_HARD_SWISH;
+                       act == FXRT_ACT_HARD_SWISH || act == FXRT_ACT_SIGMOID ||
+                       act == FXRT_ACT_SILU;
     int use = ve->in_registers;
     ve->bias = use && e->bias ? _mm256_loadu_ps(e->bias) : _mm256_setzero_ps();
     ve->alpha = _mm256_set1_ps(act == FXRT_ACT_HARD_SWISH ? 1.0f / 6.0f : e->alpha);
@@ -239,6 +239,16 @@ DW_AVX2_INLINE void dw_store_run(__m256 *acc, int run, const DwVecEpilogue *ve,
             __m256 t = _mm256_add_ps(_mm256_mul_ps(ve->alpha, acc[j]), ve->beta);
             acc[j] = _mm256_mul_ps(acc[j], _mm256_min_ps(one, _mm256_max_ps(zero, t)));
         }
+        break;
+    case FXRT_ACT_SIGMOID:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = fxrt_sigmoid_avx2(acc[j]);
+        break;
+    case FXRT_ACT_SILU:
+#pragma GCC unroll 8
+        for (int j = 0; j < run; j++)
+            acc[j] = fxrt_silu_avx2(acc[j]);
         break;
     default: break;
     }

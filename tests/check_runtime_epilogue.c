@@ -3,7 +3,7 @@
  * double, over rows of every length (so that the vector loops' remainders
  * run too), with the scale the linear fold leaves (0.5) and none (1); its
  * Sigmoid and SiLU with bias and residual on contiguous and strided
- * blocks; and a
+ * blocks, and on NaN, infinities and exp's underflow; and a
  * product large enough for BLAS, whose bias goes into C before the call,
  * against a double-precision product with bias, residual and activation.
  */
@@ -89,6 +89,38 @@ START_TEST(test_sigmoid_family)
 }
 END_TEST
 
+/* NaN, infinities, signed zeros, values around exp's underflow and a
+ * denormal, 37 of them so that the vector loops' tails see them too: NaN
+ * stays NaN, and SiLU(-inf) is NaN as the unfused Mul(x, Sigmoid(x)) is. */
+START_TEST(test_sigmoid_special_values)
+{
+    const float specials[] = {NAN,    INFINITY, -INFINITY, 0.0f,  -0.0f,  -87.3f, -87.4f,
+                              -88.0f, -103.0f,  -1e30f,    1e30f, 20.0f,  -20.0f, 1e-40f};
+    enum { LEN = 37 };
+    const FxrtActivation acts[] = {FXRT_ACT_SIGMOID, FXRT_ACT_SILU};
+    for (int a = 0; a < 2; a++) {
+        float c[LEN];
+        for (int i = 0; i < LEN; i++)
+            c[i] = specials[i % 14];
+        const FxrtEpilogue ep = {.activation = acts[a]};
+        fxrt_epilogue_apply_f32(&ep, 0, 0, 1, LEN, c, LEN);
+        for (int i = 0; i < LEN; i++) {
+            double v = specials[i % 14];
+            double sig = v == -INFINITY ? 0.0 : 1.0 / (1.0 + exp(-v));
+            double want = acts[a] == FXRT_ACT_SILU ? v * sig : sig;
+            if (isnan(want))
+                ck_assert_msg(isnan(c[i]), "%d(%g) = %g, want NaN", acts[a], v, (double)c[i]);
+            else if (isinf(want))
+                ck_assert_msg(c[i] == (float)want, "%d(%g) = %g, want %g", acts[a], v,
+                              (double)c[i], want);
+            else
+                ck_assert_msg(fabs(c[i] - want) <= 2e-6 * (fabs(want) + 1.0),
+                              "%d(%g) = %.9g, want %.9g", acts[a], v, (double)c[i], want);
+        }
+    }
+}
+END_TEST
+
 /* C = act(alpha * A B + bias + R) for A m x k, B k x n, bias per column
  * (per_row 0) or per row (1), in double. */
 static void check_large_gemm(int per_row, int trans_b)
@@ -145,6 +177,7 @@ static Suite *epilogue_suite(void)
     tcase_add_test(t, test_gelu_scaled);
     tcase_add_test(t, test_gelu_unscaled);
     tcase_add_test(t, test_sigmoid_family);
+    tcase_add_test(t, test_sigmoid_special_values);
     suite_add_tcase(s, t);
     TCase *g = tcase_create("gemm");
     tcase_add_test(g, test_large_gemm_bias_per_column);

@@ -245,8 +245,8 @@ static const DwCase shape_cases[] = {
     {1, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
 };
 
-static const char *act_names[] = {"none",    "relu",       "clip",         "leaky_relu", "sigmoid",
-                                  "hardswish", "hardsigmoid", "tanh",         "gelu"};
+static const char *act_names[] = {"none",      "relu",        "clip", "leaky_relu", "sigmoid",
+                                  "hardswish", "hardsigmoid", "tanh", "gelu",       "silu"};
 static const char *residual_names[] = {"no residual", "residual before", "residual after"};
 
 START_TEST(test_shapes)
@@ -254,7 +254,7 @@ START_TEST(test_shapes)
     /* Each shape with a different activation and residual mode, all with a
      * bias. */
     for (size_t i = 0; i < sizeof shape_cases / sizeof shape_cases[0]; i++) {
-        DwEpilogue de = {(FxrtActivation)(i % 9), (int)(i % 3), 1};
+        DwEpilogue de = {(FxrtActivation)(i % 10), (int)(i % 3), 1};
         char label[128];
         snprintf(label, sizeof label, "shape %zu (%s, %s)", i, act_names[de.act],
                  residual_names[de.residual]);
@@ -270,7 +270,7 @@ START_TEST(test_every_epilogue)
         {1, 13, 10, 9, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int act = FXRT_ACT_NONE; act <= FXRT_ACT_GELU; act++)
+        for (int act = FXRT_ACT_NONE; act <= FXRT_ACT_SILU; act++)
             for (int r = RESIDUAL_NONE; r <= RESIDUAL_AFTER; r++)
                 for (int b = 0; b < 2; b++) {
                     DwEpilogue de = {(FxrtActivation)act, r, b};
