@@ -2,7 +2,7 @@
  * cli.h - what the files of the fxcc command share (tools/ only): the flags
  * every model-reading command takes, the model loader with those flags, the
  * error printers and the interpreter's timer.  fxcc.c defines these and
- * dispatches the subcommands.
+ * dispatches the subcommands; bench.c is `fxcc bench`.
  */
 #ifndef FXCC_TOOLS_CLI_H
 #define FXCC_TOOLS_CLI_H
@@ -56,5 +56,12 @@ double cli_now_ms(void);
  * main does) in *median_ms. */
 FxStatus cli_time_runs(const Graph *g, Tensor **inputs, int num_inputs, int num_outputs,
                        long repeat, double *median_ms, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* bench.c                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* fxcc bench MODEL [INPUT...]: argv[0] is "fxcc", argv[1] "bench". */
+int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries);
 
 #endif

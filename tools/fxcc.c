@@ -777,6 +777,7 @@ static const char main_help[] =
     "  run       run a model in the reference interpreter\n"
     "  compile   write standalone C for a model\n"
     "  verify    compile, build and run a model and compare it with the interpreter\n"
+    "  bench     time the generated C, the interpreter, ONNX Runtime and PyTorch on a model\n"
     "  passes    list the optimization passes and their -O levels\n"
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
@@ -796,6 +797,8 @@ static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
         return cmd_compile(argc, argv, leaf_libraries);
     if (strcmp(cmd, "verify") == 0)
         return cmd_verify(argc, argv, leaf_libraries);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc, argv, leaf_libraries);
     if (strcmp(cmd, "passes") == 0)
         return cmd_passes(argc, argv);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
