@@ -13,7 +13,8 @@ For each model (made by bench/make_models.py into WORK/models if missing):
           median of N runs after warm-up, minus the median of an Identity
           model on the same input (the Python binding's cost per call, which
           the C side does not pay)
-  torch   the ONNX graph replayed op by op with torch functional calls, or
+  torch   the ONNX graph replayed op by op with torch functional calls
+          (TorchGraph of tools/bench_reference.py, shared with fxcc bench), or
           for the torchvision models the torchvision module itself, median
           of N runs (only when torch imports)
 
