@@ -92,6 +92,8 @@ typedef struct BenchOptions {
     const char *json;
     double rtol;
     int opt_level;
+    const char *const *leaf_sources; /* --leaf-source: built with the C */
+    int num_leaf_sources;
     const CommonArgs *common;
 } BenchOptions;
 
@@ -137,6 +139,9 @@ static const char bench_help[] =
     "                      (default 1e-3; integer outputs must be equal)\n"
     "  --json FILE         also write the results as JSON (written whole or not at all)\n"
     "  --keep DIR          work in DIR (inputs, generated C, outputs) and keep it\n"
+    "  --leaf-source FILE.c\n"
+    "                      build FILE.c, which defines fxcc_leaf_OP functions, with the C\n"
+    "                      (with --leaf-lib for the interpreter; repeatable)\n"
     "  -O0, -O1, -O2       optimization level of the generated C (default -O2)\n"
     "  --shape, --const, --keep-input-defaults\n"
     "                      as for `fxcc inspect`\n"
@@ -279,7 +284,8 @@ static void bench_c(Bench *b)
     Diag d;
     diag_init(&d);
     CgOptions co = {.name = "model", .target = FX_TARGET_HOST, .emit_main = true,
-                    .source = b->o->model};
+                    .source = b->o->model, .leaf_sources = b->o->leaf_sources,
+                    .num_leaf_sources = b->o->num_leaf_sources};
     /* -O3 -DNDEBUG: what the generated CMakeLists.txt's Release build uses. */
     CgBuildOptions bo = {.cc = getenv("CC"), .cflags = "-std=c99 -O3 -DNDEBUG",
                          .target = FX_TARGET_HOST};
@@ -1070,6 +1076,8 @@ int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries)
     CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries};
     BenchOptions o = {.repeat = 20, .min_round_ms = 200, .warmup = 3, .rtol = 1e-3, .common = &c};
     const char **paths = fx_alloc_array((size_t)argc, sizeof *paths);
+    const char *leaf_sources[MAX_BINDINGS];
+    o.leaf_sources = leaf_sources;
     Diag d;
     diag_init(&d);
     int rc = EXIT_USAGE;
@@ -1124,6 +1132,8 @@ int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries)
             o.keep_dir = argv[++i];
         } else if (strcmp(a, "--json") == 0 && next) {
             o.json = argv[++i];
+        } else if (strcmp(a, "--leaf-source") == 0 && next && o.num_leaf_sources < MAX_BINDINGS) {
+            leaf_sources[o.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-' && a[1]) {
             cli_usage_error("bench", "unknown or incomplete option '%s'", a);
             goto out;
