@@ -13,7 +13,8 @@ For each model (made by bench/make_models.py into WORK/models if missing):
           median of N runs after warm-up, minus the median of an Identity
           model on the same input (the Python binding's cost per call, which
           the C side does not pay)
-  torch   the ONNX graph replayed op by op with torch functional calls, or
+  torch   the ONNX graph replayed op by op with torch functional calls
+          (TorchGraph of tools/bench_reference.py, shared with fxcc bench), or
           for the torchvision models the torchvision module itself, median
           of N runs (only when torch imports)
 
@@ -59,6 +60,10 @@ import onnxruntime as ort  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# The torch replay of an ONNX graph is shared with `fxcc bench`, whose binary
+# embeds tools/bench_reference.py: one copy, there.
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from bench_reference import ReplayError, TorchGraph  # noqa: E402
 DEFAULT_MODELS = ["mlp", "lenet", "resnet8", "dscnn_kws", "mobilenetv2", "transformer"]
 # Also accepted by --models: the trained example from scripts/train_digits.py.
 EXTRA_MODELS = {"digits": os.path.join(ROOT, "examples", "digits", "digits.onnx")}
@@ -208,78 +213,6 @@ def time_torch(torch, run, x, repeat, warmup):
         y = run(xt).numpy()
         ms = _median_ms(lambda: run(xt), repeat, warmup)
     return ms, y
-
-
-class TorchGraph:
-    """Replays an ONNX graph with torch functional ops (eager mode); only the
-    ops the benchmark models use."""
-
-    def __init__(self, torch, model):
-        self.t = torch
-        self.F = torch.nn.functional
-        self.g = model.graph
-        self.w = {i.name: torch.from_numpy(onnx.numpy_helper.to_array(i).copy())
-                  for i in self.g.initializer}
-        self.attrs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-                      for n in self.g.node]
-
-    def __call__(self, x):
-        t, F = self.t, self.F
-        env = dict(self.w)
-        env[self.g.input[0].name] = x
-        for n, a in zip(self.g.node, self.attrs):
-            i = [env[s] if s else None for s in n.input]
-            op = n.op_type
-            if op == "Gemm":
-                b = i[1].t() if a.get("transB", 0) else i[1]
-                y = t.addmm(i[2], i[0], b)
-            elif op == "MatMul":
-                y = t.matmul(i[0], i[1])
-            elif op == "Conv":
-                p = a.get("pads", [0, 0, 0, 0])
-                xx = i[0]
-                if p[0] != p[2] or p[1] != p[3]:
-                    xx = F.pad(xx, [p[1], p[3], p[0], p[2]])
-                    pad = 0
-                else:
-                    pad = (p[0], p[1])
-                y = F.conv2d(xx, i[1], i[2] if len(i) > 2 else None,
-                             stride=a.get("strides", [1, 1]), padding=pad,
-                             groups=a.get("group", 1))
-            elif op == "BatchNormalization":
-                y = F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a.get("epsilon", 1e-5))
-            elif op == "MaxPool":
-                y = F.max_pool2d(i[0], a["kernel_shape"], a.get("strides", a["kernel_shape"]))
-            elif op == "AveragePool":
-                y = F.avg_pool2d(i[0], a["kernel_shape"], a.get("strides", a["kernel_shape"]))
-            elif op == "GlobalAveragePool":
-                y = F.adaptive_avg_pool2d(i[0], 1)
-            elif op == "Flatten":
-                y = t.flatten(i[0], a.get("axis", 1))
-            elif op == "Relu":
-                y = F.relu(i[0])
-            elif op == "Clip":
-                y = t.clamp(i[0], float(i[1]), float(i[2]))
-            elif op == "Softmax":
-                y = t.softmax(i[0], a.get("axis", -1))
-            elif op == "Add":
-                y = i[0] + i[1]
-            elif op == "Mul":
-                y = i[0] * i[1]
-            elif op == "Div":
-                y = i[0] / i[1]
-            elif op == "Erf":
-                y = t.erf(i[0])
-            elif op == "Reshape":
-                y = i[0].reshape([int(v) for v in i[1]])
-            elif op == "Transpose":
-                y = i[0].permute(a["perm"])
-            elif op == "LayerNormalization":
-                y = F.layer_norm(i[0], i[1].shape, i[1], i[2], a.get("epsilon", 1e-5))
-            else:
-                raise BenchError(f"torch replay: op {op} not handled")
-            env[n.output[0]] = y
-        return env[self.g.output[0].name]
 
 
 def _remove(path):
@@ -497,9 +430,12 @@ def main():
             runners["interp"] = lambda: bench_interp(fxcc, model, inp, work, repeat)
         if torch is not None:
             try:
-                tgraph = (torchvision_module(torch, name) if name in TORCHVISION_MODELS
-                          else TorchGraph(torch, onnx.load(model)))
-            except (BenchError, ImportError) as e:
+                if name in TORCHVISION_MODELS:
+                    tgraph = torchvision_module(torch, name)
+                else:
+                    replay = TorchGraph(torch, onnx.load(model))
+                    tgraph = lambda x, g=replay: g(x)[0]  # noqa: E731 (its first output)
+            except (BenchError, ReplayError, ImportError) as e:
                 r["torch"] = "FAIL"
                 log(f"  torch: {e}")  # torch is a reference point, not fxcc: no exit status
         best = {}
@@ -526,7 +462,7 @@ def main():
                     if round_ == 0:
                         compare(yt, ref, "torch")
                     best["torch"] = min(best.get("torch", ms), ms)
-                except BenchError as e:
+                except (BenchError, ReplayError) as e:
                     r["torch"] = "FAIL"
                     log(f"  torch: {e}")
                     tgraph = None

@@ -191,18 +191,26 @@ FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
     return st;
 }
 
-FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
-                     const char *out_dir, Diag *d)
+/* Runs DIR/main [--repeat N] -o OUT_DIR INPUT...; on failure the head of its
+ * stderr goes into d. */
+static FxStatus run_main(const char *dir, const char *const *inputs, int num_inputs,
+                         const char *out_dir, const char *repeat, Diag *d)
 {
     char exe[4200], err[4200];
     snprintf(exe, sizeof exe, "%s/main", dir);
     snprintf(err, sizeof err, "%s/run.stderr", dir);
     Argv a = {0};
     argv_add(&a, exe);
+    if (repeat) {
+        argv_add(&a, "--repeat");
+        argv_add(&a, repeat);
+    }
     argv_add(&a, "-o");
     argv_add(&a, out_dir);
     for (int i = 0; i < num_inputs; i++)
         argv_add(&a, inputs[i]);
+    if (a.n >= MAX_ARGS)
+        return diag_error(d, FX_ERR_INVALID, "too many inputs for %s", exe);
     int rc = cg_spawn(a.v, NULL, err);
     if (rc == 0)
         return FX_OK;
@@ -217,4 +225,44 @@ FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
         fclose(f);
     }
     return FX_ERR_RUNTIME;
+}
+
+FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
+                     const char *out_dir, Diag *d)
+{
+    return run_main(dir, inputs, num_inputs, out_dir, NULL, d);
+}
+
+FxStatus cg_run_main_timed(const char *dir, const char *const *inputs, int num_inputs,
+                           const char *out_dir, long repeat, double *ms_per_run, Diag *d)
+{
+    char count[32], err[4200];
+    if (repeat < 1 || repeat > 100000000L)
+        return diag_error(d, FX_ERR_INVALID, "repeat count %ld is not from 1 to 100000000", repeat);
+    snprintf(count, sizeof count, "%ld", repeat);
+    FxStatus st = run_main(dir, inputs, num_inputs, out_dir, count, d);
+    if (st != FX_OK)
+        return st;
+    /* The harness prints one line "ms_per_run=X" (main.c); the last such
+     * line wins, anything else on stderr is ignored. */
+    snprintf(err, sizeof err, "%s/run.stderr", dir);
+    FILE *f = fopen(err, "r");
+    if (!f)
+        return diag_error(d, FX_ERR_IO, "cannot read %s: %s", err, strerror(errno));
+    char line[512];
+    bool found = false;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "ms_per_run=", 11) != 0)
+            continue;
+        char *end;
+        double v = strtod(line + 11, &end);
+        if (end != line + 11 && (*end == '\n' || *end == '\0') && v >= 0 && v < 1e12) {
+            *ms_per_run = v;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found ? FX_OK
+                 : diag_error(d, FX_ERR_RUNTIME, "the compiled model printed no ms_per_run=X (see %s)",
+                              err);
 }

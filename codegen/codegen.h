@@ -165,6 +165,10 @@ FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d);
 /* Runs DIR/main -o OUT_DIR INPUT...; its stderr goes to DIR/run.stderr. */
 FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
                      const char *out_dir, Diag *d);
+/* The same with --repeat N: the model runs once, writes its outputs, then
+ * runs N more times; *ms_per_run gets the median the harness prints. */
+FxStatus cg_run_main_timed(const char *dir, const char *const *inputs, int num_inputs,
+                           const char *out_dir, long repeat, double *ms_per_run, Diag *d);
 /* fork/exec argv; stdout+stderr appended to log_path, or stderr alone to
  * stderr_path (either may be NULL).  Returns the exit status, 128+signal, or -1. */
 int cg_spawn(char *const *argv, const char *log_path, const char *stderr_path);

@@ -16,27 +16,9 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "opt/pipeline.h"
+#include "tools/cli.h"
 
-enum { EXIT_USAGE = 2, MAX_BINDINGS = 64 };
-
-typedef struct CommonArgs {
-    ShapeBinding bindings[MAX_BINDINGS];
-    int num_bindings;
-    const char *const_args[MAX_BINDINGS]; /* "NAME=FILE" */
-    int num_consts;
-    bool keep_defaults; /* --keep-input-defaults */
-    /* Optimization: a level (each command has its default) or a pass list. */
-    int opt_level;
-    const char *passes;
-    const char *print_after, *dot_after;
-    bool check_passes;
-    /* Leaf ops: --leaf OP, --leaf-type VALUE=TYPE, --leaf-lib LIB.so */
-    const char *leaf_ops[MAX_BINDINGS], *leaf_types[MAX_BINDINGS], *leaf_libs[MAX_BINDINGS];
-    int num_leaf_ops, num_leaf_types, num_leaf_libs;
-    LeafLibraries *leaf_libraries; /* main's */
-} CommonArgs;
-
-static const char opt_help[] =
+const char cli_opt_help[] =
     "\n"
     "optimization (see 'fxcc passes'):\n"
     "  -O0, -O1, -O2       no passes; folding and clean-up; everything (fusion too)\n"
@@ -48,7 +30,7 @@ static const char opt_help[] =
     "                      the outputs beyond rtol 1e-4, atol 1e-5 (scaled by the\n"
     "                      largest output magnitude above 1)\n";
 
-static const char leaf_help[] =
+const char cli_leaf_help[] =
     "\n"
     "leaf ops (an op fxcc does not implement becomes a call of fxcc_leaf_OP):\n"
     "  --leaf OP           make op OP (any domain) or DOMAIN.OP a leaf op even if fxcc\n"
@@ -63,7 +45,7 @@ static const char leaf_help[] =
     "                      functions, beside the generated code and build it with the\n"
     "                      model (repeatable)\n";
 
-static int usage_error(const char *cmd, const char *fmt, const char *arg)
+int cli_usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "fxcc: error: ");
     fprintf(stderr, fmt, arg);
@@ -71,7 +53,7 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-static int fail(Diag *d)
+int cli_fail(Diag *d)
 {
     if (d->count == 0)
         fprintf(stderr, "fxcc: error: failed\n");
@@ -81,17 +63,17 @@ static int fail(Diag *d)
 
 /* Parses the flags every model-reading command shares; returns 1 if argv[*i]
  * was one of them, 0 if not, -1 on a bad value. */
-static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs *c, Diag *d)
+int cli_parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs *c, Diag *d)
 {
     const char *a = argv[*i];
     if (strcmp(a, "--shape") == 0 || strncmp(a, "--shape=", 8) == 0) {
         const char *v = a[7] == '=' ? a + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
         if (!v) {
-            usage_error(cmd, "%s needs NAME=DIMS", "--shape");
+            cli_usage_error(cmd, "%s needs NAME=DIMS", "--shape");
             return -1;
         }
         if (c->num_bindings == MAX_BINDINGS) {
-            usage_error(cmd, "too many %s options", "--shape");
+            cli_usage_error(cmd, "too many %s options", "--shape");
             return -1;
         }
         if (shape_binding_parse(v, &c->bindings[c->num_bindings], d) != FX_OK) {
@@ -104,11 +86,11 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
     if (strcmp(a, "--const") == 0) {
         const char *v = *i + 1 < argc ? argv[++*i] : NULL;
         if (!v || !strchr(v, '=') || v[0] == '=') {
-            usage_error(cmd, "%s needs NAME=FILE", "--const");
+            cli_usage_error(cmd, "%s needs NAME=FILE", "--const");
             return -1;
         }
         if (c->num_consts == MAX_BINDINGS) {
-            usage_error(cmd, "too many %s options", "--const");
+            cli_usage_error(cmd, "too many %s options", "--const");
             return -1;
         }
         c->const_args[c->num_consts++] = v;
@@ -121,7 +103,7 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
     if (strncmp(a, "-O", 2) == 0) {
         const char *v = a[2] ? a + 2 : (*i + 1 < argc ? argv[++*i] : "");
         if (strlen(v) != 1 || v[0] < '0' || v[0] > '2') {
-            usage_error(cmd, "the optimization level is -O0, -O1 or -O2, not '%s'", a);
+            cli_usage_error(cmd, "the optimization level is -O0, -O1 or -O2, not '%s'", a);
             return -1;
         }
         c->opt_level = v[0] - '0';
@@ -133,12 +115,12 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
                                                           : NULL;
     if (slot) {
         if (*i + 1 >= argc) {
-            usage_error(cmd, "%s needs a pass name", a);
+            cli_usage_error(cmd, "%s needs a pass name", a);
             return -1;
         }
         const char *v = argv[++*i];
         if (slot != &c->passes && strcmp(v, "all") != 0 && !pass_lookup(v)) {
-            usage_error(cmd, "no pass named '%s' ('fxcc passes' lists them)", v);
+            cli_usage_error(cmd, "no pass named '%s' ('fxcc passes' lists them)", v);
             return -1;
         }
         *slot = v;
@@ -157,11 +139,11 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
                      : list == c->leaf_types ? &c->num_leaf_types
                                              : &c->num_leaf_libs;
         if (*i + 1 >= argc) {
-            usage_error(cmd, "%s needs a value", a);
+            cli_usage_error(cmd, "%s needs a value", a);
             return -1;
         }
         if (*count == MAX_BINDINGS) {
-            usage_error(cmd, "too many %s options", a);
+            cli_usage_error(cmd, "too many %s options", a);
             return -1;
         }
         list[(*count)++] = argv[++*i];
@@ -173,7 +155,7 @@ static int parse_common(const char *cmd, int argc, char **argv, int *i, CommonAr
 /* The pipeline (opt/pipeline.c) with this command's flags; the leaf
  * libraries go into the table main owns.  *reference (may be NULL) gets the
  * graph before the passes. */
-static FxStatus load_model(const char *path, const CommonArgs *c, Graph **g, Graph **reference,
+FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph **reference,
                            Diag *d)
 {
     PipelineOptions po = {
@@ -230,7 +212,7 @@ static int cmd_inspect(int argc, char **argv, LeafLibraries *leaf_libraries)
     diag_init(&d);
     int rc = 0;
     for (int i = 2; i < argc; i++) {
-        int r = parse_common("inspect", argc, argv, &i, &c, &d);
+        int r = cli_parse_common("inspect", argc, argv, &i, &c, &d);
         if (r < 0) {
             diag_free(&d);
             return EXIT_USAGE;
@@ -239,28 +221,28 @@ static int cmd_inspect(int argc, char **argv, LeafLibraries *leaf_libraries)
             continue;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(inspect_help, stdout);
-            fputs(opt_help, stdout);
-            fputs(leaf_help, stdout);
+            fputs(cli_opt_help, stdout);
+            fputs(cli_leaf_help, stdout);
             return 0;
         } else if (strcmp(argv[i], "--tabular") == 0) {
             tabular = true;
         } else if (strcmp(argv[i], "--dot") == 0) {
             if (i + 1 >= argc)
-                return usage_error("inspect", "%s needs a file name", "--dot");
+                return cli_usage_error("inspect", "%s needs a file name", "--dot");
             dot = argv[++i];
         } else if (argv[i][0] == '-') {
-            return usage_error("inspect", "unknown option '%s'", argv[i]);
+            return cli_usage_error("inspect", "unknown option '%s'", argv[i]);
         } else if (!model) {
             model = argv[i];
         } else {
-            return usage_error("inspect", "unexpected argument '%s'", argv[i]);
+            return cli_usage_error("inspect", "unexpected argument '%s'", argv[i]);
         }
     }
     if (!model)
-        return usage_error("inspect", "%s", "no model given");
+        return cli_usage_error("inspect", "%s", "no model given");
     Graph *g = NULL;
-    if (load_model(model, &c, &g, NULL, &d) != FX_OK) {
-        rc = fail(&d);
+    if (cli_load_model(model, &c, &g, NULL, &d) != FX_OK) {
+        rc = cli_fail(&d);
         diag_free(&d);
         return rc;
     }
@@ -280,7 +262,7 @@ static int cmd_inspect(int argc, char **argv, LeafLibraries *leaf_libraries)
             file_write_all(dot, text, len, &d);
         free(text);
         if (d.count) {
-            rc = fail(&d);
+            rc = cli_fail(&d);
             graph_free(g);
             diag_free(&d);
             return rc;
@@ -327,7 +309,7 @@ static FxStatus ensure_dir(const char *dir, Diag *d)
     return FX_OK;
 }
 
-static double now_ms(void)
+double cli_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -340,25 +322,23 @@ static int compare_doubles(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Times `repeat` interpreter runs and prints the median, the figure bench/
- * compares with the generated code's. */
-static FxStatus time_runs(const Graph *g, Tensor **inputs, int num_inputs, int num_outputs,
-                          long repeat, Diag *d)
+FxStatus cli_time_runs(const Graph *g, Tensor **inputs, int num_inputs, int num_outputs,
+                       long repeat, double *median_ms, Diag *d)
 {
     double *ms = fx_alloc_array((size_t)repeat, sizeof *ms);
     Tensor **outs = fx_alloc_array((size_t)num_outputs + 1, sizeof *outs);
     FxStatus st = ms && outs ? FX_OK : diag_error(d, FX_ERR_NOMEM, "out of memory");
     for (long r = 0; r < repeat && st == FX_OK; r++) {
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         st = interp_run(g, (const Tensor *const *)inputs, num_inputs, outs, num_outputs, NULL,
                         NULL, d);
-        ms[r] = now_ms() - t0;
+        ms[r] = cli_now_ms() - t0;
         for (int k = 0; k < num_outputs; k++)
             tensor_free(outs[k]);
     }
     if (st == FX_OK) {
         qsort(ms, (size_t)repeat, sizeof *ms, compare_doubles);
-        fprintf(stderr, "ms_per_run=%.4f\n", ms[repeat / 2]);
+        *median_ms = repeat % 2 ? ms[repeat / 2] : (ms[repeat / 2 - 1] + ms[repeat / 2]) / 2;
     }
     free(ms);
     free(outs);
@@ -377,7 +357,7 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     if (!input_paths)
         return 1;
     for (int i = 2; i < argc; i++) {
-        int r = parse_common("run", argc, argv, &i, &c, &d);
+        int r = cli_parse_common("run", argc, argv, &i, &c, &d);
         if (r < 0) {
             free(input_paths);
             diag_free(&d);
@@ -387,14 +367,14 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
             continue;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(run_help, stdout);
-            fputs(opt_help, stdout);
-            fputs(leaf_help, stdout);
+            fputs(cli_opt_help, stdout);
+            fputs(cli_leaf_help, stdout);
             free(input_paths);
             return 0;
         } else if (strcmp(argv[i], "-o") == 0) {
             if (i + 1 >= argc) {
                 free(input_paths);
-                return usage_error("run", "%s needs a folder", "-o");
+                return cli_usage_error("run", "%s needs a folder", "-o");
             }
             out_dir = argv[++i];
         } else if (strcmp(argv[i], "--repeat") == 0) {
@@ -402,12 +382,12 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
             repeat = i + 1 < argc ? strtol(argv[++i], &end, 10) : -1;
             if (!end || *end || repeat < 1 || repeat > 1000000) {
                 free(input_paths);
-                return usage_error("run", "--repeat needs a count from 1 to 1000000, not '%s'",
+                return cli_usage_error("run", "--repeat needs a count from 1 to 1000000, not '%s'",
                                    argv[i]);
             }
         } else if (argv[i][0] == '-' && argv[i][1]) {
             free(input_paths);
-            return usage_error("run", "unknown option '%s'", argv[i]);
+            return cli_usage_error("run", "unknown option '%s'", argv[i]);
         } else if (!model) {
             model = argv[i];
         } else {
@@ -416,7 +396,7 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     if (!model || !out_dir) {
         free(input_paths);
-        return usage_error("run", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+        return cli_usage_error("run", "%s", model ? "no output folder given (-o DIR)" : "no model given");
     }
     int rc = 1;
     Graph *g = NULL;
@@ -427,7 +407,7 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     int num_outputs = 0;
     if (!inputs)
         goto done;
-    if (load_model(model, &c, &g, NULL, &d) != FX_OK)
+    if (cli_load_model(model, &c, &g, NULL, &d) != FX_OK)
         goto done;
     int want = graph_num_placeholders(g);
     if (num_inputs > want) {
@@ -448,8 +428,13 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     if (interp_run(g, (const Tensor *const *)inputs, num_inputs, outputs, num_outputs, NULL,
                    NULL, &d) != FX_OK)
         goto done;
-    if (repeat > 0 && time_runs(g, inputs, num_inputs, num_outputs, repeat, &d) != FX_OK)
-        goto done;
+    if (repeat > 0) {
+        /* the figure bench/bench.py compares with the generated code's */
+        double median;
+        if (cli_time_runs(g, inputs, num_inputs, num_outputs, repeat, &median, &d) != FX_OK)
+            goto done;
+        fprintf(stderr, "ms_per_run=%.4f\n", median);
+    }
     /* Serialize everything before touching DIR, so a failure leaves it as it was. */
     for (int k = 0; k < num_outputs; k++)
         if (npy_write_buffer(outputs[k], &blobs[k], &blob_lens[k], &d) != FX_OK)
@@ -465,7 +450,7 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     rc = 0;
 done:
     if (rc)
-        fail(&d);
+        cli_fail(&d);
     for (int k = 0; k < num_inputs; k++)
         tensor_free(inputs ? inputs[k] : NULL);
     for (int k = 0; k < num_outputs; k++) {
@@ -532,7 +517,7 @@ static int parse_target(const char *cmd, const char *v, FxTarget *t)
     else if (v && strcmp(v, "portable") == 0)
         *t = FX_TARGET_PORTABLE;
     else
-        return usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
+        return cli_usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
     return 0;
 }
 
@@ -543,7 +528,7 @@ static int parse_weights(const char *cmd, const char *v, CgWeights *w)
     else if (v && strcmp(v, "incbin") == 0)
         *w = CG_WEIGHTS_INCBIN;
     else
-        return usage_error(cmd, "--weights is c or incbin, not '%s'", v ? v : "");
+        return cli_usage_error(cmd, "--weights is c or incbin, not '%s'", v ? v : "");
     return 0;
 }
 
@@ -558,7 +543,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     Diag d;
     diag_init(&d);
     for (int i = 2; i < argc; i++) {
-        int r = parse_common("compile", argc, argv, &i, &c, &d);
+        int r = cli_parse_common("compile", argc, argv, &i, &c, &d);
         if (r < 0) {
             diag_free(&d);
             return EXIT_USAGE;
@@ -569,8 +554,8 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(compile_help, stdout);
-            fputs(opt_help, stdout);
-            fputs(leaf_help, stdout);
+            fputs(cli_opt_help, stdout);
+            fputs(cli_leaf_help, stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 && next) {
             out_dir = argv[++i];
@@ -593,15 +578,15 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         } else if (strcmp(a, "--leaf-source") == 0 && next && co.num_leaf_sources < MAX_BINDINGS) {
             leaf_sources[co.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-') {
-            return usage_error("compile", "unknown or incomplete option '%s'", a);
+            return cli_usage_error("compile", "unknown or incomplete option '%s'", a);
         } else if (!model) {
             model = a;
         } else {
-            return usage_error("compile", "unexpected argument '%s'", a);
+            return cli_usage_error("compile", "unexpected argument '%s'", a);
         }
     }
     if (!model || !out_dir)
-        return usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+        return cli_usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
     char name_buf[64];
     if (!name) {
         default_name(model, name_buf, sizeof name_buf);
@@ -612,7 +597,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
-    if (load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
+    if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
         if (report)
             cg_plan_report(&plan, stdout);
         else
@@ -621,7 +606,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         cg_plan_free(&plan);
         rc = 0;
     } else {
-        fail(&d);
+        cli_fail(&d);
     }
     graph_free(g);
     diag_free(&d);
@@ -666,7 +651,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
         return 1;
     int rc = EXIT_USAGE;
     for (int i = 2; i < argc; i++) {
-        int r = parse_common("verify", argc, argv, &i, &c, &d);
+        int r = cli_parse_common("verify", argc, argv, &i, &c, &d);
         if (r < 0)
             goto out;
         if (r)
@@ -675,8 +660,8 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(verify_help, stdout);
-            fputs(opt_help, stdout);
-            fputs(leaf_help, stdout);
+            fputs(cli_opt_help, stdout);
+            fputs(cli_leaf_help, stdout);
             rc = 0;
             goto out;
         } else if (strcmp(a, "--per-node") == 0) {
@@ -693,7 +678,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
             char *end;
             double v = strtod(next, &end);
             if (*end || !(v >= 0)) {
-                usage_error("verify", "bad tolerance '%s'", next);
+                cli_usage_error("verify", "bad tolerance '%s'", next);
                 goto out;
             }
             *(a[2] == 'r' ? &vo.rtol : &vo.atol) = v;
@@ -704,7 +689,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
                    vo.cg.num_leaf_sources < MAX_BINDINGS) {
             leaf_sources[vo.cg.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-') {
-            usage_error("verify", "unknown or incomplete option '%s'", a);
+            cli_usage_error("verify", "unknown or incomplete option '%s'", a);
             goto out;
         } else if (!model) {
             model = a;
@@ -713,7 +698,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
         }
     }
     if (!model) {
-        usage_error("verify", "%s", "no model given");
+        cli_usage_error("verify", "%s", "no model given");
         goto out;
     }
     rc = 1;
@@ -723,7 +708,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;
-    if (load_model(model, &c, &g, &reference, &d) != FX_OK)
+    if (cli_load_model(model, &c, &g, &reference, &d) != FX_OK)
         goto fail_out;
     num_inputs = graph_num_placeholders(g);
     if (num_paths && num_paths != num_inputs) {
@@ -748,7 +733,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
 fail_out:
     if (rc)
-        fail(&d);
+        cli_fail(&d);
     for (int k = 0; inputs && k < num_inputs; k++)
         tensor_free(inputs[k]);
     free(inputs);
@@ -771,7 +756,7 @@ static int cmd_passes(int argc, char **argv)
         return 0;
     }
     if (argc > 2)
-        return usage_error("passes", "unexpected argument '%s'", argv[2]);
+        return cli_usage_error("passes", "unexpected argument '%s'", argv[2]);
     int count;
     const PassDef *passes = pass_table(&count);
     printf("%-20s %-5s %s\n", "pass", "level", "what it does");
@@ -792,6 +777,7 @@ static const char main_help[] =
     "  run       run a model in the reference interpreter\n"
     "  compile   write standalone C for a model\n"
     "  verify    compile, build and run a model and compare it with the interpreter\n"
+    "  bench     time the generated C, the interpreter, ONNX Runtime and PyTorch on a model\n"
     "  passes    list the optimization passes and their -O levels\n"
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
@@ -811,6 +797,8 @@ static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
         return cmd_compile(argc, argv, leaf_libraries);
     if (strcmp(cmd, "verify") == 0)
         return cmd_verify(argc, argv, leaf_libraries);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc, argv, leaf_libraries);
     if (strcmp(cmd, "passes") == 0)
         return cmd_passes(argc, argv);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
