@@ -1,13 +1,16 @@
 /*
  * nchwc_kernels.c - times the NCHWc convolution (fxrt_conv_nchwc_f32)
  * against the NCHW one (fxrt_conv_f32, im2col or 1x1 GEMM through
- * OpenBLAS) on the convolution layers of the bench models, one thread:
+ * OpenBLAS) and, for the 3x3 stride-1 layers, Winograd F(4x4, 3x3)
+ * (fxrt_conv_nchwc_winograd_f32) on the convolution layers of the bench
+ * models, one thread:
  *
  *   cc -std=c99 -O2 -DFXRT_USE_CBLAS -I. -Iruntime runtime/fxrt*.c bench/nchwc_kernels.c \
  *      -o /tmp/nchwc_kernels $(pkg-config --cflags --libs openblas) -lm
  *   OPENBLAS_NUM_THREADS=1 /tmp/nchwc_kernels [NAME-SUBSTRING]
  *
- * Each layer runs with a bias and relu.  Each time is the best of many
+ * Each layer runs with a bias and relu.  Winograd's GFLOP/s count the direct
+ * convolution's multiply-adds, so that the columns compare times.  Each time is the best of many
  * short trials (a few ms each), so that a slow spell of a shared machine
  * is skipped rather than averaged in; GFLOP/s count a multiply-add as two.
  * The FMA peak (AVX-512 where the CPU has it, else AVX2) is measured the
@@ -148,6 +151,14 @@ static const Layer layers[] = {
     {"resnet50 1024-2048 1x1 s2 @14", 0, 1024, 2048, 14, 14, 1, 1, 2, 0, 0, 0, 0},
     {"resnet50 512-2048 1x1 @7", 0, 512, 2048, 7, 7, 1, 1, 1, 0, 0, 0, 0},
     {"resnet50 2048-512 1x1 @7", 0, 2048, 512, 7, 7, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet18 128-128 3x3 @28", 0, 128, 128, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 96-128 3x3 @28", 0, 96, 128, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 128-192 3x3 @28", 0, 128, 192, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 96-208 3x3 @14", 0, 96, 208, 14, 14, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 160-320 3x3 @7", 0, 160, 320, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 32-96 3x3 @28", 0, 32, 96, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"densenet121 128-32 3x3 @56", 0, 128, 32, 56, 56, 3, 3, 1, 1, 1, 1, 1},
+    {"densenet121 128-32 3x3 @14", 0, 128, 32, 14, 14, 3, 3, 1, 1, 1, 1, 1},
     {"dscnn stem 1-64 10x4 s2 @49x10", 1, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
     {"dscnn 64-64 1x1 @25x5", 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
 };
@@ -155,7 +166,8 @@ static const Layer layers[] = {
 typedef struct Run {
     FxrtConvParams p;
     int plain;
-    float *x, *x_blocked, *w, *w_packed, *y, *y_blocked, *scratch, *bias;
+    float *x, *x_blocked, *w, *w_packed, *w_winograd, *y, *y_blocked, *scratch, *bias;
+    float *winograd_scratch;
     FxrtEpilogue ep;
 } Run;
 
@@ -170,6 +182,13 @@ static void run_nchwc(void *arg)
     Run *r = arg;
     fxrt_conv_nchwc_f32(&r->p, !r->plain, r->plain ? r->x : r->x_blocked, r->w_packed, &r->ep,
                         r->y_blocked);
+}
+
+static void run_winograd(void *arg)
+{
+    Run *r = arg;
+    fxrt_conv_nchwc_winograd_f32(&r->p, r->x_blocked, r->w_winograd, &r->ep, r->y_blocked,
+                                 r->winograd_scratch);
 }
 
 static float *random_floats(int64_t n)
@@ -189,7 +208,8 @@ int main(int argc, char **argv)
     const char *isa;
     double peak = peak_gflops(&isa);
     printf("%s peak (measured): %.1f GFLOP/s\n", isa, peak);
-    printf("%-32s %8s %12s %12s %7s\n", "layer", "MFLOP", "NCHW GF/s", "NCHWc GF/s", "% peak");
+    printf("%-32s %8s %10s %10s %7s %10s %7s\n", "layer", "MFLOP", "NCHW GF/s", "NCHWc GF/s",
+           "% peak", "Winograd", "speedup");
     for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
         const Layer *l = &layers[i];
         if (argc > 1 && !strstr(l->name, argv[1]))
@@ -232,8 +252,16 @@ int main(int argc, char **argv)
         double flops = 2.0 * (double)(l->in_c * l->out_c * l->kernel_h * l->kernel_w * out_sp);
         double nchw = flops / best_seconds(run_nchw, &r) / 1e9;
         double nchwc = flops / best_seconds(run_nchwc, &r) / 1e9;
-        printf("%-32s %8.2f %12.1f %12.1f %6.0f%%\n", l->name, flops / 1e6, nchw, nchwc,
+        printf("%-32s %8.2f %10.1f %10.1f %6.0f%%", l->name, flops / 1e6, nchw, nchwc,
                peak > 0 ? 100 * nchwc / peak : 0.0);
+        if (!r.plain && fxrt_conv_nchwc_winograd_applies(p)) {
+            r.w_winograd = random_floats(fxrt_conv_nchwc_winograd_packed_floats(p));
+            r.winograd_scratch = random_floats(fxrt_conv_nchwc_winograd_scratch_floats(p));
+            fxrt_conv_nchwc_winograd_pack_f32(p, r.w, r.w_winograd);
+            double winograd = flops / best_seconds(run_winograd, &r) / 1e9;
+            printf(" %10.1f %6.2fx", winograd, winograd / nchwc);
+        }
+        printf("\n");
         free(r.x);
         free(r.x_blocked);
         free(r.w);
@@ -242,6 +270,8 @@ int main(int argc, char **argv)
         free(r.y_blocked);
         free(r.scratch);
         free(r.bias);
+        free(r.w_winograd);
+        free(r.winograd_scratch);
     }
     return 0;
 }

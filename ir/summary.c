@@ -31,8 +31,10 @@ int64_t node_macs(const Node *n)
         /* every input element scatters into C_out/groups * kernel outputs */
         return type_numel(a) * prod(w->dims, 1, w->rank);
     }
-    if (strcmp(op, "ConvNCHWc") == 0) {
-        /* the blocked shapes are padded to whole blocks: count real channels */
+    if (strcmp(op, "ConvNCHWc") == 0 || strcmp(op, "ConvNCHWcWinograd") == 0) {
+        /* the blocked shapes are padded to whole blocks: count real channels;
+         * Winograd's are the direct convolution's, so that GFLOP/s compare
+         * times */
         const int64_t *k;
         if (node_attr_ints(n, "kernel_shape", &k) != 2)
             return 0;

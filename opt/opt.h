@@ -323,6 +323,9 @@ typedef struct PassDef {
     int level;           /* the lowest -O level that runs it */
     PassFn run;
     const char *summary; /* one line for `fxcc passes` */
+    /* Left out of the levels for --target portable: a host kernel that
+     * trades size or precision for speed. */
+    bool host_only;
 } PassDef;
 
 /* Each pass's entry point, one per pass_*.c file.  A pass may leave the
@@ -338,6 +341,7 @@ FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_winograd(Graph *g, PassResult *r, Diag *d);
 
 /* All passes in the order -O2 runs them. */
 const PassDef *pass_table(int *count);
@@ -352,9 +356,11 @@ typedef struct PassOptions {
     const char *print_after; /* pass name, "all", or NULL */
     const char *dot_after;
     FILE *print_to; /* where print_after/dot_after write (NULL: stdout) */
+    bool portable; /* for --target portable: the levels skip host_only passes */
 } PassOptions;
 
-/* Runs the passes of level `level` (0, 1, 2), in table order. */
+/* Runs the passes of level `level` (0, 1, 2), in table order, but for
+ * o->portable the host_only ones. */
 FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d);
 /* Runs a comma-separated list ("const-fold,dce"), in the order given. */
 FxStatus opt_run_list(Graph *g, const char *list, const PassOptions *o, Diag *d);

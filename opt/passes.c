@@ -17,24 +17,26 @@
  * earlier passes do not look into. */
 static const PassDef pass_defs[] = {
     {"const-fold", 1, pass_const_fold,
-     "nodes whose inputs are all constants become get_attr constants"},
+     "nodes whose inputs are all constants become get_attr constants", false},
     {"layout-cleanup", 1, pass_layout_cleanup,
-     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM"},
+     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM", false},
     {"bn-fold", 1, pass_bn_fold,
-     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul"},
+     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul", false},
     {"linear-fold", 1, pass_linear_fold,
-     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs"},
-    {"cse", 1, pass_cse, "merge identical nodes and identical constants"},
-    {"dce", 1, pass_dce, "erase nodes whose values nobody reads"},
+     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs", false},
+    {"cse", 1, pass_cse, "merge identical nodes and identical constants", false},
+    {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false},
     {"bn-to-conv", 2, pass_bn_to_conv,
-     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue"},
+     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
-     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel"},
+     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
     {"elementwise-fusion", 2, pass_elementwise_fusion,
      "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
-     "Reduce*), into one loop nest"},
+     "Reduce*), into one loop nest", false},
     {"nchwc-layout", 2, pass_nchwc_layout,
-     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc"},
+     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false},
+    {"winograd", 2, pass_winograd,
+     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
@@ -186,7 +188,7 @@ FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d)
     const PassDef *chosen[NUM_PASSES];
     int count = 0;
     for (int k = 0; k < NUM_PASSES; k++)
-        if (pass_defs[k].level <= level)
+        if (pass_defs[k].level <= level && !(o && o->portable && pass_defs[k].host_only))
             chosen[count++] = &pass_defs[k];
     return run_passes(g, chosen, count, o, d);
 }

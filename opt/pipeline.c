@@ -110,7 +110,7 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
         r->failed = PIPELINE_PASSES;
         PassOptions po = {.bindings = o->bindings, .num_bindings = o->num_bindings,
                           .check = o->check_passes, .print_after = o->print_after,
-                          .dot_after = o->dot_after};
+                          .dot_after = o->dot_after, .portable = o->portable};
         st = o->passes ? opt_run_list(g, o->passes, &po, d)
                        : opt_run_level(g, o->opt_level, &po, d);
     }

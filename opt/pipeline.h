@@ -46,6 +46,7 @@ typedef struct PipelineOptions {
     const char *passes;
     const char *print_after, *dot_after; /* see PassOptions */
     bool check_passes;
+    bool portable; /* the code is for --target portable (see PassOptions) */
     /* Also hand back a copy of the graph as it was before the passes (what
      * `verify` runs as its reference). */
     bool want_reference;

@@ -292,6 +292,20 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
 void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
                                    const float *packed_w, const FxrtEpilogue *ep, float *y);
 
+/* The same convolution by Winograd's F(4x4, 3x3) (fxrt_nn_nchwc_winograd.c)
+ * where it applies: groups 1, a 3x3 kernel, stride and dilation 1, any
+ * padding, X blocked.  About 1e-5 of the outputs' magnitude from the direct
+ * kernel (rather than 1e-6) for a quarter of its multiply-adds.  W is packed
+ * by fxrt_conv_nchwc_winograd_pack_f32 (36 transformed 1x1 weight sets, in
+ * fxrt_conv_nchwc_pack_f32's 1x1 layout); ep as for fxrt_conv_nchwc_f32;
+ * scratch holds fxrt_conv_nchwc_winograd_scratch_floats(p) floats. */
+int fxrt_conv_nchwc_winograd_applies(const FxrtConvParams *p);
+int64_t fxrt_conv_nchwc_winograd_packed_floats(const FxrtConvParams *p);
+void fxrt_conv_nchwc_winograd_pack_f32(const FxrtConvParams *p, const float *w, float *packed);
+int64_t fxrt_conv_nchwc_winograd_scratch_floats(const FxrtConvParams *p);
+void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const float *packed_w,
+                                  const FxrtEpilogue *ep, float *y, float *scratch);
+
 /* ------------------------------------------------------------------------- */
 /* fxrt_nn_quant.c: integer matrix products and requantization                */
 /* ------------------------------------------------------------------------- */

@@ -171,7 +171,7 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
         .notes = stderr,
         .opt_level = c->opt_level, .passes = c->passes,
         .print_after = c->print_after, .dot_after = c->dot_after,
-        .check_passes = c->check_passes,
+        .check_passes = c->check_passes, .portable = c->portable,
         .want_reference = reference != NULL};
     PipelineResult r;
     FxStatus st = pipeline_load(&po, &r, d);
@@ -594,6 +594,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     co.name = name;
     co.source = model;
+    c.portable = co.target == FX_TARGET_PORTABLE;
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
@@ -705,6 +706,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     vo.cg.source = model;
     vo.build.target = vo.cg.target;
     vo.build.cc = getenv("CC");
+    c.portable = vo.cg.target == FX_TARGET_PORTABLE;
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;

@@ -7,6 +7,7 @@
  *   ToNCHWc(X [N, C, H, W])                 -> [N, ceil(C/8), H, W, 8]
  *   FromNCHWc(X [N, CB, H, W, 8]; channels) -> [N, channels, H, W]
  *   ConvNCHWc(X, W, B?, R?)                 -> [N, ceil(out_channels/8), OH, OW, 8]
+ *   ConvNCHWcWinograd(X, W, B?, R?)         -> the same
  *   MaxPoolNCHWc(X), AveragePoolNCHWc(X)    -> [N, CB, OH, OW, 8]
  *   GlobalAveragePoolNCHWc(X)               -> [N, CB, 1, 1, 8]
  *
@@ -19,12 +20,18 @@
  * up, plus FusedConv's epilogue.  group is 1 or the channel count
  * (depthwise).
  *
+ * ConvNCHWcWinograd, which the winograd pass (opt/pass_winograd.c) makes of
+ * 3x3 stride-1 ConvNCHWc layers, is the same convolution by F(4x4, 3x3): X
+ * blocked, group 1, W packed by fxrt_conv_nchwc_winograd_pack_f32, and
+ * scratch for a band of transformed tiles.
+ *
  * The pool kinds have the attributes of MaxPool (one output, no indices)
  * and AveragePool and their shape rules, applied to the planes of blocks.
  *
  * eval runs the kernels the generated code calls; the interpreter's
  * reference for a blocked graph is the graph before the layout pass.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -214,15 +221,31 @@ static FxStatus check_numel(const Node *n, Diag *d, const TensorType *t, int64_t
                            type_format(t, buf, sizeof buf), (long long)want);
 }
 
-static FxStatus conv_nchwc_infer(InferCtx *c)
+/* The parameters of a ConvNCHWcWinograd node: ConvNCHWc's, which must be a
+ * convolution fxrt_conv_nchwc_winograd_f32 does. */
+static FxStatus winograd_params(const Node *n, Diag *d, const TensorType *x, FxrtConvParams *p)
+{
+    int blocked;
+    FxStatus st = conv_nchwc_params(n, d, x, p, &blocked);
+    if (st == FX_OK && (!blocked || !fxrt_conv_nchwc_winograd_applies(p)))
+        st = diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                             "Winograd F(4x4, 3x3) takes a 3x3 stride-1 undilated convolution of "
+                             "group 1 on NCHWc input");
+    return st;
+}
+
+static FxStatus conv_nchwc_infer_kind(InferCtx *c, bool winograd)
 {
     FxrtConvParams p;
     FxrtEpilogue e;
-    int blocked;
+    int blocked = 1;
     FxStatus st;
-    if ((st = conv_nchwc_params(c->node, c->diag, c->in[0], &p, &blocked)) != FX_OK ||
+    if ((st = winograd ? winograd_params(c->node, c->diag, c->in[0], &p)
+                       : conv_nchwc_params(c->node, c->diag, c->in[0], &p, &blocked)) != FX_OK ||
         (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK ||
-        (st = check_numel(c->node, c->diag, c->in[1], fxrt_conv_nchwc_packed_floats(&p, blocked),
+        (st = check_numel(c->node, c->diag, c->in[1],
+                          winograd ? fxrt_conv_nchwc_winograd_packed_floats(&p)
+                                   : fxrt_conv_nchwc_packed_floats(&p, blocked),
                           "the packed W")) != FX_OK)
         return st;
     TensorType y = blocked_type(p.batch, p.out_channels, p.out_size[1], p.out_size[2]);
@@ -275,6 +298,58 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
     return FX_OK;
 }
 
+static FxStatus conv_nchwc_infer(InferCtx *c) { return conv_nchwc_infer_kind(c, false); }
+static FxStatus winograd_infer(InferCtx *c) { return conv_nchwc_infer_kind(c, true); }
+
+static FxStatus winograd_eval(EvalCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue ep;
+    FxStatus st;
+    if ((st = winograd_params(c->node, c->diag, &c->in[0]->type, &p)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+        return st;
+    if (tensor_numel(c->out[0]) == 0)
+        return FX_OK;
+    float *scratch = fx_alloc_array((size_t)fxrt_conv_nchwc_winograd_scratch_floats(&p),
+                                    sizeof *scratch);
+    if (!scratch)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    ep.bias = c->num_inputs > 2 && c->in[2] ? c->in[2]->data : NULL;
+    ep.residual = c->num_inputs > 3 && c->in[3] ? c->in[3]->data : NULL;
+    fxrt_conv_nchwc_winograd_f32(&p, c->in[0]->data, c->in[1]->data, &ep, c->out[0]->data,
+                                 scratch);
+    free(scratch);
+    return FX_OK;
+}
+
+static FxStatus winograd_emit(EmitCtx *c)
+{
+    FxrtConvParams p;
+    FxrtEpilogue shape;
+    FxStatus st;
+    if ((st = winograd_params(c->node, c->diag, node_input_type(c->node, 0), &p)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        return st;
+    if (type_numel(&c->node->out_types[0]) == 0)
+        return FX_OK;
+    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
+    nn_conv_emit_params(c, &p);
+    emit_line(c, "fxrt_conv_nchwc_winograd_f32(&p, %s, %s, %s, %s, (float *)(%s));", c->in[0],
+              c->in[1], ep, c->out[0], c->scratch);
+    return FX_OK;
+}
+
+static size_t winograd_scratch(const Node *n)
+{
+    Diag quiet;
+    diag_init(&quiet);
+    FxrtConvParams p;
+    FxStatus st = winograd_params(n, &quiet, node_input_type(n, 0), &p);
+    diag_free(&quiet);
+    return st == FX_OK ? (size_t)fxrt_conv_nchwc_winograd_scratch_floats(&p) * sizeof(float) : 0;
+}
+
 static const AttrSpec conv_nchwc_attrs[] = {
     {"dilations", FX_ATTR_INTS, NULL, true},
     {"group", FX_ATTR_INT, "1", false},
@@ -295,6 +370,17 @@ const OpDef fx_op_ConvNCHWc = {
     .infer = conv_nchwc_infer,
     .eval = conv_nchwc_eval,
     .emit = conv_nchwc_emit,
+};
+
+const OpDef fx_op_ConvNCHWcWinograd = {
+    .name = "ConvNCHWcWinograd",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_MODULE,
+    .attrs = conv_nchwc_attrs,
+    .infer = winograd_infer,
+    .eval = winograd_eval,
+    .emit = winograd_emit,
+    .scratch_bytes = winograd_scratch,
 };
 
 /* --- pools ------------------------------------------------------------------- */

@@ -1,0 +1,118 @@
+/*
+ * pass_winograd.c - runs the 3x3 stride-1 NCHWc convolutions of many
+ * channels by Winograd's F(4x4, 3x3) (runtime/fxrt_nn_nchwc_winograd.c):
+ * a quarter of the direct kernel's multiply-adds, for about 1e-5 of the
+ * outputs' magnitude in float error instead of 1e-6.
+ *
+ * A ConvNCHWc (blocked X, group 1, 3x3, stride and dilation 1) becomes a
+ * ConvNCHWcWinograd with the same arguments and attributes, its weights
+ * transformed here, once, into 36 pointwise sets (W_winograd).  Only where
+ * it pays, by the kernel benchmark (bench/nchwc_kernels.c): below 64
+ * channels in or out the transforms cost more than the products save, and
+ * past 12 MiB of transformed weights (512 x 512 channels) each band of
+ * tiles streams them from memory.  The output must be at least 7x7: a 4x4
+ * tile of a smaller image is mostly padding.
+ *
+ * A host-only pass (PassDef.host_only): firmware keeps the direct kernel,
+ * whose weights are a quarter of the size and whose error is the smaller.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ir/ops/ops.h"
+#include "opt.h"
+
+#define BLOCK FXRT_NCHWC_BLOCK
+
+enum { MIN_CHANNELS = 64, MIN_OUTPUT = 7 };
+static const int64_t MAX_TRANSFORMED_BYTES = (int64_t)12 << 20;
+
+/* The ConvNCHWc parameters of n when it should run by Winograd. */
+static bool profitable(const Node *n, FxrtConvParams *p)
+{
+    if (n->opcode != FX_OPCODE_CALL_MODULE || n->op != &fx_op_ConvNCHWc || n->num_args < 2 ||
+        !node_const_value(n->args[1]) || node_input_type(n, 0)->rank != 5)
+        return false;
+    const TensorType *x = node_input_type(n, 0), *y = &n->out_types[0];
+    const int64_t *kernel, *strides, *dilations, *pads;
+    if (node_attr_ints(n, "kernel_shape", &kernel) != 2 ||
+        node_attr_ints(n, "strides", &strides) != 2 ||
+        node_attr_ints(n, "dilations", &dilations) != 2 || node_attr_ints(n, "pads", &pads) != 4)
+        return false;
+    memset(p, 0, sizeof *p);
+    p->batch = x->dims[0];
+    p->in_channels = node_attr_int(n, "in_channels", 0);
+    p->out_channels = node_attr_int(n, "out_channels", 0);
+    p->groups = node_attr_int(n, "group", 1);
+    p->in_size[0] = p->out_size[0] = p->kernel[0] = p->stride[0] = p->dilation[0] = 1;
+    for (int i = 0; i < 2; i++) {
+        p->in_size[1 + i] = x->dims[2 + i];
+        p->out_size[1 + i] = y->dims[2 + i];
+        p->kernel[1 + i] = kernel[i];
+        p->stride[1 + i] = strides[i];
+        p->dilation[1 + i] = dilations[i];
+        p->pad_begin[1 + i] = pads[i];
+    }
+    return fxrt_conv_nchwc_winograd_applies(p) && p->in_channels >= MIN_CHANNELS &&
+           p->out_channels >= MIN_CHANNELS && p->out_size[1] >= MIN_OUTPUT &&
+           p->out_size[2] >= MIN_OUTPUT &&
+           fxrt_conv_nchwc_winograd_packed_floats(p) * (int64_t)sizeof(float) <=
+               MAX_TRANSFORMED_BYTES;
+}
+
+/* The Winograd weights of n, made from its direct packing
+ * [OCB][ICB][3][3][8 in][8 out], as a new constant. */
+static Node *winograd_weights(Graph *g, const Node *n, const FxrtConvParams *p, Diag *d)
+{
+    const float *packed = node_const_value(n->args[1])->data;
+    int64_t in_c = p->in_channels, out_c = p->out_channels, icb = fxrt_nchwc_blocks(in_c);
+    float *w = fx_alloc_array((size_t)(out_c * in_c * 9), sizeof *w);
+    if (!w) {
+        diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        return NULL;
+    }
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 1,
+                    .dims = {fxrt_conv_nchwc_winograd_packed_floats(p)}};
+    Tensor *transformed = tensor_new(&t, d);
+    if (!transformed) {
+        free(w);
+        return NULL;
+    }
+    for (int64_t oc = 0; oc < out_c; oc++)
+        for (int64_t ic = 0; ic < in_c; ic++)
+            for (int64_t k = 0; k < 9; k++)
+                w[(oc * in_c + ic) * 9 + k] =
+                    packed[(((oc / BLOCK * icb + ic / BLOCK) * 9 + k) * BLOCK + ic % BLOCK) * BLOCK +
+                           oc % BLOCK];
+    fxrt_conv_nchwc_winograd_pack_f32(p, w, transformed->data);
+    free(w);
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_winograd", n->args[1]->name);
+    return graph_create_constant(g, NULL, hint, transformed, d);
+}
+
+FxStatus pass_winograd(Graph *g, PassResult *r, Diag *d)
+{
+    r->changes = 0;
+    graph_for_each(g, n)
+    {
+        FxrtConvParams p;
+        if (!profitable(n, &p))
+            continue;
+        Node *w = winograd_weights(g, n, &p, d);
+        if (!w)
+            return FX_ERR_NOMEM;
+        /* Same arguments, attributes and users: only the kind and W change. */
+        n->op = &fx_op_ConvNCHWcWinograd;
+        if (!node_set_arg(n, 1, w))
+            return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        FxStatus st = node_infer_shapes(n, d);
+        if (st != FX_OK)
+            return st;
+        r->changes++;
+    }
+    if (r->changes > 0)
+        graph_eliminate_dead_code(g);
+    return FX_OK;
+}
