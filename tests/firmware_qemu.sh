@@ -12,9 +12,11 @@
 # stack, and its instruction count (QEMU -icount shift=0, SysTick ticks
 # scaled by the firmware's calibration loop).
 #
-# Models: digits (examples/digits) and the MLPerf Tiny DS-CNN of
-# bench/make_models.py.  FXCC_FIRMWARE_MODELS adds more, space-separated
-# NAME=MODEL.onnx:IN0.npy[:IN1.npy...]; this is the hook for the int8 models
+# Models: digits (examples/digits, its weights as an .incbin blob so that
+# NAME_weights.S goes through NAME.mk too) and the MLPerf Tiny DS-CNN of
+# bench/make_models.py (weights as C arrays).  FXCC_FIRMWARE_MODELS adds
+# more, space-separated NAME[/WEIGHTS]=MODEL.onnx:IN0.npy[:IN1.npy...]
+# (WEIGHTS: fxcc's --weights, c or incbin); this is the hook for the int8 models
 # (the parser reads int8, uint8, int32 and int64 outputs too, compared with
 # the same tolerance on their values).
 # usage: firmware_qemu.sh FXCC WORK PYTHON
@@ -41,7 +43,7 @@ images = np.load(sys.argv[1])
 np.save(sys.argv[2], images[:1].reshape(1, 64).astype(np.float32))
 " "$here/examples/digits/test_images.npy" "$work/models/digits_input.npy"
 
-specs=("digits=$here/examples/digits/digits.onnx:$work/models/digits_input.npy"
+specs=("digits/incbin=$here/examples/digits/digits.onnx:$work/models/digits_input.npy"
        "dscnn_kws=$work/models/dscnn_kws.onnx:$work/models/dscnn_kws_input.npy")
 for extra in ${FXCC_FIRMWARE_MODELS:-}; do specs+=("$extra"); done
 
@@ -132,12 +134,17 @@ PY
 for spec in "${specs[@]}"; do
   name=${spec%%=*}
   rest=${spec#*=}
+  weights=()
+  if [[ $name == */* ]]; then
+    weights=(--weights "${name#*/}")
+    name=${name%%/*}
+  fi
   IFS=: read -r -a parts <<< "$rest"
   model=${parts[0]}
   inputs=("${parts[@]:1}")
   dir="$work/$name"
   mkdir -p "$dir/ref"
-  "$fxcc" compile "$model" -o "$dir/gen" --target portable --name "$name" > /dev/null
+  "$fxcc" compile "$model" -o "$dir/gen" --target portable --name "$name" "${weights[@]}" > /dev/null
   "$fxcc" run "$model" "${inputs[@]}" -o "$dir/ref" > /dev/null
   bins=()
   for k in "${!inputs[@]}"; do
