@@ -42,12 +42,29 @@ const char *fw_model_name(void)
 const char *fw_model_run(uint32_t num_inputs, const void *const *inputs,
                          const uint32_t *input_bytes)
 {
-    if (num_inputs != MODEL(_NUM_INPUTS))
+    if (num_inputs != MODEL(_NUM_INPUTS)) {
+        fw_put_u32(num_inputs);
+        fw_puts(" inputs embedded, the model takes ");
+        fw_put_u32(MODEL(_NUM_INPUTS));
+        fw_puts("\n");
         return "the image embeds another number of inputs than the model takes (INPUTS=)";
-    for (int k = 0; k < MODEL(_NUM_INPUTS); k++)
-        if (input_bytes[k] != MODEL(_input_sizes)[k] * dtype_bytes(MODEL(_input_dtypes)[k]))
+    }
+    for (int k = 0; k < MODEL(_NUM_INPUTS); k++) {
+        size_t want = MODEL(_input_sizes)[k] * dtype_bytes(MODEL(_input_dtypes)[k]);
+        if (input_bytes[k] != want) {
+            fw_puts("input ");
+            fw_put_u32((uint32_t)k);
+            fw_puts(" '");
+            fw_puts(MODEL(_input_names)[k]);
+            fw_puts("': ");
+            fw_put_u32(input_bytes[k]);
+            fw_puts(" bytes embedded, the model takes ");
+            fw_put_u32((uint32_t)want);
+            fw_puts("\n");
             return "an embedded input's byte count is not its tensor's (INPUTS= order or "
                    "element type?)";
+        }
+    }
     size_t offset = 0;
     for (int k = 0; k < MODEL(_NUM_OUTPUTS); k++) {
         size_t elem = dtype_bytes(MODEL(_output_dtypes)[k]);
