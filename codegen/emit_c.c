@@ -996,6 +996,11 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     FxStatus st = cg_plan(g, &plan, d);
     if (st != FX_OK)
         return st;
+    st = cg_check_budget(&plan, o, d);
+    if (st != FX_OK) {
+        cg_plan_free(&plan);
+        return st;
+    }
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
     EmitText header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
     char tmp[4200] = "";
