@@ -642,17 +642,23 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     CgPlan plan;
     if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
         CgMemory memory;
+        rc = 0;
         if (report) {
             cg_plan_report(&plan, stdout);
-            if (co.target == FX_TARGET_PORTABLE && cg_plan_memory(&plan, &memory, &d) == FX_OK) {
-                cg_memory_report(&memory, stdout);
-                cg_memory_free(&memory);
+            if (co.target == FX_TARGET_PORTABLE) {
+                if (cg_plan_memory(&plan, &memory, &d) == FX_OK) {
+                    cg_memory_report(&memory, stdout);
+                    cg_memory_free(&memory);
+                } else {
+                    cli_fail(&d);
+                    rc = 1;
+                }
             }
-        } else
+        } else {
             printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
                    name, plan.arena_bytes);
+        }
         cg_plan_free(&plan);
-        rc = 0;
     } else {
         cli_fail(&d);
     }
