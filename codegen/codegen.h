@@ -75,6 +75,30 @@ FxStatus cg_plan_check(const CgPlan *p, Diag *d);
 /* The planner's report and the per-node table (bytes, MACs). */
 void cg_plan_report(const CgPlan *p, FILE *out);
 
+/* What a firmware image holds for the model beyond its code: the const
+ * arrays (flash) and the arena (RAM), scratch included. */
+typedef struct CgLayerWeights {
+    const Node *node;   /* the step that first reads the weights */
+    const char *cname;  /* its value's name, as in cg_plan_report's table */
+    size_t bytes;
+} CgLayerWeights;
+
+typedef struct CgMemory {
+    size_t weight_bytes;
+    size_t arena_bytes;
+    size_t scratch_bytes;  /* the largest scratch, a part of the arena */
+    /* Weights by the step that first reads them, largest first; a weight
+     * shared by several steps counts once.  NULL if out of memory. */
+    CgLayerWeights *layers;
+    int num_layers;
+} CgMemory;
+
+FxStatus cg_plan_memory(const CgPlan *p, CgMemory *m, Diag *d);
+void cg_memory_free(CgMemory *m);
+/* The weights by layer and the totals, after cg_plan_report for a firmware
+ * target. */
+void cg_memory_report(const CgMemory *m, FILE *out);
+
 /* ------------------------------------------------------------------------- */
 /* C emission (emit_c.c)                                                      */
 /* ------------------------------------------------------------------------- */
@@ -108,7 +132,14 @@ typedef struct CgOptions {
      * generated file. */
     const char *const *leaf_sources;
     int num_leaf_sources;
+    /* --budget: the compile fails, writing nothing, when the weights exceed
+     * flash_budget or the arena ram_budget bytes; 0 is no limit. */
+    size_t flash_budget, ram_budget;
 } CgOptions;
+
+/* Fails, naming the largest layers, when the plan's weights or arena exceed
+ * o's budgets (cg_compile calls it before writing anything). */
+FxStatus cg_check_budget(const CgPlan *p, const CgOptions *o, Diag *d);
 
 /* Writes DIR/NAME.h, DIR/NAME.c, the large weights (DIR/NAME_weights.c, or
  * DIR/NAME_weights.bin and DIR/NAME_weights.S), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ and the leaf sources.

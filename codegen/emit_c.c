@@ -590,6 +590,19 @@ static FxStatus write_header(EmitText *t, const Gen *gen, const Node *out)
                 N, N);
     emit_text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
                 N, gen->plan->arena_bytes, N, ni, N, no);
+    /* Firmware declares its buffers static, so the sizes must also be constants. */
+    emit_text_printf(t, "/* element counts as constants, for static buffers; %s_OUTPUTS_BYTES sums\n"
+                     " * every output's bytes */\n", N);
+    size_t outputs_bytes = 0;
+    for (int k = 0; k < ni; k++)
+        emit_text_printf(t, "#define %s_INPUT%d_SIZE %lld\n", N, k,
+                         (long long)type_numel(&graph_placeholder(gen->g, k)->out_types[0]));
+    for (int k = 0; k < no; k++) {
+        emit_text_printf(t, "#define %s_OUTPUT%d_SIZE %lld\n", N, k,
+                         (long long)type_numel(node_input_type(out, k)));
+        outputs_bytes += type_nbytes(node_input_type(out, k));
+    }
+    emit_text_printf(t, "#define %s_OUTPUTS_BYTES %zu\n\n", N, outputs_bytes);
     emit_text_printf(t, "/* element counts */\nextern const size_t %s_input_sizes[%d];\n"
                    "extern const size_t %s_output_sizes[%d];\n",
                 N, ni ? ni : 1, N, no ? no : 1);
@@ -983,6 +996,11 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     FxStatus st = cg_plan(g, &plan, d);
     if (st != FX_OK)
         return st;
+    st = cg_check_budget(&plan, o, d);
+    if (st != FX_OK) {
+        cg_plan_free(&plan);
+        return st;
+    }
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
     EmitText header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
     char tmp[4200] = "";

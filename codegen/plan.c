@@ -372,3 +372,126 @@ void cg_plan_report(const CgPlan *p, FILE *out)
                 v->index == 0 && v->kind != CG_SCRATCH ? (long long)node_macs(n) : 0ll);
     }
 }
+
+static int by_bytes_descending(const void *a, const void *b)
+{
+    const CgLayerWeights *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+FxStatus cg_plan_memory(const CgPlan *p, CgMemory *m, Diag *d)
+{
+    memset(m, 0, sizeof *m);
+    m->arena_bytes = p->arena_bytes;
+    for (int s = 0; s < p->num_steps; s++)
+        if (p->node_scratch[s] && p->node_scratch[s]->bytes > m->scratch_bytes)
+            m->scratch_bytes = p->node_scratch[s]->bytes;
+    bool *counted = fx_alloc_array((size_t)p->num_values + 1, sizeof *counted);
+    m->layers = fx_alloc_array((size_t)p->num_steps + 1, sizeof *m->layers);
+    if (!counted || !m->layers) {
+        free(counted);
+        cg_memory_free(m);
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
+    }
+    for (int s = 0; s < p->num_steps; s++) {
+        const Node *n = p->order[s];
+        const CgValue *made = p->node_values[s];
+        /* A view's constant arguments (a Reshape's shape) have no code
+         * reading them, so they are not written out. */
+        if (made && made->kind == CG_ALIAS && !made->inplace)
+            continue;
+        size_t bytes = 0;
+        for (int i = 0; i < n->num_args; i++) {
+            const CgValue *w = cg_root(cg_arg_value(p, n, i));
+            if (!w || w->kind != CG_WEIGHT || counted[w - p->values])
+                continue;
+            counted[w - p->values] = true;
+            bytes += w->bytes;
+        }
+        if (bytes) {
+            m->layers[m->num_layers].node = n;
+            m->layers[m->num_layers].cname = made ? made->cname : n->name;
+            m->layers[m->num_layers++].bytes = bytes;
+        }
+        m->weight_bytes += bytes;
+    }
+    free(counted);
+    qsort(m->layers, (size_t)m->num_layers, sizeof *m->layers, by_bytes_descending);
+    return FX_OK;
+}
+
+void cg_memory_free(CgMemory *m)
+{
+    free(m->layers);
+    m->layers = NULL;
+    m->num_layers = 0;
+}
+
+void cg_memory_report(const CgMemory *m, FILE *out)
+{
+    fprintf(out, "\nweights by layer (the node that first reads them), largest first:\n");
+    fprintf(out, "%-32s %-16s %12s %7s\n", "node", "op", "bytes", "share");
+    for (int i = 0; i < m->num_layers; i++) {
+        const Node *n = m->layers[i].node;
+        fprintf(out, "%-32s %-16s %12zu %6.1f%%\n", m->layers[i].cname,
+                n->op ? n->op->name : fx_opcode_name(n->opcode), m->layers[i].bytes,
+                100.0 * (double)m->layers[i].bytes / (double)m->weight_bytes);
+    }
+    fprintf(out, "flash: %zu bytes of weights (const; code not counted)\n"
+                 "RAM:   %zu bytes of arena, of which the largest scratch is %zu\n"
+                 "       (the caller's inputs, outputs and stack not counted)\n",
+            m->weight_bytes, m->arena_bytes, m->scratch_bytes);
+}
+
+/* Appends "NODE (OP) BYTES" for up to three of the largest entries. */
+static void name_largest(char *buf, size_t size, const CgLayerWeights *items, int count)
+{
+    size_t len = strlen(buf);
+    for (int i = 0; i < count && i < 3 && len < size; i++) {
+        const Node *n = items[i].node;
+        int w = snprintf(buf + len, size - len, "%s%s (%s) %zu bytes", i ? ", " : "", items[i].cname,
+                         n->op ? n->op->name : fx_opcode_name(n->opcode), items[i].bytes);
+        len += w > 0 ? (size_t)w : 0;
+    }
+}
+
+FxStatus cg_check_budget(const CgPlan *p, const CgOptions *o, Diag *d)
+{
+    if (!o->flash_budget && !o->ram_budget)
+        return FX_OK;
+    CgMemory m;
+    FxStatus st = cg_plan_memory(p, &m, d);
+    if (st != FX_OK)
+        return st;
+    char flash[600] = "", ram[600] = "";
+    if (o->flash_budget && m.weight_bytes > o->flash_budget) {
+        snprintf(flash, sizeof flash, "the weights take %zu bytes of flash, the budget is %zu; "
+                 "largest layers: ", m.weight_bytes, o->flash_budget);
+        name_largest(flash, sizeof flash, m.layers, m.num_layers);
+    }
+    if (o->ram_budget && m.arena_bytes > o->ram_budget) {
+        /* The arena's peak is made of its largest values: name those. */
+        CgLayerWeights *big = fx_alloc_array((size_t)p->num_values + 1, sizeof *big);
+        if (!big) {
+            cg_memory_free(&m);
+            return diag_error(d, FX_ERR_NOMEM, "out of memory");
+        }
+        int count = 0;
+        for (int i = 0; i < p->num_values; i++)
+            if (p->values[i].kind == CG_ARENA || p->values[i].kind == CG_SCRATCH) {
+                big[count].node = p->values[i].node;
+                big[count].cname = p->values[i].cname;
+                big[count++].bytes = p->values[i].bytes;
+            }
+        qsort(big, (size_t)count, sizeof *big, by_bytes_descending);
+        snprintf(ram, sizeof ram, "the arena takes %zu bytes of RAM, the budget is %zu; "
+                 "largest values in it: ", m.arena_bytes, o->ram_budget);
+        name_largest(ram, sizeof ram, big, count);
+        free(big);
+    }
+    cg_memory_free(&m);
+    if (!*flash && !*ram)
+        return FX_OK;
+    return diag_error(d, FX_ERR_INVALID, "%s: over --budget: %s%s%s", o->source ? o->source : o->name,
+                      flash, *flash && *ram ? "; " : "", ram);
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what fxcc needs on a Debian machine, skipping what is already there:
 # the system packages (compiler, CMake, protobuf-c, the ONNX schema and backend
-# test data, OpenBLAS, Check, clang for the fuzzers, the Arm cross compiler)
+# test data, OpenBLAS, Check, clang for the fuzzers, the Arm cross compiler
+# and QEMU to run its firmware)
 # and, for the scripts that make test models and run benchmarks, a Python
 # virtual environment in .venv with onnx, onnxruntime, numpy and scikit-learn.
 # Safe to run again.
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config
           libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
           libopenblas-dev check clang libclang-rt-dev
-          gcc-arm-none-eabi libnewlib-arm-none-eabi
+          gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
           python3 python3-venv python3-pip)
 missing=()
 for p in "${packages[@]}"; do

@@ -473,6 +473,7 @@ static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable]\n"
     "                    [--weights c|incbin] [--weights-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
+    "                    [--budget flash=SIZE,ram=SIZE]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
@@ -493,7 +494,14 @@ static const char compile_help[] =
     "                      the blob's section (default .rodata.NAME_weights)\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
-    "  --report            print the memory plan and a per-node table (bytes, MACs)\n"
+    "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
+    "                      --target portable also the weights by layer, their total\n"
+    "                      (flash) and the arena with its largest scratch (RAM)\n"
+    "  --budget flash=SIZE,ram=SIZE\n"
+    "                      fail, writing nothing, when the weights exceed flash or the\n"
+    "                      arena exceeds ram (either may be left out; SIZE in bytes, or\n"
+    "                      with K or M for 1024 or 1048576); code, stack and the caller's\n"
+    "                      buffers are not counted\n"
     "  -O0, -O1, -O2       optimization level (default -O2; see below)\n"
     "  --shape, --const, --keep-input-defaults\n"
     "                      as for `fxcc inspect`\n";
@@ -518,6 +526,37 @@ static int parse_target(const char *cmd, const char *v, FxTarget *t)
         *t = FX_TARGET_PORTABLE;
     else
         return cli_usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
+    return 0;
+}
+
+/* "flash=96K,ram=40K": either key may be left out, each at most once. */
+static int parse_budget(const char *cmd, const char *v, CgOptions *co)
+{
+    if (!v || !*v)
+        return cli_usage_error(cmd, "--budget needs flash=SIZE,ram=SIZE, not '%s'", v ? v : "");
+    const char *p = v;
+    while (*p) {
+        size_t *slot = strncmp(p, "flash=", 6) == 0 ? &co->flash_budget
+                       : strncmp(p, "ram=", 4) == 0 ? &co->ram_budget
+                                                    : NULL;
+        if (!slot)
+            return cli_usage_error(cmd, "--budget '%s': expected flash=SIZE and/or ram=SIZE, "
+                                   "comma-separated", v);
+        const char *digits = strchr(p, '=') + 1;
+        char *end;
+        errno = 0;
+        unsigned long long n = isdigit((unsigned char)*digits) ? strtoull(digits, &end, 10) : 0;
+        if (!isdigit((unsigned char)*digits) || errno)
+            return cli_usage_error(cmd, "--budget '%s': a SIZE is bytes, or with K or M", v);
+        unsigned long long scale = *end == 'K' ? 1024ull : *end == 'M' ? 1024ull * 1024 : 1;
+        if (scale != 1)
+            end++;
+        if ((*end && (*end != ',' || !end[1])) || n == 0 || n > SIZE_MAX / scale || *slot)
+            return cli_usage_error(cmd, "--budget '%s': each SIZE is positive and given once "
+                                   "(bytes, or with K or M)", v);
+        *slot = (size_t)(n * scale);
+        p = *end ? end + 1 : end;
+    }
     return 0;
 }
 
@@ -575,6 +614,10 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
             report = true;
+        } else if (strcmp(a, "--budget") == 0) {
+            if (parse_budget("compile", next, &co))
+                return EXIT_USAGE;
+            i++;
         } else if (strcmp(a, "--leaf-source") == 0 && next && co.num_leaf_sources < MAX_BINDINGS) {
             leaf_sources[co.num_leaf_sources++] = argv[++i];
         } else if (a[0] == '-') {
@@ -599,13 +642,24 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     int rc = 1;
     CgPlan plan;
     if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
-        if (report)
+        CgMemory memory;
+        rc = 0;
+        if (report) {
             cg_plan_report(&plan, stdout);
-        else
+            if (co.target == FX_TARGET_PORTABLE) {
+                if (cg_plan_memory(&plan, &memory, &d) == FX_OK) {
+                    cg_memory_report(&memory, stdout);
+                    cg_memory_free(&memory);
+                } else {
+                    cli_fail(&d);
+                    rc = 1;
+                }
+            }
+        } else {
             printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
                    name, plan.arena_bytes);
+        }
         cg_plan_free(&plan);
-        rc = 0;
     } else {
         cli_fail(&d);
     }

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The firmware example (examples/firmware) on QEMU's mps2-an386 Cortex-M4F:
+# each model is compiled with `fxcc compile --target portable`, built into
+# the example's image with arm-none-eabi-gcc through its NAME.mk, run under
+# qemu-system-arm with semihosting, and every printed output (exact float
+# bits) is compared with `fxcc run` on the same input: max |y - ref| <=
+# 1e-5 x max |ref| (both run the same kernels in float32 and agree to about
+# 1e-6; digits' softmax is saturated, so 1e-4 would let a bias off by 0.1
+# pass).  Also checked: the weights are in flash, nothing links
+# malloc, and the comparison does fail on a perturbed reference.  Prints per
+# model what it adds to flash and RAM against the stub image, its measured
+# stack, and its instruction count (QEMU -icount shift=0, SysTick ticks
+# scaled by the firmware's calibration loop).
+#
+# Models: digits (examples/digits, its weights as an .incbin blob so that
+# NAME_weights.S goes through NAME.mk too) and the MLPerf Tiny DS-CNN of
+# bench/make_models.py (weights as C arrays).  FXCC_FIRMWARE_MODELS adds
+# more, space-separated NAME[/WEIGHTS]=MODEL.onnx:IN0.npy[:IN1.npy...]
+# (WEIGHTS: fxcc's --weights, c or incbin); this is the hook for the int8 models
+# (the parser reads int8, uint8, int32 and int64 outputs too, compared with
+# the same tolerance on their values).
+# usage: firmware_qemu.sh FXCC WORK PYTHON
+set -euo pipefail
+fxcc=$1
+work=$2
+python=$3
+here=$(cd "$(dirname "$0")/.." && pwd)
+for tool in qemu-system-arm arm-none-eabi-gcc; do
+  if ! command -v "$tool" > /dev/null; then
+    echo "SKIP: $tool not installed (scripts/setup.sh installs qemu-system-arm and gcc-arm-none-eabi)"
+    exit 77
+  fi
+done
+"$python" -c "import numpy, onnx, onnxruntime" 2> /dev/null ||
+  { echo "FAIL: $python lacks numpy, onnx or onnxruntime (scripts/setup.sh makes .venv)"; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work/models"
+"$python" "$here/bench/make_models.py" "$work/models" --models dscnn_kws > "$work/make_models.log"
+"$python" -c "
+import numpy as np, sys
+images = np.load(sys.argv[1])
+np.save(sys.argv[2], images[:1].reshape(1, 64).astype(np.float32))
+" "$here/examples/digits/test_images.npy" "$work/models/digits_input.npy"
+
+specs=("digits/incbin=$here/examples/digits/digits.onnx:$work/models/digits_input.npy"
+       "dscnn_kws=$work/models/dscnn_kws.onnx:$work/models/dscnn_kws_input.npy")
+for extra in ${FXCC_FIRMWARE_MODELS:-}; do specs+=("$extra"); done
+
+qemu=(qemu-system-arm -M mps2-an386 -nographic -monitor none -serial none
+      -semihosting-config enable=on,target=native -icount shift=0)
+
+# Reads a run's printed lines, checks the outputs against the reference
+# .npy files, prints the measurements.  With --expect-mismatch the
+# reference is perturbed first and a match is the failure.
+compare() {
+  "$python" - "$@" <<'PY'
+import re, sys
+import numpy as np
+
+RTOL = 1e-5
+DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64}
+args = sys.argv[1:]
+perturb = args[0] == "--expect-mismatch"
+if perturb:
+    args = args[1:]
+log_path, stub_log_path, name, refs = args[0], args[1], args[2], args[3:]
+
+def parse(path):
+    text = open(path).read()
+    if not re.search(r"^done$", text, re.M):
+        sys.exit(f"FAIL: {name}: {path}: the firmware did not finish:\n{text}")
+    outputs, values, lines = [], {}, text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.fullmatch(r"output (\d+) (\S*) dtype (\d+) count (\d+)", lines[i])
+        i += 1
+        if m:
+            dtype, count = DTYPES.get(int(m[3])), int(m[4])
+            if dtype is None:
+                sys.exit(f"FAIL: {name}: output {m[1]}: dtype {m[3]} not parsed by this test")
+            words = []
+            while len(words) < count:
+                words += lines[i].split()
+                i += 1
+            bits = np.array([int(w, 16) for w in words], dtype=np.uint64)
+            width = np.dtype(dtype).itemsize
+            raw = bits.astype({1: np.uint8, 4: np.uint32, 8: np.uint64}[width])
+            outputs.append(raw.view(dtype))
+        else:
+            kv = re.fullmatch(r"(\w+) (0x[0-9a-f]+|\d+)", lines[i - 1])
+            if kv:
+                values[kv[1]] = int(kv[2], 0)
+    return outputs, values
+
+outputs, values = parse(log_path)
+_, stub_values = parse(stub_log_path)
+if len(outputs) != len(refs):
+    sys.exit(f"FAIL: {name}: the firmware printed {len(outputs)} outputs, the interpreter wrote {len(refs)}")
+mismatch = []
+for k, (got, ref_path) in enumerate(zip(outputs, refs)):
+    ref = np.load(ref_path)
+    if perturb:
+        ref = ref.copy()
+        flat = ref.reshape(-1)
+        flat[flat.size // 2] += 10 * RTOL * np.abs(ref).max() or 1
+    if got.size != ref.size:
+        sys.exit(f"FAIL: {name}: output {k}: {got.size} values printed, the interpreter gives {ref.size}")
+    ref64 = ref.reshape(-1).astype(np.float64)
+    err = np.abs(got.astype(np.float64) - ref64).max()
+    tol = RTOL * np.abs(ref64).max()
+    if not err <= tol:
+        mismatch.append(f"output {k}: max |firmware - interpreter| {err:.3g} > {tol:.3g}")
+    elif not perturb:
+        print(f"ok: {name}: output {k} ({got.size} values) matches the interpreter: "
+              f"max abs error {err:.3g} (tolerance {tol:.3g})")
+if perturb:
+    if not mismatch:
+        sys.exit(f"FAIL: {name}: a perturbed reference was not caught")
+    print(f"ok: {name}: a perturbed reference is caught ({mismatch[0]})")
+    sys.exit(0)
+if mismatch:
+    sys.exit(f"FAIL: {name}: " + "; ".join(mismatch))
+per_tick = values["calibration_instructions"] / values["calibration_systick_ticks"]
+instructions = values["run_systick_ticks"] * per_tick
+print(f"   {name}: stack {values['stack_used_bytes']} bytes (stub {stub_values['stack_used_bytes']}, "
+      f"model adds {values['stack_used_bytes'] - stub_values['stack_used_bytes']}); "
+      f"about {instructions:.0f} instructions per run ({values['run_systick_ticks']} SysTick ticks "
+      f"x {per_tick:g} instructions per tick); DWT cycles {values['run_dwt_cycles']}"
+      + (" (QEMU does not model the DWT cycle counter)" if values["run_dwt_cycles"] == 0 else ""))
+PY
+}
+
+for spec in "${specs[@]}"; do
+  name=${spec%%=*}
+  rest=${spec#*=}
+  weights=()
+  if [[ $name == */* ]]; then
+    weights=(--weights "${name#*/}")
+    name=${name%%/*}
+  fi
+  IFS=: read -r -a parts <<< "$rest"
+  model=${parts[0]}
+  inputs=("${parts[@]:1}")
+  dir="$work/$name"
+  mkdir -p "$dir/ref"
+  "$fxcc" compile "$model" -o "$dir/gen" --target portable --name "$name" "${weights[@]}" > /dev/null
+  "$fxcc" run "$model" "${inputs[@]}" -o "$dir/ref" > /dev/null
+  bins=()
+  for k in "${!inputs[@]}"; do
+    "$python" -c "import numpy as np, sys; np.load(sys.argv[1]).tofile(sys.argv[2])" \
+      "${inputs[$k]}" "$dir/input_$k.bin"
+    bins+=("$dir/input_$k.bin")
+  done
+  make -s -C "$here/examples/firmware" -j2 MODEL_DIR="$dir/gen" BUILD="$dir/build" \
+    INPUTS="${bins[*]}" > "$dir/make.log" 2>&1 ||
+    { cat "$dir/make.log"; echo "FAIL: $name: the firmware example does not build"; exit 1; }
+  grep -A3 "arm-none-eabi-size" "$dir/make.log" | tail -3 | sed 's/^/   /'
+  grep "adds:" "$dir/make.log" | sed 's/^/   /'
+
+  elf="$dir/build/fw_model.elf"
+  # Flash is below 0x00400000 on this board (mps2_an386.ld); a weight
+  # anywhere else would be a copy in RAM.
+  weights=$(arm-none-eabi-nm "$elf" | awk -v p="${name}_w_" 'index($3, p) == 1')
+  [ -n "$weights" ] || { echo "FAIL: $name: no ${name}_w_ weight symbol in the image"; exit 1; }
+  while read -r address _ symbol; do
+    if (( 16#$address >= 0x400000 )); then
+      echo "FAIL: $name: weight $symbol at 0x$address is not in flash"; exit 1
+    fi
+  done <<< "$weights"
+  if arm-none-eabi-nm "$elf" | grep -Ew '(malloc|_malloc_r|calloc|free)$'; then
+    echo "FAIL: $name: the image links an allocator"; exit 1
+  fi
+  echo "ok: $name: $(echo "$weights" | wc -l) weight symbols, all in flash; no allocator linked"
+
+  for image in model stub; do
+    if ! timeout 60 "${qemu[@]}" -kernel "$dir/build/fw_$image.elf" > "$dir/$image.log" 2>&1; then
+      cat "$dir/$image.log"; echo "FAIL: $name: the $image image failed or timed out under QEMU"; exit 1
+    fi
+  done
+  refs=()
+  for f in "$dir"/ref/output_*.npy; do refs+=("$f"); done
+  compare "$dir/model.log" "$dir/stub.log" "$name" "${refs[@]}"
+  compare --expect-mismatch "$dir/model.log" "$dir/stub.log" "$name" "${refs[@]}"
+done
+echo "ok: qemu $(qemu-system-arm --version | head -1 | awk '{print $4}'), $(arm-none-eabi-gcc --version | head -1)"
