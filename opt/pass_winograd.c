@@ -72,8 +72,9 @@ static Node *winograd_weights(Graph *g, const Node *n, const FxrtConvParams *p, 
         diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         return NULL;
     }
-    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 1,
-                    .dims = {fxrt_conv_nchwc_winograd_packed_floats(p)}};
+    /* 36 points of the pointwise layout [OCB][ICB][8 in][8 out]. */
+    TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 5,
+                    .dims = {36, fxrt_nchwc_blocks(out_c), icb, BLOCK, BLOCK}};
     Tensor *transformed = tensor_new(&t, d);
     if (!transformed) {
         free(w);

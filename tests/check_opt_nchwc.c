@@ -282,6 +282,60 @@ START_TEST(test_left_alone)
 }
 END_TEST
 
+/* The winograd pass after the layout pass: of four 3x3 layers, the two
+ * stride-1 ones of 64 channels in and out (one with a residual) run by
+ * Winograd; the strided one and the one of 48 outputs stay direct. */
+static Graph *build_winograd(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 1, 64, 14, 13);
+    Node *a = tu_op3(g, "Relu",
+                     tu_conv(g, x, tu_weights_f32(g, "wa", 4, 64, 64, 3, 3, 0.004f),
+                             tu_weights_f32(g, "ba", 1, 64, 0, 0, 0, 0.1f), 1, 1, 1),
+                     NULL, NULL);
+    Node *b = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 64, 64, 3, 3, 0.004f), NULL, 1, 1, 1);
+    Node *sum = tu_op3(g, "Relu", tu_op3(g, "Add", b, x, NULL), NULL, NULL);
+    Node *strided = tu_conv(g, sum, tu_weights_f32(g, "wc", 4, 64, 64, 3, 3, 0.004f), NULL, 1, 2, 1);
+    Node *narrow = tu_conv(g, strided, tu_weights_f32(g, "wd", 4, 48, 64, 3, 3, 0.004f), NULL, 1,
+                           1, 1);
+    tu_finish(g, &narrow, 1);
+    return g;
+}
+
+START_TEST(test_winograd)
+{
+    Graph *g = build_winograd(), *ref = build_winograd();
+    tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
+    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), 4);
+    /* F(4x4, 3x3)'s float error is about 1e-5 of the outputs' magnitude
+     * (3e-7 here): ten times the direct path's tolerances. */
+    ck_assert_int_eq(tu_run_pass(g, pass_winograd, 1e-4, 1e-5), 2);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWcWinograd"), 2);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 2);
+    tu_assert_golden(g, "nchwc", "winograd");
+    tu_assert_compiled_matches(g, ref, "winograd", 1e-3, 1e-4);
+    graph_free(g);
+    graph_free(ref);
+}
+END_TEST
+
+/* -O2 runs the winograd pass for the host and leaves it out for firmware. */
+START_TEST(test_winograd_host_only)
+{
+    for (int portable = 0; portable <= 1; portable++) {
+        Graph *g = build_winograd();
+        Diag d;
+        diag_init(&d);
+        PassOptions o = {.portable = portable};
+        ck_assert_int_eq(opt_run_level(g, 2, &o, &d), FX_OK);
+        ck_assert_int_eq(tu_count_op(g, "ConvNCHWcWinograd"), portable ? 0 : 2);
+        ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), portable ? 4 : 2);
+        diag_free(&d);
+        graph_free(g);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("opt_nchwc");
@@ -295,6 +349,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_concat_scale);
     tcase_add_test(t, test_bn_relu);
     tcase_add_test(t, test_left_alone);
+    tcase_add_test(t, test_winograd);
+    tcase_add_test(t, test_winograd_host_only);
     suite_add_tcase(s, t);
     return s;
 }
