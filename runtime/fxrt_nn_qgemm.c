@@ -304,9 +304,53 @@ enum { MR_VNNI = 6, NR_VNNI = 2 * PANEL };
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
+/* fxrt_quant_rescale on the 64-bit lanes of v (the low 32 bits of each, as
+ * _mm512_mul_epi32 reads them), in floor arithmetic: the shifts are
+ * arithmetic, so (p + 2^(s-1) - 1 + bit s of p) >> s is round half to even
+ * for either sign.  |p| < 2^62, so the sum cannot overflow. */
+VNNI_TARGET __attribute__((always_inline)) static inline __m512i
+rescale_lanes_vnni(__m512i v, __m512i mult, __m512i shift, __m512i round)
+{
+    __m512i p = _mm512_mul_epi32(v, mult);
+    __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, shift), _mm512_set1_epi64(1));
+    return _mm512_srav_epi64(_mm512_add_epi64(p, _mm512_add_epi64(round, odd)), shift);
+}
+
+/* Requantizes 16 accumulators of one row (columns from col, `keep` the
+ * real ones) and stores them: even and odd columns take one 64-bit pass
+ * each, are clamped while still 64-bit, then interleaved back. */
+VNNI_TARGET __attribute__((always_inline)) static inline void
+store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc)
+{
+    const FxrtQGemm *q = g->q;
+    int64_t at = row * g->ldy + col;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        _mm512_mask_storeu_epi32((int32_t *)g->y + at, keep, acc);
+        return;
+    }
+    __m512i mult = _mm512_loadu_si512(g->col_mult + col);
+    __m512i shift = _mm512_loadu_si512(g->col_shift + col);
+    __m512i low32 = _mm512_set1_epi64(0xffffffff), one = _mm512_set1_epi64(1);
+    __m512i shift_even = _mm512_and_si512(shift, low32), shift_odd = _mm512_srli_epi64(shift, 32);
+    __m512i round_even = _mm512_sub_epi64(
+        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_even, one)), one);
+    __m512i round_odd = _mm512_sub_epi64(
+        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_odd, one)), one);
+    __m512i even = rescale_lanes_vnni(acc, mult, shift_even, round_even);
+    __m512i odd = rescale_lanes_vnni(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(mult, 32),
+                                     shift_odd, round_odd);
+    __m512i lo = _mm512_set1_epi64((int64_t)q->y_min - q->y_zp);
+    __m512i hi = _mm512_set1_epi64((int64_t)q->y_max - q->y_zp);
+    even = _mm512_min_epi64(_mm512_max_epi64(even, lo), hi);
+    odd = _mm512_min_epi64(_mm512_max_epi64(odd, lo), hi);
+    __m512i y = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64(odd, 32));
+    y = _mm512_add_epi32(y, _mm512_set1_epi32(q->y_zp));
+    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep, y);
+}
+
 VNNI_TARGET __attribute__((always_inline)) static inline void
 tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const int panels,
-               int32_t *out)
+               int cols)
 {
     __m512i acc[MR_VNNI][2];
     const int32_t *bias = g->col_bias + col0;
@@ -343,17 +387,20 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
         }
     }
     UNROLL_FULL
-    for (int r = 0; r < rows; r++)
+    for (int f = 0; f < panels; f++) {
+        int left = cols - f * PANEL;
+        __mmask16 keep = (__mmask16)(left >= PANEL ? 0xffff : (1u << left) - 1u);
         UNROLL_FULL
-        for (int f = 0; f < panels; f++)
-            _mm512_storeu_si512(out + r * NR_VNNI + f * PANEL, acc[r][f]);
+        for (int r = 0; r < rows; r++)
+            store_vnni(g, row0 + r, col0 + f * PANEL, keep, acc[r][f]);
+    }
 }
 
 #define TILE_VNNI(mr, np)                                                                      \
     VNNI_TARGET static void tile_vnni_##mr##_##np(const QGemm *g, int64_t row0, int64_t col0,   \
-                                                  int32_t *out)                                 \
+                                                  int cols)                                     \
     {                                                                                           \
-        tile_vnni_body(g, row0, mr, col0, np, out);                                             \
+        tile_vnni_body(g, row0, mr, col0, np, cols);                                            \
     }
 #define TILE_VNNI_ROWS(mr) TILE_VNNI(mr, 1) TILE_VNNI(mr, 2)
 TILE_VNNI_ROWS(1)
@@ -368,12 +415,10 @@ TILE_VNNI_ROWS(6)
 static void tile_vnni(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
 #define PAIR(mr) {tile_vnni_##mr##_1, tile_vnni_##mr##_2}
-    static void (*const by_shape[MR_VNNI + 1][2])(const QGemm *, int64_t, int64_t, int32_t *) = {
+    static void (*const by_shape[MR_VNNI + 1][2])(const QGemm *, int64_t, int64_t, int) = {
         {0, 0}, PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6)};
 #undef PAIR
-    int32_t out[MR_VNNI * NR_VNNI];
-    by_shape[rows][cols > PANEL ? 1 : 0](g, row0, col0, out);
-    store_tile(g, row0, col0, rows, cols, out, NR_VNNI);
+    by_shape[rows][cols > PANEL ? 1 : 0](g, row0, col0, cols);
 }
 
 /* The widest tiles in use: 2 AVX-512 VNNI, 1 AVX2, 0 portable; capped by
