@@ -223,18 +223,83 @@ enum { MR_AVX2 = 4, NR_AVX2 = 8 };
 
 #define AVX2_TARGET __attribute__((target("avx2")))
 
-AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(uint32_t word)
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(const void *word)
 {
-    /* The four bytes, each as int16, repeated for the four columns of a
-     * 16-byte B load. */
-    return _mm256_cvtepu8_epi16(_mm_set1_epi32((int)word));
+    /* The four bytes, each as int16 (the 0x80 indices give the zero high
+     * bytes), repeated for the four columns of a 16-byte B load. */
+    const __m256i spread = _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 0, -128, 1, -128,
+                                            2, -128, 3, -128, 0, -128, 1, -128, 2, -128, 3, -128,
+                                            0, -128, 1, -128, 2, -128, 3, -128);
+    int32_t w;
+    memcpy(&w, word, sizeof w);
+    return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
 }
 
-/* Eight columns (half a panel, `half` 0 or 1) of `rows` rows: acc[r][0]
- * holds columns 0-3 as k-pairs, acc[r][1] columns 4-7. */
+/* x >> s per 64-bit lane, arithmetic, which AVX2 lacks: a negative x is
+ * complemented around a logical shift (~(~x >> s) is floor(x / 2^s)). */
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i sra64_avx2(__m256i x,
+                                                                           __m256i s)
+{
+    __m256i negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), x);
+    return _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(x, negative), s), negative);
+}
+
+/* fxrt_quant_rescale on the low halves of the 64-bit lanes, in floor
+ * arithmetic as rescale_lanes_vnni below, then the clamp to [lo, hi]. */
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i
+rescale_lanes_avx2(__m256i v, __m256i mult, __m256i shift, __m256i lo, __m256i hi)
+{
+    __m256i one = _mm256_set1_epi64x(1);
+    __m256i round = _mm256_sub_epi64(_mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one)), one);
+    __m256i p = _mm256_mul_epi32(v, mult);
+    __m256i odd = _mm256_and_si256(sra64_avx2(p, shift), one);
+    __m256i y = sra64_avx2(_mm256_add_epi64(p, _mm256_add_epi64(round, odd)), shift);
+    y = _mm256_blendv_epi8(y, lo, _mm256_cmpgt_epi64(lo, y));
+    return _mm256_blendv_epi8(y, hi, _mm256_cmpgt_epi64(y, hi));
+}
+
+/* Requantizes the 8 accumulators of one row (columns from col, the first
+ * `cols` real) and stores them. */
 AVX2_TARGET __attribute__((always_inline)) static inline void
-tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int half,
-               int32_t *out)
+store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
+{
+    const FxrtQGemm *q = g->q;
+    int64_t at = row * g->ldy + col;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        if (cols >= NR_AVX2) {
+            _mm256_storeu_si256((__m256i *)((int32_t *)g->y + at), acc);
+        } else {
+            int32_t v[NR_AVX2];
+            _mm256_storeu_si256((__m256i *)v, acc);
+            memcpy((int32_t *)g->y + at, v, (size_t)cols * sizeof(int32_t));
+        }
+        return;
+    }
+    __m256i mult = _mm256_loadu_si256((const __m256i *)(g->col_mult + col));
+    __m256i shift = _mm256_loadu_si256((const __m256i *)(g->col_shift + col));
+    __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+    __m256i lo = _mm256_set1_epi64x((int64_t)q->y_min - q->y_zp);
+    __m256i hi = _mm256_set1_epi64x((int64_t)q->y_max - q->y_zp);
+    __m256i even = rescale_lanes_avx2(acc, mult, _mm256_and_si256(shift, low32), lo, hi);
+    __m256i odd = rescale_lanes_avx2(_mm256_srli_epi64(acc, 32), _mm256_srli_epi64(mult, 32),
+                                     _mm256_srli_epi64(shift, 32), lo, hi);
+    __m256i y = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
+    y = _mm256_add_epi32(y, _mm256_set1_epi32(q->y_zp));
+    /* The low byte of each lane, gathered into the low 8 bytes. */
+    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, -1, -1, -1);
+    y = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(y, low_bytes),
+                                    _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    uint8_t bytes[16];
+    _mm_storeu_si128((__m128i *)bytes, _mm256_castsi256_si128(y));
+    memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
+}
+
+/* Eight columns (half a panel, `half` 0 or 1) of `rows` rows, `cols` of
+ * them real: acc[r][0] holds columns 0-3 as k-pairs, acc[r][1] columns 4-7. */
+AVX2_TARGET __attribute__((always_inline)) static inline void
+tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int half, int cols)
 {
     __m256i acc[MR_AVX2][2];
     UNROLL_FULL
@@ -258,30 +323,30 @@ tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int h
                 load_group(g, row0 + r, p, v);
                 memcpy(&word, v, sizeof word);
             }
-            __m256i av = a_words_avx2(word);
+            __m256i av = a_words_avx2(&word);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
         }
     }
-    const int32_t *bias = g->col_bias + col0 + half * NR_AVX2;
-    __m256i seed = _mm256_loadu_si256((const __m256i *)bias);
+    int64_t col = col0 + half * NR_AVX2;
+    __m256i seed = _mm256_loadu_si256((const __m256i *)(g->col_bias + col));
     UNROLL_FULL
     for (int r = 0; r < rows; r++) {
         /* Per 128-bit lane the pair sums of columns 0 1 | 4 5 and 2 3 | 6 7:
          * the permute puts them in column order. */
         __m256i sums = _mm256_hadd_epi32(acc[r][0], acc[r][1]);
         sums = _mm256_permute4x64_epi64(sums, 0xd8);
-        _mm256_storeu_si256((__m256i *)(out + r * PANEL + half * NR_AVX2),
-                            _mm256_add_epi32(sums, seed));
+        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed));
     }
 }
 
 #define TILE_AVX2(mr)                                                                          \
     AVX2_TARGET static void tile_avx2_##mr(const QGemm *g, int64_t row0, int64_t col0,          \
-                                           int halves, int32_t *out)                            \
+                                           int cols)                                            \
     {                                                                                           \
-        for (int h = 0; h < halves; h++)                                                        \
-            tile_avx2_body(g, row0, mr, col0, h, out);                                          \
+        tile_avx2_body(g, row0, mr, col0, 0, cols);                                             \
+        if (cols > NR_AVX2)                                                                     \
+            tile_avx2_body(g, row0, mr, col0, 1, cols);                                         \
     }
 TILE_AVX2(1)
 TILE_AVX2(2)
@@ -291,12 +356,9 @@ TILE_AVX2(4)
 
 static void tile_avx2(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
-    static void (*const by_rows[MR_AVX2 + 1])(const QGemm *, int64_t, int64_t, int,
-                                              int32_t *) = {0, tile_avx2_1, tile_avx2_2,
-                                                            tile_avx2_3, tile_avx2_4};
-    int32_t out[MR_AVX2 * PANEL];
-    by_rows[rows](g, row0, col0, cols > NR_AVX2 ? 2 : 1, out);
-    store_tile(g, row0, col0, rows, cols, out, PANEL);
+    static void (*const by_rows[MR_AVX2 + 1])(const QGemm *, int64_t, int64_t, int) = {
+        0, tile_avx2_1, tile_avx2_2, tile_avx2_3, tile_avx2_4};
+    by_rows[rows](g, row0, col0, cols);
 }
 
 /* --- AVX-512 VNNI ------------------------------------------------------------ */
