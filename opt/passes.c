@@ -28,6 +28,8 @@ static const PassDef pass_defs[] = {
     {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false},
     {"bn-to-conv", 2, pass_bn_to_conv,
      "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false},
+    {"qgemm-pack", 2, pass_qgemm_pack,
+     "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
     {"elementwise-fusion", 2, pass_elementwise_fusion,

@@ -333,6 +333,70 @@ void fxrt_requantize(int64_t outer, int64_t channels, int64_t inner, const int32
                      FxrtDType y_type, void *y);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_qgemm.c: the packed 8-bit GEMM, requantized in fixed point         */
+/* ------------------------------------------------------------------------- */
+
+/* real_scale ~= multiplier / 2^shift with multiplier in [2^30, 2^31) and
+ * shift in [30, 62], for real_scale in [2^-32, 1); returns 0, or -1 for a
+ * scale outside that range (or NaN), which keeps fxrt_requantize's double
+ * path.  A float scale has 24 significant bits, so for it the pair is
+ * exact. */
+int fxrt_quant_multiplier(double real_scale, int32_t *multiplier, int *shift);
+/* v * multiplier / 2^shift rounded half to even, exactly (int64).  With an
+ * exact pair this is fxrt_requantize's rint(v * scale) whenever the double
+ * product is exact (|v| < 2^29); beyond that the double rounding of the
+ * product can move a value within about 1e-16 relative of a .5 tie to the
+ * other side, so the two differ there by one. */
+int64_t fxrt_quant_rescale(int32_t v, int32_t multiplier, int shift);
+
+/* Y = requantize((A - a_zp) x B + bias) for A m x k (UINT8 or INT8, row
+ * stride lda) and B k x n INT8 with zero point 0 (symmetric weights, per
+ * tensor or per column), packed by fxrt_qgemm_pack_b:
+ *
+ *   y[i][j] = clamp(rescale(acc[i][j] + bias[j], multiplier[j], shift[j])
+ *                   + y_zp, y_min, y_max)
+ *
+ * with rescale = fxrt_quant_rescale and the pair from fxrt_quant_multiplier
+ * of scale[j] (a_scale x w_scale[j] / y_scale); y_min, y_max are the output
+ * type's range or tighter (a fused Relu or Clip, in quantized units).
+ * y_type INT32 stores acc + bias instead, no rescale (MatMulInteger,
+ * ConvInteger).  Accumulators are int32 seeded with the bias: acc + bias
+ * wraps modulo 2^32 where fxrt_requantize would add in int64, which no
+ * layer of realistic size reaches.
+ *
+ * Packed B, fxrt_qgemm_packed_bytes(n, k) bytes (the compiler packs it once,
+ * at compile time; any alignment): n padded to a multiple of 16 and k to a
+ * multiple of 4 with zeros, then [n/16][k/4][16 columns][4 k values] int8,
+ * one 64-byte vpdpbusd operand per group of four k values; then n/16 * 16
+ * int32 each of seed (bias[j] - (a_zp + 128 if A is INT8) x colsum_j(B),
+ * the zero point's correction folded in), multiplier and shift.  An INT8 A
+ * is read as a + 128 so that one unsigned x signed product serves both
+ * activation types; the packing therefore depends on a_type and a_zp.
+ *
+ * The tiles are AVX-512 VNNI (6 x 32), AVX2 (4 x 16, int16 products) or
+ * portable C (4 x 16), the widest the CPU has chosen by CPUID at each call
+ * (host builds only; portable builds are C99).  No scratch. */
+typedef struct FxrtQGemm {
+    int64_t n, k;
+    int32_t a_type; /* FxrtDType UINT8 or INT8, as given to fxrt_qgemm_pack_b */
+    int32_t y_type; /* FxrtDType UINT8, INT8 or INT32 */
+    int32_t y_zp;
+    int32_t y_min, y_max; /* inclusive, quantized; ignored for INT32 */
+} FxrtQGemm;
+
+int64_t fxrt_qgemm_packed_bytes(int64_t n, int64_t k);
+/* b is k x n row-major; bias (NULL: none) has n values; scale has 1 or n
+ * values, or is NULL when the product will only be called with y_type
+ * INT32.  Returns 0, or -1 when a scale has no fixed-point pair (outside
+ * [2^-32, 1)): then the blob must not be used. */
+int fxrt_qgemm_pack_b(int64_t n, int64_t k, const int8_t *b, const int32_t *bias,
+                      const float *scale, int64_t scale_count, FxrtDType a_type, int32_t a_zp,
+                      void *packed);
+/* y (row stride ldy, in elements of y_type) for m rows of a. */
+void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const void *packed,
+                void *y, int64_t ldy);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_pool.c: pools                                                      */
 /* ------------------------------------------------------------------------- */
 

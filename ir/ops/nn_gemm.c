@@ -810,3 +810,96 @@ const OpDef fx_op_QLinearMatMul = {
     .scratch_bytes = qlinear_matmul_scratch,
     .emit = qlinear_matmul_emit,
 };
+
+/* --- QGemmPacked ------------------------------------------------------------ */
+
+/* The qgemm-pack pass's form of a QLinearMatMul or MatMulInteger whose B is
+ * a constant int8 matrix with zero point 0: Y [..., n] = fxrt_qgemm of A
+ * [..., k] (uint8 or int8, every leading axis folded into the rows) with
+ * the blob that fxrt_qgemm_pack_b made at compile time (input 1, uint8,
+ * fxrt_qgemm_packed_bytes(n, k) bytes; A's zero point, the bias and the
+ * scales are in it).  Attributes: n, y_type (UINT8, INT8 or INT32),
+ * y_zero_point, and the clamp bounds y_min, y_max. */
+
+static const AttrSpec qgemm_packed_attrs[] = {
+    {"n", FX_ATTR_INT, NULL, true},
+    {"y_type", FX_ATTR_INT, NULL, true},
+    {"y_zero_point", FX_ATTR_INT, NULL, true},
+    {"y_min", FX_ATTR_INT, NULL, true},
+    {"y_max", FX_ATTR_INT, NULL, true},
+    {NULL},
+};
+
+/* The kernel's parameters for n and A's type; rows receives m. */
+static FxStatus qgemm_packed_plan(const Node *n, Diag *d, const TensorType *a,
+                                  const TensorType *w, FxrtQGemm *q, int64_t *rows)
+{
+    int64_t cols = node_attr_int(n, "n", 0), y_type = node_attr_int(n, "y_type", 0);
+    if (a->rank < 1 || (a->dtype != FXRT_DTYPE_UINT8 && a->dtype != FXRT_DTYPE_INT8))
+        return diag_node_error(d, FX_ERR_INVALID, n, "QGemmPacked takes a uint8 or int8 A of "
+                               "rank >= 1, not %s of rank %d", dtype_name(a->dtype), a->rank);
+    if (y_type != FXRT_DTYPE_UINT8 && y_type != FXRT_DTYPE_INT8 && y_type != FXRT_DTYPE_INT32)
+        return diag_node_error(d, FX_ERR_INVALID, n, "QGemmPacked: y_type %lld is not uint8, "
+                               "int8 or int32", (long long)y_type);
+    int64_t k = a->dims[a->rank - 1];
+    if (cols < 1 || w->dtype != FXRT_DTYPE_UINT8 ||
+        type_numel(w) != fxrt_qgemm_packed_bytes(cols, k))
+        return diag_node_error(d, FX_ERR_SHAPE, n, "QGemmPacked: the packed B does not hold "
+                               "%lld x %lld weights", (long long)k, (long long)cols);
+    *q = (FxrtQGemm){.n = cols, .k = k, .a_type = a->dtype, .y_type = (int32_t)y_type,
+                     .y_zp = (int32_t)node_attr_int(n, "y_zero_point", 0),
+                     .y_min = (int32_t)node_attr_int(n, "y_min", INT32_MIN),
+                     .y_max = (int32_t)node_attr_int(n, "y_max", INT32_MAX)};
+    *rows = k > 0 ? type_numel(a) / k : 0;
+    return FX_OK;
+}
+
+static FxStatus qgemm_packed_infer(InferCtx *c)
+{
+    FxrtQGemm q = {0};
+    int64_t m = 0;
+    FxStatus st = qgemm_packed_plan(c->node, c->diag, c->in[0], c->in[1], &q, &m);
+    if (st != FX_OK)
+        return st;
+    c->out[0] = *c->in[0];
+    c->out[0].dtype = (DType)q.y_type;
+    c->out[0].dims[c->out[0].rank - 1] = q.n;
+    return FX_OK;
+}
+
+static FxStatus qgemm_packed_eval(EvalCtx *c)
+{
+    FxrtQGemm q = {0};
+    int64_t m = 0;
+    FxStatus st = qgemm_packed_plan(c->node, c->diag, &c->in[0]->type, &c->in[1]->type, &q, &m);
+    if (st == FX_OK && m > 0)
+        fxrt_qgemm(&q, m, c->in[0]->data, q.k, c->in[1]->data, c->out[0]->data, q.n);
+    return st;
+}
+
+static FxStatus qgemm_packed_emit(EmitCtx *c)
+{
+    FxrtQGemm q = {0};
+    int64_t m = 0;
+    FxStatus st = qgemm_packed_plan(c->node, c->diag, node_input_type(c->node, 0),
+                                    node_input_type(c->node, 1), &q, &m);
+    if (st != FX_OK || m == 0)
+        return st;
+    emit_line(c, "static const FxrtQGemm q = {/*n=*/%lld, /*k=*/%lld, %s, %s, /*y_zp=*/%d, "
+                 "/*y_min=*/%d, /*y_max=*/%d};",
+              (long long)q.n, (long long)q.k, c_dtype_enum((DType)q.a_type),
+              c_dtype_enum((DType)q.y_type), (int)q.y_zp, (int)q.y_min, (int)q.y_max);
+    emit_line(c, "fxrt_qgemm(&q, /*m=*/%lld, %s, /*lda=*/%lld, %s, %s, /*ldy=*/%lld);",
+              (long long)m, c->in[0], (long long)q.k, c->in[1], c->out[0], (long long)q.n);
+    return FX_OK;
+}
+
+const OpDef fx_op_QGemmPacked = {
+    .name = "QGemmPacked",
+    .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = qgemm_packed_attrs,
+    .infer = qgemm_packed_infer,
+    .eval = qgemm_packed_eval,
+    .emit = qgemm_packed_emit,
+};

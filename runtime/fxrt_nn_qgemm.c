@@ -1,0 +1,542 @@
+/*
+ * fxrt_nn_qgemm.c - the fast 8-bit matrix product: int8 weights packed once
+ * (at compile time) into the order the tile kernels read, uint8 or int8
+ * activations, int32 accumulation, and requantization in fixed point fused
+ * into the store of each tile (see fxrt_nn.h for the layout and the API).
+ *
+ * One packing serves every instruction set.  A k-group is four consecutive
+ * k values; for each group a panel of 16 columns holds 16 x 4 bytes, column
+ * by column, which is one zmm of vpdpbusd's signed operand.  An int8
+ * activation is read as a + 128 (flip its top bit), so that one unsigned
+ * x signed product serves both activation types; the - (a_zp + 128) x
+ * colsum(B) that this and the zero point leave in every sum is a constant
+ * per column, folded into the packed bias together with the user's bias.
+ * The accumulators start from that bias, so a finished tile only needs the
+ * rescale, the output zero point and the clamp.
+ *
+ * Tiles, the widest the CPU has chosen by CPUID at each call and capped by
+ * fxrt_qgemm_limit_isa (fxrt_isa.h):
+ *   - AVX-512 VNNI: up to 6 rows x 32 columns, 12 zmm accumulators, one
+ *     vpdpbusd per row, panel and k-group;
+ *   - AVX2: up to 4 rows x 8 columns.  vpmaddubsw would saturate its int16
+ *     pair sums (255 x -128 twice does not fit), so A is zero-extended and
+ *     B sign-extended to int16 and vpmaddwd sums the pairs into int32; each
+ *     column then holds two partial sums (k0 k1 and k2 k3) that a
+ *     horizontal add merges at the end;
+ *   - portable C99: 4 rows x 16 columns of uint32 accumulators (unsigned so
+ *     that a wrap is defined, as in fxrt_gemm_integer), the firmware path.
+ * The SIMD kernels exist only on host builds (FXRT_USE_CBLAS, x86-64, GCC or
+ * Clang); the portable runtime is plain C.
+ *
+ * Order of the walk: when the packed weights fit in L2 the row tiles are
+ * outermost and every tile of rows sweeps all of B; otherwise (a large
+ * fully connected layer) the column blocks are outermost, so that one block
+ * of B stays in cache while all of A, the smaller operand there, streams
+ * past it.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "fxrt.h"
+#include "fxrt_isa.h"
+
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_QGEMM_X86 1
+#include <immintrin.h>
+#endif
+
+enum { PANEL = 16, KGROUP = 4 };
+
+/* Packed weights above this size make the column blocks the outer loop. */
+static const int64_t B_IN_CACHE_BYTES = 512 * 1024;
+
+static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+int fxrt_quant_multiplier(double real_scale, int32_t *multiplier, int *shift)
+{
+    /* The negated form also refuses NaN. */
+    if (!(real_scale >= 0x1p-32 && real_scale < 1.0))
+        return -1;
+    int exponent;
+    double fraction = frexp(real_scale, &exponent); /* in [0.5, 1), exponent in [-31, 0] */
+    int64_t m = (int64_t)nearbyint(ldexp(fraction, 31));
+    if (m == ((int64_t)1 << 31)) { /* rounded up to the next power of two */
+        m >>= 1;
+        exponent++;
+    }
+    *multiplier = (int32_t)m;
+    *shift = 31 - exponent;
+    return 0;
+}
+
+int64_t fxrt_quant_rescale(int32_t v, int32_t multiplier, int shift)
+{
+    /* Round half to even is symmetric about 0, so the magnitude is rounded
+     * in unsigned arithmetic, where every shift is defined. */
+    int64_t p = (int64_t)v * multiplier;
+    uint64_t u = p < 0 ? 0u - (uint64_t)p : (uint64_t)p;
+    uint64_t odd = (u >> shift) & 1u;
+    uint64_t q = (u + ((uint64_t)1 << (shift - 1)) - 1u + odd) >> shift;
+    return p < 0 ? -(int64_t)q : (int64_t)q;
+}
+
+int64_t fxrt_qgemm_packed_bytes(int64_t n, int64_t k)
+{
+    int64_t n_pad = round_up(n, PANEL);
+    return n_pad * round_up(k, KGROUP) + 3 * n_pad * (int64_t)sizeof(int32_t);
+}
+
+/* The per-column int32 arrays behind the weights: bias, multiplier, shift. */
+static int32_t *packed_columns(const void *packed, int64_t n, int64_t k)
+{
+    return (int32_t *)((uintptr_t)packed + (uintptr_t)(round_up(n, PANEL) * round_up(k, KGROUP)));
+}
+
+int fxrt_qgemm_pack_b(int64_t n, int64_t k, const int8_t *b, const int32_t *bias,
+                      const float *scale, int64_t scale_count, FxrtDType a_type, int32_t a_zp,
+                      void *packed)
+{
+    int64_t n_pad = round_up(n, PANEL), k_pad = round_up(k, KGROUP);
+    int32_t *col_bias = packed_columns(packed, n, k);
+    int32_t *col_mult = col_bias + n_pad, *col_shift = col_mult + n_pad;
+    int64_t a_offset = (int64_t)a_zp + (a_type == FXRT_DTYPE_INT8 ? 128 : 0);
+    int8_t *w = (int8_t *)packed;
+    for (int64_t j = 0; j < n_pad; j++) {
+        int64_t colsum = 0;
+        for (int64_t p = 0; p < k_pad; p++) {
+            int8_t v = j < n && p < k ? b[p * n + j] : 0;
+            colsum += v;
+            w[(j / PANEL) * PANEL * k_pad + (p / KGROUP) * PANEL * KGROUP + (j % PANEL) * KGROUP +
+              p % KGROUP] = v;
+        }
+        /* Modulo 2^32 like the accumulators it seeds. */
+        uint64_t seed = (uint64_t)(j < n && bias ? bias[j] : 0) - (uint64_t)(a_offset * colsum);
+        col_bias[j] = (int32_t)(uint32_t)seed;
+        col_mult[j] = 0;
+        col_shift[j] = 31;
+        if (j < n && scale) {
+            int s;
+            if (fxrt_quant_multiplier(scale[scale_count == 1 ? 0 : j], &col_mult[j], &s) != 0)
+                return -1;
+            col_shift[j] = s;
+        }
+    }
+    return 0;
+}
+
+/* What every tile kernel needs: the product's shape and operands. */
+typedef struct QGemm {
+    const FxrtQGemm *q;
+    const uint8_t *a; /* bytes; an int8 A has flip = 0x80 */
+    int64_t lda;
+    uint8_t flip;
+    const int8_t *w;
+    const int32_t *col_bias, *col_mult, *col_shift;
+    int64_t k_groups; /* k / 4, rounded up */
+    uint8_t *y;
+    int64_t ldy;
+} QGemm;
+
+/* The four values of A row `row` in k-group `group`, unsigned (an int8
+ * one flipped), zeros past k: the last group must not read past the row
+ * (its weights are zero padding, so the zeros add nothing). */
+static void load_group(const QGemm *g, int64_t row, int64_t group, uint8_t bytes[KGROUP])
+{
+    const uint8_t *a = g->a + row * g->lda + group * KGROUP;
+    int64_t left = g->q->k - group * KGROUP;
+    for (int64_t i = 0; i < KGROUP; i++)
+        bytes[i] = i < left ? (uint8_t)(a[i] ^ g->flip) : 0;
+}
+
+/* Rescales, offsets, clamps and stores the rows x cols block of finished
+ * accumulators acc (row stride ld) at output (row0, col0). */
+static void store_tile(const QGemm *g, int64_t row0, int64_t col0, int rows, int cols,
+                       const int32_t *acc, int ld)
+{
+    const FxrtQGemm *q = g->q;
+    for (int r = 0; r < rows; r++) {
+        const int32_t *v = acc + r * ld;
+        int64_t at = (row0 + r) * g->ldy + col0;
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            memcpy(g->y + at * (int64_t)sizeof(int32_t), v, (size_t)cols * sizeof(int32_t));
+            continue;
+        }
+        for (int j = 0; j < cols; j++) {
+            int64_t y = fxrt_quant_rescale(v[j], g->col_mult[col0 + j], g->col_shift[col0 + j]) +
+                        q->y_zp;
+            y = y < q->y_min ? q->y_min : y > q->y_max ? q->y_max : y;
+            if (q->y_type == FXRT_DTYPE_UINT8)
+                g->y[at + j] = (uint8_t)y;
+            else
+                ((int8_t *)g->y)[at + j] = (int8_t)y;
+        }
+    }
+}
+
+/* A tile kernel: rows <= its row count of A from row0, cols <= its column
+ * count from col0 (a multiple of 16). */
+typedef void (*TileFn)(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols);
+
+enum { MR_PORTABLE = 4 };
+
+static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
+{
+    uint32_t acc[MR_PORTABLE][PANEL];
+    const int8_t *panel = g->w + col0 * g->k_groups * KGROUP;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < PANEL; j++)
+            acc[r][j] = (uint32_t)g->col_bias[col0 + j];
+    for (int64_t p = 0; p < g->k_groups; p++) {
+        const int8_t *w = panel + p * PANEL * KGROUP;
+        for (int r = 0; r < rows; r++) {
+            uint8_t v[KGROUP];
+            load_group(g, row0 + r, p, v);
+            int32_t a0 = v[0], a1 = v[1], a2 = v[2], a3 = v[3];
+            for (int j = 0; j < PANEL; j++) {
+                const int8_t *c = w + j * KGROUP;
+                acc[r][j] += (uint32_t)(a0 * c[0] + a1 * c[1] + a2 * c[2] + a3 * c[3]);
+            }
+        }
+    }
+    int32_t out[MR_PORTABLE][PANEL];
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < PANEL; j++)
+            out[r][j] = (int32_t)acc[r][j];
+    store_tile(g, row0, col0, rows, cols, &out[0][0], PANEL);
+}
+
+#ifdef FXRT_QGEMM_X86
+/* Unrolls a loop of constant trip count completely (see
+ * fxrt_nn_nchwc_conv.c: Clang does without a count, GCC wants one). */
+#ifdef __clang__
+#define UNROLL_FULL _Pragma("unroll")
+#else
+#define UNROLL_FULL _Pragma("GCC unroll 8")
+#endif
+
+/* The k-groups of a row that can be read four bytes at a time: all but a
+ * last partial one. */
+static int64_t whole_groups(const QGemm *g) { return g->q->k / KGROUP; }
+
+/* --- AVX2 ----------------------------------------------------------------- */
+enum { MR_AVX2 = 4, NR_AVX2 = 8 };
+
+#define AVX2_TARGET __attribute__((target("avx2")))
+
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(const void *word)
+{
+    /* The four bytes, each as int16 (the 0x80 indices give the zero high
+     * bytes), repeated for the four columns of a 16-byte B load. */
+    const __m256i spread = _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 0, -128, 1, -128,
+                                            2, -128, 3, -128, 0, -128, 1, -128, 2, -128, 3, -128,
+                                            0, -128, 1, -128, 2, -128, 3, -128);
+    int32_t w;
+    memcpy(&w, word, sizeof w);
+    return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
+}
+
+/* x >> s per 64-bit lane, arithmetic, which AVX2 lacks: a negative x is
+ * complemented around a logical shift (~(~x >> s) is floor(x / 2^s)). */
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i sra64_avx2(__m256i x,
+                                                                           __m256i s)
+{
+    __m256i negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), x);
+    return _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(x, negative), s), negative);
+}
+
+/* fxrt_quant_rescale on the low halves of the 64-bit lanes, in floor
+ * arithmetic as rescale_lanes_vnni below, then the clamp to [lo, hi]. */
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i
+rescale_lanes_avx2(__m256i v, __m256i mult, __m256i shift, __m256i lo, __m256i hi)
+{
+    __m256i one = _mm256_set1_epi64x(1);
+    __m256i round = _mm256_sub_epi64(_mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one)), one);
+    __m256i p = _mm256_mul_epi32(v, mult);
+    __m256i odd = _mm256_and_si256(sra64_avx2(p, shift), one);
+    __m256i y = sra64_avx2(_mm256_add_epi64(p, _mm256_add_epi64(round, odd)), shift);
+    y = _mm256_blendv_epi8(y, lo, _mm256_cmpgt_epi64(lo, y));
+    return _mm256_blendv_epi8(y, hi, _mm256_cmpgt_epi64(y, hi));
+}
+
+/* Requantizes the 8 accumulators of one row (columns from col, the first
+ * `cols` real) and stores them. */
+AVX2_TARGET __attribute__((always_inline)) static inline void
+store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
+{
+    const FxrtQGemm *q = g->q;
+    int64_t at = row * g->ldy + col;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        if (cols >= NR_AVX2) {
+            _mm256_storeu_si256((__m256i *)((int32_t *)g->y + at), acc);
+        } else {
+            int32_t v[NR_AVX2];
+            _mm256_storeu_si256((__m256i *)v, acc);
+            memcpy((int32_t *)g->y + at, v, (size_t)cols * sizeof(int32_t));
+        }
+        return;
+    }
+    __m256i mult = _mm256_loadu_si256((const __m256i *)(g->col_mult + col));
+    __m256i shift = _mm256_loadu_si256((const __m256i *)(g->col_shift + col));
+    __m256i low32 = _mm256_set1_epi64x(0xffffffff);
+    __m256i lo = _mm256_set1_epi64x((int64_t)q->y_min - q->y_zp);
+    __m256i hi = _mm256_set1_epi64x((int64_t)q->y_max - q->y_zp);
+    __m256i even = rescale_lanes_avx2(acc, mult, _mm256_and_si256(shift, low32), lo, hi);
+    __m256i odd = rescale_lanes_avx2(_mm256_srli_epi64(acc, 32), _mm256_srli_epi64(mult, 32),
+                                     _mm256_srli_epi64(shift, 32), lo, hi);
+    __m256i y = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
+    y = _mm256_add_epi32(y, _mm256_set1_epi32(q->y_zp));
+    /* The low byte of each lane, gathered into the low 8 bytes. */
+    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
+                                               -1, -1, -1, -1, -1, -1);
+    y = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(y, low_bytes),
+                                    _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    uint8_t bytes[16];
+    _mm_storeu_si128((__m128i *)bytes, _mm256_castsi256_si128(y));
+    memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
+}
+
+/* Eight columns (half a panel, `half` 0 or 1) of `rows` rows, `cols` of
+ * them real: acc[r][0] holds columns 0-3 as k-pairs, acc[r][1] columns 4-7. */
+AVX2_TARGET __attribute__((always_inline)) static inline void
+tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int half, int cols)
+{
+    __m256i acc[MR_AVX2][2];
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++)
+        acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    const int8_t *w = g->w + col0 * g->k_groups * KGROUP + half * NR_AVX2 * KGROUP;
+    const uint8_t *a = g->a + row0 * g->lda;
+    uint32_t flip = 0x01010101u * g->flip;
+    int64_t whole = whole_groups(g);
+    for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
+        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            uint32_t word;
+            if (p < whole) {
+                memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
+                word ^= flip;
+            } else {
+                uint8_t v[KGROUP];
+                load_group(g, row0 + r, p, v);
+                memcpy(&word, v, sizeof word);
+            }
+            __m256i av = a_words_avx2(&word);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
+        }
+    }
+    int64_t col = col0 + half * NR_AVX2;
+    __m256i seed = _mm256_loadu_si256((const __m256i *)(g->col_bias + col));
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++) {
+        /* Per 128-bit lane the pair sums of columns 0 1 | 4 5 and 2 3 | 6 7:
+         * the permute puts them in column order. */
+        __m256i sums = _mm256_hadd_epi32(acc[r][0], acc[r][1]);
+        sums = _mm256_permute4x64_epi64(sums, 0xd8);
+        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed));
+    }
+}
+
+#define TILE_AVX2(mr)                                                                          \
+    AVX2_TARGET static void tile_avx2_##mr(const QGemm *g, int64_t row0, int64_t col0,          \
+                                           int cols)                                            \
+    {                                                                                           \
+        tile_avx2_body(g, row0, mr, col0, 0, cols);                                             \
+        if (cols > NR_AVX2)                                                                     \
+            tile_avx2_body(g, row0, mr, col0, 1, cols);                                         \
+    }
+TILE_AVX2(1)
+TILE_AVX2(2)
+TILE_AVX2(3)
+TILE_AVX2(4)
+#undef TILE_AVX2
+
+static void tile_avx2(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
+{
+    static void (*const by_rows[MR_AVX2 + 1])(const QGemm *, int64_t, int64_t, int) = {
+        0, tile_avx2_1, tile_avx2_2, tile_avx2_3, tile_avx2_4};
+    by_rows[rows](g, row0, col0, cols);
+}
+
+/* --- AVX-512 VNNI ------------------------------------------------------------ */
+enum { MR_VNNI = 6, NR_VNNI = 2 * PANEL };
+
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* fxrt_quant_rescale on the 64-bit lanes of v (the low 32 bits of each, as
+ * _mm512_mul_epi32 reads them), in floor arithmetic: the shifts are
+ * arithmetic, so (p + 2^(s-1) - 1 + bit s of p) >> s is round half to even
+ * for either sign.  |p| < 2^62, so the sum cannot overflow. */
+VNNI_TARGET __attribute__((always_inline)) static inline __m512i
+rescale_lanes_vnni(__m512i v, __m512i mult, __m512i shift, __m512i round)
+{
+    __m512i p = _mm512_mul_epi32(v, mult);
+    __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, shift), _mm512_set1_epi64(1));
+    return _mm512_srav_epi64(_mm512_add_epi64(p, _mm512_add_epi64(round, odd)), shift);
+}
+
+/* Requantizes 16 accumulators of one row (columns from col, `keep` the
+ * real ones) and stores them: even and odd columns take one 64-bit pass
+ * each, are clamped while still 64-bit, then interleaved back. */
+VNNI_TARGET __attribute__((always_inline)) static inline void
+store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc)
+{
+    const FxrtQGemm *q = g->q;
+    int64_t at = row * g->ldy + col;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        _mm512_mask_storeu_epi32((int32_t *)g->y + at, keep, acc);
+        return;
+    }
+    __m512i mult = _mm512_loadu_si512(g->col_mult + col);
+    __m512i shift = _mm512_loadu_si512(g->col_shift + col);
+    __m512i low32 = _mm512_set1_epi64(0xffffffff), one = _mm512_set1_epi64(1);
+    __m512i shift_even = _mm512_and_si512(shift, low32), shift_odd = _mm512_srli_epi64(shift, 32);
+    __m512i round_even = _mm512_sub_epi64(
+        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_even, one)), one);
+    __m512i round_odd = _mm512_sub_epi64(
+        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_odd, one)), one);
+    __m512i even = rescale_lanes_vnni(acc, mult, shift_even, round_even);
+    __m512i odd = rescale_lanes_vnni(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(mult, 32),
+                                     shift_odd, round_odd);
+    __m512i lo = _mm512_set1_epi64((int64_t)q->y_min - q->y_zp);
+    __m512i hi = _mm512_set1_epi64((int64_t)q->y_max - q->y_zp);
+    even = _mm512_min_epi64(_mm512_max_epi64(even, lo), hi);
+    odd = _mm512_min_epi64(_mm512_max_epi64(odd, lo), hi);
+    __m512i y = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64(odd, 32));
+    y = _mm512_add_epi32(y, _mm512_set1_epi32(q->y_zp));
+    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep, y);
+}
+
+VNNI_TARGET __attribute__((always_inline)) static inline void
+tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const int panels,
+               int cols)
+{
+    __m512i acc[MR_VNNI][2];
+    const int32_t *bias = g->col_bias + col0;
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++)
+        UNROLL_FULL
+        for (int f = 0; f < panels; f++)
+            acc[r][f] = _mm512_loadu_si512(bias + f * PANEL);
+    const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
+    const int64_t panel_bytes = g->k_groups * PANEL * KGROUP;
+    const uint8_t *a = g->a + row0 * g->lda;
+    uint32_t flip = 0x01010101u * g->flip;
+    int64_t whole = whole_groups(g);
+    for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+        __m512i b[2];
+        UNROLL_FULL
+        for (int f = 0; f < panels; f++)
+            b[f] = _mm512_loadu_si512(w + f * panel_bytes);
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            uint32_t word;
+            if (p < whole) {
+                memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
+                word ^= flip;
+            } else {
+                uint8_t v[KGROUP];
+                load_group(g, row0 + r, p, v);
+                memcpy(&word, v, sizeof word);
+            }
+            __m512i av = _mm512_set1_epi32((int)word);
+            UNROLL_FULL
+            for (int f = 0; f < panels; f++)
+                acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], av, b[f]);
+        }
+    }
+    UNROLL_FULL
+    for (int f = 0; f < panels; f++) {
+        int left = cols - f * PANEL;
+        __mmask16 keep = (__mmask16)(left >= PANEL ? 0xffff : (1u << left) - 1u);
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++)
+            store_vnni(g, row0 + r, col0 + f * PANEL, keep, acc[r][f]);
+    }
+}
+
+#define TILE_VNNI(mr, np)                                                                      \
+    VNNI_TARGET static void tile_vnni_##mr##_##np(const QGemm *g, int64_t row0, int64_t col0,   \
+                                                  int cols)                                     \
+    {                                                                                           \
+        tile_vnni_body(g, row0, mr, col0, np, cols);                                            \
+    }
+#define TILE_VNNI_ROWS(mr) TILE_VNNI(mr, 1) TILE_VNNI(mr, 2)
+TILE_VNNI_ROWS(1)
+TILE_VNNI_ROWS(2)
+TILE_VNNI_ROWS(3)
+TILE_VNNI_ROWS(4)
+TILE_VNNI_ROWS(5)
+TILE_VNNI_ROWS(6)
+#undef TILE_VNNI_ROWS
+#undef TILE_VNNI
+
+static void tile_vnni(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
+{
+#define PAIR(mr) {tile_vnni_##mr##_1, tile_vnni_##mr##_2}
+    static void (*const by_shape[MR_VNNI + 1][2])(const QGemm *, int64_t, int64_t, int) = {
+        {0, 0}, PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6)};
+#undef PAIR
+    by_shape[rows][cols > PANEL ? 1 : 0](g, row0, col0, cols);
+}
+
+/* The widest tiles in use: 2 AVX-512 VNNI, 1 AVX2, 0 portable; capped by
+ * fxrt_qgemm_limit_isa (runtime/fxrt_isa.h). */
+static int isa_cap = 2;
+
+void fxrt_qgemm_limit_isa(int level) { isa_cap = level; }
+
+static int cpu_has_vnni(void)
+{
+    return isa_cap >= 2 && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+static int cpu_has_avx2(void) { return isa_cap >= 1 && __builtin_cpu_supports("avx2"); }
+#else
+void fxrt_qgemm_limit_isa(int level) { (void)level; }
+#endif
+
+void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const void *packed,
+                void *y, int64_t ldy)
+{
+    QGemm g;
+    g.q = q;
+    g.a = (const uint8_t *)a;
+    g.lda = lda;
+    g.flip = q->a_type == FXRT_DTYPE_INT8 ? 0x80 : 0;
+    g.w = (const int8_t *)packed;
+    g.col_bias = packed_columns(packed, q->n, q->k);
+    g.col_mult = g.col_bias + round_up(q->n, PANEL);
+    g.col_shift = g.col_mult + round_up(q->n, PANEL);
+    g.k_groups = round_up(q->k, KGROUP) / KGROUP;
+    g.y = (uint8_t *)y;
+    g.ldy = ldy;
+    TileFn tile = tile_portable;
+    int64_t mr = MR_PORTABLE, nr = PANEL;
+#ifdef FXRT_QGEMM_X86
+    if (cpu_has_vnni()) {
+        tile = tile_vnni;
+        mr = MR_VNNI;
+        nr = NR_VNNI;
+    } else if (cpu_has_avx2()) {
+        tile = tile_avx2;
+        mr = MR_AVX2;
+        nr = PANEL;
+    }
+#endif
+    int64_t n = q->n;
+    if (fxrt_qgemm_packed_bytes(n, q->k) <= B_IN_CACHE_BYTES) {
+        for (int64_t i = 0; i < m; i += mr)
+            for (int64_t j = 0; j < n; j += nr)
+                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    } else {
+        for (int64_t j = 0; j < n; j += nr)
+            for (int64_t i = 0; i < m; i += mr)
+                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    }
+}
