@@ -18,7 +18,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "../ir/ops/ops.h"
 #include "opt.h"
@@ -32,30 +31,15 @@ static const int64_t MAX_TRANSFORMED_BYTES = (int64_t)12 << 20;
 static bool profitable(const Node *n, FxrtConvParams *p)
 {
     if (n->opcode != FX_OPCODE_CALL_MODULE || n->op != &fx_op_ConvNCHWc || n->num_args < 2 ||
-        !node_const_value(n->args[1]) || node_input_type(n, 0)->rank != 5)
+        !node_const_value(n->args[1]))
         return false;
-    const TensorType *x = node_input_type(n, 0), *y = &n->out_types[0];
-    const int64_t *kernel, *strides, *dilations, *pads;
-    if (node_attr_ints(n, "kernel_shape", &kernel) != 2 ||
-        node_attr_ints(n, "strides", &strides) != 2 ||
-        node_attr_ints(n, "dilations", &dilations) != 2 || node_attr_ints(n, "pads", &pads) != 4)
-        return false;
-    memset(p, 0, sizeof *p);
-    p->batch = x->dims[0];
-    p->in_channels = node_attr_int(n, "in_channels", 0);
-    p->out_channels = node_attr_int(n, "out_channels", 0);
-    p->groups = node_attr_int(n, "group", 1);
-    p->in_size[0] = p->out_size[0] = p->kernel[0] = p->stride[0] = p->dilation[0] = 1;
-    for (int i = 0; i < 2; i++) {
-        p->in_size[1 + i] = x->dims[2 + i];
-        p->out_size[1 + i] = y->dims[2 + i];
-        p->kernel[1 + i] = kernel[i];
-        p->stride[1 + i] = strides[i];
-        p->dilation[1 + i] = dilations[i];
-        p->pad_begin[1 + i] = pads[i];
-    }
-    return fxrt_conv_nchwc_winograd_applies(p) && p->in_channels >= MIN_CHANNELS &&
-           p->out_channels >= MIN_CHANNELS && p->out_size[1] >= MIN_OUTPUT &&
+    Diag quiet;
+    diag_init(&quiet);
+    int x_blocked;
+    FxStatus st = nchwc_conv_node_params(n, &quiet, p, &x_blocked);
+    diag_free(&quiet);
+    return st == FX_OK && x_blocked && fxrt_conv_nchwc_winograd_applies(p) &&
+           p->in_channels >= MIN_CHANNELS && p->out_channels >= MIN_CHANNELS && p->out_size[1] >= MIN_OUTPUT &&
            p->out_size[2] >= MIN_OUTPUT &&
            fxrt_conv_nchwc_winograd_packed_floats(p) * (int64_t)sizeof(float) <=
                MAX_TRANSFORMED_BYTES;

@@ -211,6 +211,11 @@ static FxStatus conv_nchwc_params(const Node *n, Diag *d, const TensorType *x,
     return FX_OK;
 }
 
+FxStatus nchwc_conv_node_params(const Node *n, Diag *d, FxrtConvParams *p, int *x_blocked)
+{
+    return conv_nchwc_params(n, d, node_input_type(n, 0), p, x_blocked);
+}
+
 static FxStatus check_numel(const Node *n, Diag *d, const TensorType *t, int64_t want,
                             const char *what)
 {

@@ -119,6 +119,9 @@ FxStatus nn_emit_check_f32(EmitCtx *c, DType t);
  * and the NCHWc layout pass reuse. */
 FxStatus nn_conv_infer(InferCtx *c);
 FxStatus nn_conv_node_params(const Node *n, Diag *d, FxrtConvParams *p, int64_t *scratch_floats);
+/* The runtime parameters of a ConvNCHWc (or ConvNCHWcWinograd) node n
+ * (ir/ops/nchwc.c); *x_blocked tells whether its X is NCHWc. */
+FxStatus nchwc_conv_node_params(const Node *n, Diag *d, FxrtConvParams *p, int *x_blocked);
 size_t nn_conv_scratch(const Node *n);
 /* Writes the static FxrtConvParams and the call of the algorithm p needs,
  * with epilogue expression ep ("&ep" or "NULL"). */
