@@ -1,7 +1,8 @@
 /*
  * fxrt_isa.h - internal to the runtime and its tests: caps the instruction
- * set the NCHWc convolution tiles use, so that one host can check the
- * AVX-512, AVX2 and portable tiles against each other.  Not part of fxrt.h:
+ * set the NCHWc convolution tiles, the int8 GEMM and the epilogue loops use,
+ * so that one host can check the AVX-512, AVX2 and portable forms against
+ * each other.  Not part of fxrt.h:
  * generated code never calls it, and by default every kernel takes the
  * widest tiles the CPU has (chosen by CPUID at each call).
  */
@@ -14,5 +15,8 @@ void fxrt_nchwc_conv_limit_isa(int level);
 /* The same for the 8-bit GEMM tiles (fxrt_nn_qgemm.c): 2 AVX-512 VNNI,
  * 1 AVX2, 0 portable C. */
 void fxrt_qgemm_limit_isa(int level);
+/* The same for the epilogue's GELU and sigmoid-family loops
+ * (fxrt_nn_epilogue.c): 2 AVX-512, 1 AVX2, 0 portable C. */
+void fxrt_epilogue_limit_isa(int level);
 
 #endif

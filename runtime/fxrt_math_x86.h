@@ -10,7 +10,10 @@
  * reciprocal is within 2 ulp (AVX2's 12-bit estimate) or 1 ulp (AVX-512's
  * 14-bit one), so these differ from the portable formulas by a few ulp,
  * never more than the kernels' tolerance against the reference.  NaN stays
- * NaN; exp underflows to 0 below -126 ln 2 as in the portable form.
+ * NaN; exp underflows to 0 below -126 ln 2 as in the portable form.  GELU
+ * is fxrt_erf_rational's rational function the same way: its division by
+ * Q, and GELU's by sqrt 2, were two vector divisions per element, which
+ * made ConvNeXt's GELU cost three quarters of the matrix product before it.
  *
  * Internal to the runtime; only for x86-64 builds with GCC or Clang.
  */
@@ -18,6 +21,8 @@
 #define FXRT_MATH_X86_H
 
 #include <immintrin.h>
+
+#include "fxrt_math.h"
 
 #define FXRT_AVX2_FN __attribute__((target("avx2,fma"), always_inline)) static inline
 #define FXRT_AVX512_FN __attribute__((target("avx512f,avx2,fma"), always_inline)) static inline
@@ -96,5 +101,66 @@ FXRT_AVX512_FN __m512 fxrt_sigmoid_avx512(__m512 v)
 }
 
 FXRT_AVX512_FN __m512 fxrt_silu_avx512(__m512 v) { return _mm512_mul_ps(v, fxrt_sigmoid_avx512(v)); }
+
+/* scale * v * (1 + erf(v / sqrt 2)) with fxrt_erf_rational's polynomials:
+ * v / sqrt 2 as a product, 1 / Q as the reciprocal estimate and a Newton
+ * step, exactly +-1 beyond the limit as in the portable form (so that GELU
+ * of -inf is NaN, as the unfused chain's -inf * 0).  NaN stays NaN: max and
+ * min return their second operand when one is NaN. */
+FXRT_AVX2_FN __m256 fxrt_gelu_avx2(__m256 v, __m256 scale)
+{
+    const __m256 limit = _mm256_set1_ps(FXRT_ERF_LIMIT), neg_limit = _mm256_set1_ps(-FXRT_ERF_LIMIT);
+    const __m256 one = _mm256_set1_ps(1.0f), neg_one = _mm256_set1_ps(-1.0f);
+    __m256 x = _mm256_mul_ps(v, _mm256_set1_ps(0.707106781f));
+    __m256 c = _mm256_min_ps(limit, _mm256_max_ps(neg_limit, x));
+    __m256 z = _mm256_mul_ps(c, c);
+    __m256 p = _mm256_set1_ps(FXRT_ERF_P5);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(FXRT_ERF_P4));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(FXRT_ERF_P3));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(FXRT_ERF_P2));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(FXRT_ERF_P1));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(FXRT_ERF_P0));
+    __m256 q = _mm256_set1_ps(FXRT_ERF_Q5);
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(FXRT_ERF_Q4));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(FXRT_ERF_Q3));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(FXRT_ERF_Q2));
+    q = _mm256_fmadd_ps(q, z, _mm256_set1_ps(FXRT_ERF_Q1));
+    q = _mm256_fmadd_ps(q, z, one);
+    __m256 rq = _mm256_rcp_ps(q);
+    rq = _mm256_mul_ps(rq, _mm256_fnmadd_ps(q, rq, _mm256_set1_ps(2.0f)));
+    __m256 e = _mm256_mul_ps(_mm256_mul_ps(c, p), rq);
+    e = _mm256_min_ps(one, _mm256_max_ps(neg_one, e));
+    e = _mm256_blendv_ps(e, one, _mm256_cmp_ps(x, limit, _CMP_GE_OQ));
+    e = _mm256_blendv_ps(e, neg_one, _mm256_cmp_ps(x, neg_limit, _CMP_LE_OQ));
+    return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(e, one)), scale);
+}
+
+FXRT_AVX512_FN __m512 fxrt_gelu_avx512(__m512 v, __m512 scale)
+{
+    const __m512 limit = _mm512_set1_ps(FXRT_ERF_LIMIT), neg_limit = _mm512_set1_ps(-FXRT_ERF_LIMIT);
+    const __m512 one = _mm512_set1_ps(1.0f), neg_one = _mm512_set1_ps(-1.0f);
+    __m512 x = _mm512_mul_ps(v, _mm512_set1_ps(0.707106781f));
+    __m512 c = _mm512_min_ps(limit, _mm512_max_ps(neg_limit, x));
+    __m512 z = _mm512_mul_ps(c, c);
+    __m512 p = _mm512_set1_ps(FXRT_ERF_P5);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(FXRT_ERF_P4));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(FXRT_ERF_P3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(FXRT_ERF_P2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(FXRT_ERF_P1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(FXRT_ERF_P0));
+    __m512 q = _mm512_set1_ps(FXRT_ERF_Q5);
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(FXRT_ERF_Q4));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(FXRT_ERF_Q3));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(FXRT_ERF_Q2));
+    q = _mm512_fmadd_ps(q, z, _mm512_set1_ps(FXRT_ERF_Q1));
+    q = _mm512_fmadd_ps(q, z, one);
+    __m512 rq = _mm512_rcp14_ps(q);
+    rq = _mm512_mul_ps(rq, _mm512_fnmadd_ps(q, rq, _mm512_set1_ps(2.0f)));
+    __m512 e = _mm512_mul_ps(_mm512_mul_ps(c, p), rq);
+    e = _mm512_min_ps(one, _mm512_max_ps(neg_one, e));
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, limit, _CMP_GE_OQ), one);
+    e = _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, neg_limit, _CMP_LE_OQ), neg_one);
+    return _mm512_mul_ps(_mm512_mul_ps(v, _mm512_add_ps(e, one)), scale);
+}
 
 #endif

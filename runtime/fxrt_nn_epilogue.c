@@ -10,7 +10,7 @@
  * that each loop vectorizes.  The formulas are those of the elementwise
  * kernels (fxrt_elementwise.c), so a fused node computes what the unfused
  * ops did, up to the rounding of the bias and residual additions' order
- * and, for GELU, erf_rational's 4e-7.
+ * and, for GELU, fxrt_erf_rational's 4e-7.
  */
 #include <math.h>
 
@@ -28,39 +28,14 @@ static inline float hard_sigmoid(float v, float alpha, float beta)
     return t < 0.0f ? 0.0f : (t > 1.0f ? 1.0f : t);
 }
 
-/* erf as x * P(x^2) / Q(x^2), fitted by least squares to erf(x) / x on
- * [0, 4] (relative weights) and checked in float32 on [-5, 5]: at most 4e-7
- * from erf; exactly +-1 beyond |x| = 4, where erf is within 2e-8 of it.
- * Unlike libm's erff it has no branches or table, so the GELU loop
- * vectorizes: the exact-GELU epilogue would otherwise cost as much as the
- * matrix product it follows (a transformer FFN). */
-FXRT_NO_TRAPPING_MATH static inline float erf_rational(float x)
-{
-    float c = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
-    float z = c * c;
-    float p = 1.128378784e+00f +
-              z * (2.153511107e-01f +
-                   z * (5.610030838e-02f +
-                        z * (4.861013601e-03f + z * (3.133980736e-04f + z * 1.901090465e-06f))));
-    float q = 1.0f + z * (5.241757674e-01f +
-                          z * (1.244718129e-01f +
-                               z * (1.714450071e-02f + z * (1.436344086e-03f + z * 3.805828947e-05f))));
-    float r = c * p / q;
-    r = r > 1.0f ? 1.0f : (r < -1.0f ? -1.0f : r);
-    return x <= -4.0f ? -1.0f : (x >= 4.0f ? 1.0f : r);
-}
-
 /* GELU has a final scale, v[t] * (erf(v[t] / sqrt 2) + 1) * scale, in the
  * order of the Div, Erf, Add, Mul, Mul chain exporters write.  A loop of
  * inline polynomials that the compiler vectorizes. */
-#define GELU_LOOP(SUFFIX, TARGET)                                                            \
-    FXRT_NO_TRAPPING_MATH TARGET static void gelu##SUFFIX(float *v, int64_t len, float scale) \
-    {                                                                                        \
-        for (int64_t t = 0; t < len; t++)                                                    \
-            v[t] = v[t] * (erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;                 \
-    }
-
-GELU_LOOP(, )
+FXRT_NO_TRAPPING_MATH static void gelu(float *v, int64_t len, float scale)
+{
+    for (int64_t t = 0; t < len; t++)
+        v[t] = v[t] * (fxrt_erf_rational(v[t] / 1.41421354f) + 1.0f) * scale;
+}
 
 FXRT_NO_TRAPPING_MATH static void sigmoid_family(int silu, float *v, int64_t len)
 {
@@ -75,13 +50,37 @@ FXRT_NO_TRAPPING_MATH static void sigmoid_family(int silu, float *v, int64_t len
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 /* On host, 8 and 16 lanes wide when the CPU has AVX2 or AVX-512 (chosen at
  * run time, as in fxrt_nn_gemm.c): these are the costliest step after the
- * products.  GELU's loop is the portable one compiled for the wider
- * vectors, without FMA so that it gives the same bits; the sigmoid family
- * is fxrt_math_x86.h's, within a few ulp of the portable form. */
+ * products.  GELU and the sigmoid family are fxrt_math_x86.h's, within a
+ * few ulp of the portable forms. */
 #define FXRT_EPILOGUE_SIMD 1
+#include "fxrt_isa.h"
 #include "fxrt_math_x86.h"
-GELU_LOOP(_avx2, __attribute__((target("avx2"))))
-GELU_LOOP(_avx512, __attribute__((target("avx512f"))))
+
+/* The widest vectors in use: 2 AVX-512, 1 AVX2, 0 portable; capped by
+ * fxrt_epilogue_limit_isa (runtime/fxrt_isa.h). */
+static int isa_cap = 2;
+
+void fxrt_epilogue_limit_isa(int level) { isa_cap = level; }
+
+__attribute__((target("avx2,fma"))) static void gelu_avx2(float *v, int64_t len, float scale)
+{
+    __m256 s = _mm256_set1_ps(scale);
+    int64_t t = 0;
+    for (; t + 8 <= len; t += 8)
+        _mm256_storeu_ps(v + t, fxrt_gelu_avx2(_mm256_loadu_ps(v + t), s));
+    gelu(v + t, len - t, scale);
+}
+
+__attribute__((target("avx512f,avx2,fma"))) static void gelu_avx512(float *v, int64_t len,
+                                                                    float scale)
+{
+    __m512 s = _mm512_set1_ps(scale);
+    for (int64_t t = 0; t < len; t += 16) {
+        __mmask16 m = len - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - t)) - 1u);
+        __m512 x = _mm512_maskz_loadu_ps(m, v + t);
+        _mm512_mask_storeu_ps(v + t, m, fxrt_gelu_avx512(x, s));
+    }
+}
 
 __attribute__((target("avx2,fma"))) static void sigmoid_family_avx2(int silu, float *v,
                                                                     int64_t len)
@@ -103,13 +102,17 @@ __attribute__((target("avx512f,avx2,fma"))) static void sigmoid_family_avx512(in
         _mm512_mask_storeu_ps(v + t, m, silu ? fxrt_silu_avx512(x) : fxrt_sigmoid_avx512(x));
     }
 }
+#else
+#include "fxrt_isa.h"
+
+void fxrt_epilogue_limit_isa(int level) { (void)level; }
 #endif
 
 static void transcendental(FxrtActivation act, float *v, int64_t len, float scale)
 {
     int silu = act == FXRT_ACT_SILU;
 #ifdef FXRT_EPILOGUE_SIMD
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma")) {
         if (act == FXRT_ACT_GELU)
             gelu_avx512(v, len, scale);
@@ -117,7 +120,7 @@ static void transcendental(FxrtActivation act, float *v, int64_t len, float scal
             sigmoid_family_avx512(silu, v, len);
         return;
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (isa_cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         if (act == FXRT_ACT_GELU)
             gelu_avx2(v, len, scale);
         else

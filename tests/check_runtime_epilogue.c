@@ -1,17 +1,24 @@
 /*
  * check_runtime_epilogue.c - the GEMM epilogue: its GELU against erf in
  * double, over rows of every length (so that the vector loops' remainders
- * run too), with the scale the linear fold leaves (0.5) and none (1); its
+ * run too), with the scale the linear fold leaves (0.5) and none (1), and
+ * on NaN, infinities and erf's clamp; its
  * Sigmoid and SiLU with bias and residual on contiguous and strided
  * blocks, and on NaN, infinities and exp's underflow; and a
  * product large enough for BLAS, whose bias goes into C before the call,
  * against a double-precision product with bias, residual and activation.
+ * The activations run at every vector width the host has.
  */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
+
+/* Every test runs at each vector width the host has: AVX-512, AVX2 and the
+ * portable loops (fxrt_epilogue_limit_isa). */
+static const int isa_levels[] = {2, 1, 0};
 
 static void check_gelu_rows(float scale)
 {
@@ -33,10 +40,59 @@ static void check_gelu_rows(float scale)
         }
 }
 
-START_TEST(test_gelu_scaled) { check_gelu_rows(0.5f); }
+START_TEST(test_gelu_scaled)
+{
+    for (int l = 0; l < 3; l++) {
+        fxrt_epilogue_limit_isa(isa_levels[l]);
+        check_gelu_rows(0.5f);
+    }
+    fxrt_epilogue_limit_isa(2);
+}
 END_TEST
 
-START_TEST(test_gelu_unscaled) { check_gelu_rows(1.0f); }
+START_TEST(test_gelu_unscaled)
+{
+    for (int l = 0; l < 3; l++) {
+        fxrt_epilogue_limit_isa(isa_levels[l]);
+        check_gelu_rows(1.0f);
+    }
+    fxrt_epilogue_limit_isa(2);
+}
+END_TEST
+
+/* GELU at erf's clamp (|v / sqrt 2| = 4), beyond it, and on NaN and the
+ * infinities, 37 values so that the vector loops' tails see them too: NaN
+ * stays NaN, +inf is +inf, and -inf is NaN as the unfused chain's
+ * -inf * (erf(-inf) + 1) = -inf * 0. */
+START_TEST(test_gelu_special_values)
+{
+    const float specials[] = {NAN,    INFINITY, -INFINITY, 0.0f,   -0.0f,  5.65685f, -5.65685f,
+                              5.6569f, -5.6569f, 30.0f,    -30.0f, 1e30f, -1e30f,   1e-40f};
+    enum { LEN = 37 };
+    for (int l = 0; l < 3; l++) {
+        fxrt_epilogue_limit_isa(isa_levels[l]);
+        float c[LEN];
+        for (int i = 0; i < LEN; i++)
+            c[i] = specials[i % 14];
+        const FxrtEpilogue ep = {.activation = FXRT_ACT_GELU, .alpha = 0.5f};
+        fxrt_epilogue_apply_f32(&ep, 0, 0, 1, LEN, c, LEN);
+        for (int i = 0; i < LEN; i++) {
+            double v = specials[i % 14];
+            double want = v == -INFINITY ? NAN : 0.5 * v * (erf(v / sqrt(2.0)) + 1.0);
+            if (isnan(want))
+                ck_assert_msg(isnan(c[i]), "isa %d: gelu(%g) = %g, want NaN", isa_levels[l], v,
+                              (double)c[i]);
+            else if (isinf(want))
+                ck_assert_msg(c[i] == (float)want, "isa %d: gelu(%g) = %g, want %g",
+                              isa_levels[l], v, (double)c[i], want);
+            else
+                ck_assert_msg(fabs(c[i] - want) <= 1e-6 * (fabs(v) + 1.0),
+                              "isa %d: gelu(%g) = %.9g, want %.9g", isa_levels[l], v,
+                              (double)c[i], want);
+        }
+    }
+    fxrt_epilogue_limit_isa(2);
+}
 END_TEST
 
 /* Sigmoid and SiLU (the polynomial exp of fxrt_math.h) with a per-column
@@ -79,13 +135,17 @@ static void check_sigmoid_family(FxrtActivation act, int rows, int cols, int ld,
 START_TEST(test_sigmoid_family)
 {
     const FxrtActivation acts[] = {FXRT_ACT_SIGMOID, FXRT_ACT_SILU};
-    for (int a = 0; a < 2; a++)
-        for (int after = 0; after < 2; after++) {
-            check_sigmoid_family(acts[a], 9, 8, 8, after);   /* one pass over 72 */
-            check_sigmoid_family(acts[a], 5, 13, 13, after); /* one pass, odd length */
-            check_sigmoid_family(acts[a], 4, 37, 70, after); /* row by row */
-            check_sigmoid_family(acts[a], 1, 3, 3, after);   /* shorter than a vector */
-        }
+    for (int l = 0; l < 3; l++) {
+        fxrt_epilogue_limit_isa(isa_levels[l]);
+        for (int a = 0; a < 2; a++)
+            for (int after = 0; after < 2; after++) {
+                check_sigmoid_family(acts[a], 9, 8, 8, after);   /* one pass over 72 */
+                check_sigmoid_family(acts[a], 5, 13, 13, after); /* one pass, odd length */
+                check_sigmoid_family(acts[a], 4, 37, 70, after); /* row by row */
+                check_sigmoid_family(acts[a], 1, 3, 3, after);   /* shorter than a vector */
+            }
+    }
+    fxrt_epilogue_limit_isa(2);
 }
 END_TEST
 
@@ -176,6 +236,7 @@ static Suite *epilogue_suite(void)
     TCase *t = tcase_create("gelu");
     tcase_add_test(t, test_gelu_scaled);
     tcase_add_test(t, test_gelu_unscaled);
+    tcase_add_test(t, test_gelu_special_values);
     tcase_add_test(t, test_sigmoid_family);
     tcase_add_test(t, test_sigmoid_special_values);
     suite_add_tcase(s, t);
