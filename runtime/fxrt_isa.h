@@ -14,5 +14,9 @@ void fxrt_nchwc_conv_limit_isa(int level);
 /* The same for the 8-bit GEMM tiles (fxrt_nn_qgemm.c): 2 AVX-512 VNNI,
  * 1 AVX2, 0 portable C. */
 void fxrt_qgemm_limit_isa(int level);
+/* The same for the 8-bit convolutions (fxrt_nn_qconv.c): its depthwise
+ * kernel (2 AVX-512, 1 AVX2, 0 portable C) and, through
+ * fxrt_qgemm_limit_isa, the GEMM tiles of its group-1 path. */
+void fxrt_qconv_limit_isa(int level);
 
 #endif
