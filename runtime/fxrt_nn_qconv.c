@@ -285,31 +285,56 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
 
 /* --- depthwise: phase planes ------------------------------------------------- */
 
-/* The phase planes of one channel plane x (h x w bytes). */
-static void dw_phase_planes(const FxrtConvParams *p, const Phases *f, uint8_t zp,
-                            const uint8_t *x, uint8_t *planes)
+/* Copies n bytes: short runs (narrow images) inline, long ones by memcpy. */
+static void copy_bytes(uint8_t *dst, const uint8_t *src, int64_t n)
+{
+    if (n >= 32) {
+        memcpy(dst, src, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
+/* Fills the phase planes with the zero point: their padding, the same for
+ * every channel, is written once per call. */
+static void dw_fill_planes(const FxrtConvParams *p, const Phases *f, uint8_t zp, uint8_t *planes)
+{
+    memset(planes, zp, (size_t)(p->stride[1] * p->stride[2] * f->plane_bytes));
+}
+
+/* The image part of the phase planes of one channel plane x (h x w bytes). */
+static void dw_phase_planes(const FxrtConvParams *p, const Phases *f, const uint8_t *x,
+                            uint8_t *planes)
 {
     int64_t h = p->in_size[1], w = p->in_size[2], sh = p->stride[1], sw = p->stride[2];
     int64_t top = p->pad_begin[1], left = p->pad_begin[2];
     for (int64_t ph = 0; ph < sh; ph++)
         for (int64_t pw = 0; pw < sw; pw++) {
             uint8_t *plane = planes + (ph * sw + pw) * f->plane_bytes;
+            /* Columns j with 0 <= j * sw + pw - left < w read the row. */
+            int64_t first = left > pw ? (left - pw + sw - 1) / sw : 0;
+            int64_t end = (w + left - pw + sw - 1) / sw;
+            first = first > f->wq ? f->wq : first;
+            end = end > f->wq ? f->wq : end < first ? first : end;
             for (int64_t i = 0; i < f->hq; i++) {
                 int64_t iy = i * sh + ph - top;
-                uint8_t *dst = plane + i * f->wq;
-                if (iy < 0 || iy >= h) {
-                    memset(dst, zp, (size_t)f->wq);
+                if (iy < 0 || iy >= h || end == first)
                     continue;
-                }
-                const uint8_t *src = x + iy * w;
-                for (int64_t j = 0; j < f->wq; j++) {
-                    int64_t ix = j * sw + pw - left;
-                    dst[j] = ix >= 0 && ix < w ? src[ix] : zp;
-                }
+                uint8_t *dst = plane + i * f->wq;
+                const uint8_t *row = x + iy * w;
+                if (sw == 1)
+                    copy_bytes(dst + first, row + first + pw - left, end - first);
+                else
+                    for (int64_t j = first; j < end; j++)
+                        dst[j] = row[j * sw + pw - left];
             }
-            memset(plane + f->hq * f->wq, 0, (size_t)(f->plane_bytes - f->hq * f->wq));
         }
 }
+
+/* The largest kernel whose tap addresses the kernels hold on the stack;
+ * larger ones compute each tap's address per output (portable C only). */
+enum { DW_MAX_TAPS = 64 };
 
 /* Where tap t of the kernel reads: its phase plane and the offset in it. */
 static void dw_tap(const FxrtConvParams *p, const Phases *f, int64_t t, int64_t *plane,
@@ -331,6 +356,9 @@ typedef struct DwChannel {
     int32_t seed, mult, shift;
     int64_t count; /* flat outputs: out rows x wq */
     uint8_t *stage;
+    /* Where each tap reads from planes (its phase plane's start plus its
+     * offset), for the first DW_MAX_TAPS taps: computed once per call. */
+    const int64_t *tap_at;
 } DwChannel;
 
 static void dw_store_scalar(const DwChannel *d, int64_t i, uint32_t acc)
@@ -346,16 +374,26 @@ static void dw_store_scalar(const DwChannel *d, int64_t i, uint32_t acc)
     d->stage[i] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
 }
 
+/* The byte tap t reads for flat output i (kernels too large to hold). */
+static uint8_t dw_tap_byte(const DwChannel *d, int64_t t, int64_t i)
+{
+    int64_t plane, offset;
+    dw_tap(d->p, d->f, t, &plane, &offset);
+    return d->planes[plane * d->f->plane_bytes + offset + i];
+}
+
 static void dw_channel_portable(const DwChannel *d)
 {
     int64_t taps = kernel_taps(d->p);
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
+    const uint8_t *src[DW_MAX_TAPS];
+    int64_t held = taps < DW_MAX_TAPS ? taps : DW_MAX_TAPS;
+    for (int64_t t = 0; t < held; t++)
+        src[t] = d->planes + d->tap_at[t];
     for (int64_t i = 0; i < d->count; i++) {
         uint32_t acc = (uint32_t)d->seed;
         for (int64_t t = 0; t < taps; t++) {
-            int64_t plane, offset;
-            dw_tap(d->p, d->f, t, &plane, &offset);
-            uint8_t byte = d->planes[plane * d->f->plane_bytes + offset + i];
+            uint8_t byte = t < held ? src[t][i] : dw_tap_byte(d, t, i);
             int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
             acc += (uint32_t)(xv * d->taps[t]);
         }
@@ -367,19 +405,13 @@ static void dw_channel_portable(const DwChannel *d)
 #define DW_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
 #define DW_AVX2_TARGET __attribute__((target("avx2")))
 
-/* The largest kernel whose tap addresses the SIMD kernels hold on the
- * stack; larger ones take the portable loop. */
-enum { DW_MAX_TAPS = 64 };
-
 DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
 {
     int64_t taps = kernel_taps(d->p);
     const uint8_t *src[DW_MAX_TAPS];
     __m512i weight[DW_MAX_TAPS];
     for (int64_t t = 0; t < taps; t++) {
-        int64_t plane, offset;
-        dw_tap(d->p, d->f, t, &plane, &offset);
-        src[t] = d->planes + plane * d->f->plane_bytes + offset;
+        src[t] = d->planes + d->tap_at[t];
         /* The tap in the low int16 of each lane, 0 in the high one. */
         weight[t] = _mm512_set1_epi32((int32_t)(uint16_t)(int16_t)d->taps[t]);
     }
@@ -408,9 +440,7 @@ DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
     const uint8_t *src[DW_MAX_TAPS];
     __m256i weight[DW_MAX_TAPS];
     for (int64_t t = 0; t < taps; t++) {
-        int64_t plane, offset;
-        dw_tap(d->p, d->f, t, &plane, &offset);
-        src[t] = d->planes + plane * d->f->plane_bytes + offset;
+        src[t] = d->planes + d->tap_at[t];
         weight[t] = _mm256_set1_epi32((int32_t)(uint16_t)(int16_t)d->taps[t]);
     }
     const FxrtQConv *q = d->q;
@@ -467,9 +497,17 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
 #ifdef FXRT_QCONV_X86
     int isa = dw_isa(p);
 #endif
+    int64_t tap_at[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps && t < DW_MAX_TAPS; t++) {
+        int64_t phase, offset;
+        dw_tap(p, &f, t, &phase, &offset);
+        tap_at[t] = phase * f.plane_bytes + offset;
+    }
+    d.tap_at = tap_at;
+    dw_fill_planes(p, &f, (uint8_t)q->x_zp, planes);
     for (int64_t plane = 0; plane < p->batch * c; plane++) {
         int64_t ch = plane % c;
-        dw_phase_planes(p, &f, (uint8_t)q->x_zp, x + plane * in_plane, planes);
+        dw_phase_planes(p, &f, x + plane * in_plane, planes);
         d.taps = dw_taps(p, packed) + ch * taps;
         d.seed = columns[ch];
         d.mult = columns[c + ch];
@@ -484,7 +522,7 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
             dw_channel_portable(&d);
         uint8_t *dst = y + plane * oh * ow * size;
         for (int64_t oy = 0; oy < oh; oy++)
-            memcpy(dst + oy * ow * size, d.stage + oy * f.wq * size, (size_t)(ow * size));
+            copy_bytes(dst + oy * ow * size, d.stage + oy * f.wq * size, ow * size);
     }
 }
 
