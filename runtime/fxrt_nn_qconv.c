@@ -188,6 +188,65 @@ int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 
 /* --- group 1: im2col bands and the packed GEMM ------------------------------- */
 
+/* dst[j * dst_stride + i] = src[i * src_stride + j] for a rows x cols
+ * byte matrix: the layout changes at the NCHW boundary.  16 x 16 blocks
+ * by SSE2 unpacks on host builds (baseline x86-64), the edges and the
+ * portable build byte by byte. */
+#if defined(FXRT_QCONV_X86) && defined(__SSE2__)
+static void transpose_block16(const uint8_t *src, int64_t src_stride, uint8_t *dst,
+                              int64_t dst_stride)
+{
+    __m128i a[16], b[16];
+    for (int i = 0; i < 16; i++)
+        a[i] = _mm_loadu_si128((const __m128i *)(src + i * src_stride));
+    /* Each step doubles the run of one column's rows that a unit holds:
+     * b[2k] rows 2k, 2k+1 of columns 0-7, b[2k + 1] of columns 8-15 ... */
+    for (int k = 0; k < 8; k++) {
+        b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+        b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+    }
+    /* ... a[4g + q]: rows 4g to 4g + 3 of columns 4q to 4q + 3 ... */
+    for (int g = 0; g < 4; g++) {
+        a[4 * g] = _mm_unpacklo_epi16(b[4 * g], b[4 * g + 2]);
+        a[4 * g + 1] = _mm_unpackhi_epi16(b[4 * g], b[4 * g + 2]);
+        a[4 * g + 2] = _mm_unpacklo_epi16(b[4 * g + 1], b[4 * g + 3]);
+        a[4 * g + 3] = _mm_unpackhi_epi16(b[4 * g + 1], b[4 * g + 3]);
+    }
+    /* ... b[8h + r]: rows 8h to 8h + 7 of columns 2r, 2r + 1 ... */
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 4; q++) {
+            b[8 * h + 2 * q] = _mm_unpacklo_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+            b[8 * h + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+        }
+    /* ... and all 16 rows of one column. */
+    for (int r = 0; r < 8; r++) {
+        _mm_storeu_si128((__m128i *)(dst + 2 * r * dst_stride), _mm_unpacklo_epi64(b[r], b[8 + r]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * r + 1) * dst_stride),
+                         _mm_unpackhi_epi64(b[r], b[8 + r]));
+    }
+}
+#endif
+
+static void transpose_bytes(const uint8_t *src, int64_t src_stride, uint8_t *dst,
+                            int64_t dst_stride, int64_t rows, int64_t cols)
+{
+    int64_t i0 = 0;
+#if defined(FXRT_QCONV_X86) && defined(__SSE2__)
+    for (; i0 + 16 <= rows; i0 += 16) {
+        int64_t j0 = 0;
+        for (; j0 + 16 <= cols; j0 += 16)
+            transpose_block16(src + i0 * src_stride + j0, src_stride, dst + j0 * dst_stride + i0,
+                              dst_stride);
+        for (int64_t i = i0; i < i0 + 16; i++)
+            for (int64_t j = j0; j < cols; j++)
+                dst[j * dst_stride + i] = src[i * src_stride + j];
+    }
+#endif
+    for (int64_t i = i0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            dst[j * dst_stride + i] = src[i * src_stride + j];
+}
+
 /* Input rows [iy0, iy0 + b->in_rows) of image x (NCHW bytes), NHWC into
  * band with pad_begin[2] columns of x_zp on the left and x_zp wherever the
  * window leaves the image. */
@@ -205,12 +264,8 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, con
         }
         memset(dst, zp, (size_t)(left * c));
         memset(dst + (left + w) * c, zp, (size_t)((b->padded_w - left - w) * c));
-        dst += left * c;
-        for (int64_t ch = 0; ch < c; ch++) {
-            const uint8_t *src = x + (ch * h + iy) * w;
-            for (int64_t ix = 0; ix < w; ix++)
-                dst[ix * c + ch] = src[ix];
-        }
+        /* The row of every channel, a C x W matrix of stride H x W. */
+        transpose_bytes(x + iy * w, h * w, dst + left * c, c, c, w);
     }
 }
 
@@ -243,11 +298,7 @@ static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_
                            uint8_t *y, int64_t at, int64_t plane)
 {
     if (size == 1) {
-        for (int64_t o = 0; o < m; o++) {
-            uint8_t *dst = y + o * plane + at;
-            for (int64_t i = 0; i < pixels; i++)
-                dst[i] = out[i * m + o];
-        }
+        transpose_bytes(out, m, y + at, plane, pixels, m);
         return;
     }
     for (int64_t o = 0; o < m; o++) {
