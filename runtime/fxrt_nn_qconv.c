@@ -10,8 +10,10 @@
  *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
  *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
  *     band itself as the GEMM's A, no im2col.  The GEMM writes the band's
- *     outputs pixel-major and they are transposed back into NCHW.  Scratch
- *     holds one band, so it is bounded by the band size, not the image;
+ *     outputs pixel-major and they are transposed back into NCHW (both
+ *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
+ *     band (about BAND_BYTES of im2col, at least one output row), not the
+ *     image;
  *   - depthwise (group = in = out channels): a direct kernel per channel
  *     plane.  The zero-padded plane is split into stride_h x stride_w phase
  *     planes of Hq x Wq, so that every tap of every output reads one
@@ -20,7 +22,9 @@
  *     a constant.  The kernel walks the flat index 16 (AVX-512, AVX2: 8)
  *     outputs at a time however narrow the image, computing Wq - OW unused
  *     columns per row, and copies the OW real ones out.  Dilation works the
- *     same way (tap kh sits kh x dilation rows down).
+ *     same way (tap kh sits kh x dilation rows down).  The planes' padding
+ *     is the same for every channel, so it is written once per call;
+ *     scratch holds one channel's planes and outputs.
  *
  * The depthwise accumulators start from a per-channel seed, bias - x_zp x
  * sum(w), so that the taps multiply the raw activation bytes; padding holds
