@@ -15,6 +15,11 @@
  * fxrt_quant_rescale for the one-off ties beyond 2^29).  The geometry
  * (auto_pad included) is resolved into QConvPacked's 2-D attributes.
  *
+ * A Relu, or a Clip with constant bounds, that alone reads an 8-bit
+ * QConvPacked's output is an integer clamp of the same bytes, so it
+ * becomes the kernel's tighter y_min / y_max and disappears (repeatedly:
+ * a chain of them narrows the range each time).
+ *
  * Only when the kernel's conditions hold: W a constant int8 tensor with
  * zero point 0 per tensor or per channel, every quantization parameter and
  * B constant, each scale with a fixed-point pair (in [2^-32, 1)), a 1-D or
@@ -22,6 +27,7 @@
  * else (uint8 weights, grouped or 3-D convolutions, parameters computed at
  * run time) keeps the reference loops.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -210,6 +216,62 @@ static FxStatus packed_conv(Graph *g, Node *n, Packing *k, Node **out, Diag *d)
     return st;
 }
 
+/* clamp(v, min, max) as Clip computes it: max(v, min) first, so that
+ * min > max gives max. */
+static int64_t clip_value(int64_t v, int64_t min, int64_t max)
+{
+    v = v > min ? v : min;
+    return v < max ? v : max;
+}
+
+/* The clamp [*lo, *hi] followed by Relu or Clip u, as one clamp: clamps
+ * are monotone, so the composition clamps to the second clamp of the
+ * first's bounds.  False when u is neither or a bound is not constant. */
+static bool compose_clamp(const Node *u, int32_t *lo, int32_t *hi)
+{
+    int64_t min = INT64_MIN, max = INT64_MAX;
+    if (node_is_op(u, &fx_op_Relu)) {
+        min = 0;
+    } else if (node_is_op(u, &fx_op_Clip)) {
+        for (int i = 1; i <= 2; i++) {
+            const Node *a = arg(u, i);
+            if (!a)
+                continue;
+            const Tensor *t = node_const_value(a);
+            if (!t || tensor_numel(t) != 1)
+                return false;
+            *(i == 1 ? &min : &max) = tensor_get_int(t, 0);
+        }
+    } else {
+        return false;
+    }
+    *lo = (int32_t)clip_value(*lo, min, max);
+    *hi = (int32_t)clip_value(*hi, min, max);
+    return true;
+}
+
+/* Folds the Relu/Clip users of QConvPacked node c into its clamp; returns
+ * how many, -1 when out of memory. */
+static int fold_clamps(Graph *g, Node *c, Diag *d)
+{
+    int folded = 0;
+    for (;;) {
+        Node *u = node_fusable_user(c);
+        int32_t lo = (int32_t)node_attr_int(c, "y_min", 0);
+        int32_t hi = (int32_t)node_attr_int(c, "y_max", 0);
+        if (c->out_types[0].dtype == FXRT_DTYPE_INT32 || !u || u->args[0] != c ||
+            !compose_clamp(u, &lo, &hi))
+            return folded;
+        if (!node_set_attr_int(c, "y_min", lo) || !node_set_attr_int(c, "y_max", hi) ||
+            node_replace_all_uses_with(u, c) < 0) {
+            diag_node_error(d, FX_ERR_NOMEM, u, "out of memory");
+            return -1;
+        }
+        graph_erase_node(g, u);
+        folded++;
+    }
+}
+
 FxStatus pass_qconv_pack(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
@@ -247,6 +309,17 @@ FxStatus pass_qconv_pack(Graph *g, PassResult *r, Diag *d)
             break;
         }
         r->changes++;
+    }
+    /* A plain walk: fold_clamps erases nodes after n, which
+     * graph_for_each may already have stepped to. */
+    for (Node *n = g->root.next; st == FX_OK && n != &g->root; n = n->next) {
+        if (!node_is_op(n, &fx_op_QConvPacked))
+            continue;
+        int folded = fold_clamps(g, n, d);
+        if (folded < 0)
+            st = FX_ERR_NOMEM;
+        else
+            r->changes += folded;
     }
     if (st == FX_OK && r->changes > 0)
         graph_eliminate_dead_code(g);

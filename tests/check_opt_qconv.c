@@ -4,8 +4,9 @@
  * to the reference loops, and that the result is the same bytes: the
  * interpreter's outputs before and after the pass, and the compiled code
  * for both targets against the interpreter on the unpacked graph, must be
- * equal (rtol and atol 0).  The packed graph of a small network is a
- * golden file (tests/golden/opt/qconv).
+ * equal (rtol and atol 0).  The packed graphs of a small network and of
+ * the clamps folded into the kernel are golden files
+ * (tests/golden/opt/qconv).
  */
 #include "opt_check_util.h"
 
@@ -197,6 +198,48 @@ START_TEST(test_1d)
 }
 END_TEST
 
+static int64_t clip_lo_i8(int64_t i) { return -100 + 0 * i; }
+static int64_t clip_hi_i8(int64_t i) { return 40 + 0 * i; }
+static int64_t clip_lo_u8(int64_t i) { return 120 + 0 * i; }
+static int64_t clip_hi_u8(int64_t i) { return 140 + 0 * i; }
+
+/* Integer clamps after the convolutions: int8 -> Relu -> Clip(-100, 40)
+ * folds twice; uint8 -> Clip(120, 140) once; a Relu on an int8 output
+ * that is also a graph output stays. */
+static Graph *build_clamps(void)
+{
+    Graph *g = graph_new();
+    const int64_t dims[4] = {1, 5, 8, 9};
+    Node *x = tu_input(g, "x", FXRT_DTYPE_UINT8, 4, dims);
+    QConv to_i8 = {12, 3, 1, 1, 1, FXRT_DTYPE_INT8, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *y = qlinear_conv(g, "a", x, &to_i8);
+    y = tu_op3(g, "Relu", y, NULL, NULL);
+    y = tu_op3(g, "Clip", y, const_of(g, "lo", FXRT_DTYPE_INT8, 0, NULL, clip_lo_i8),
+               const_of(g, "hi", FXRT_DTYPE_INT8, 0, NULL, clip_hi_i8));
+    QConv dw = {5, 3, 1, 2, 5, FXRT_DTYPE_UINT8, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *z = qlinear_conv(g, "b", x, &dw);
+    z = tu_op3(g, "Clip", z, const_of(g, "lo_u8", FXRT_DTYPE_UINT8, 0, NULL, clip_lo_u8),
+               const_of(g, "hi_u8", FXRT_DTYPE_UINT8, 0, NULL, clip_hi_u8));
+    Node *kept = qlinear_conv(g, "c", x, &to_i8);
+    Node *relu = tu_op3(g, "Relu", kept, NULL, NULL);
+    Node *results[4] = {y, z, kept, relu};
+    tu_finish(g, results, 4);
+    return g;
+}
+
+START_TEST(test_clamps)
+{
+    Graph *g = build_clamps(), *ref = build_clamps();
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_pack, 0.0, 0.0), 3 + 3);
+    ck_assert_int_eq(tu_count_op(g, "Clip"), 0);
+    ck_assert_int_eq(tu_count_op(g, "Relu"), 1);
+    tu_assert_golden(g, "qconv", "clamps");
+    tu_assert_compiled_matches(g, ref, "qconv_clamps", 0.0, 0.0);
+    graph_free(g);
+    graph_free(ref);
+}
+END_TEST
+
 /* One QLinearConv of c on x [1, 4, 9, 9] uint8. */
 static Graph *build_one(const QConv *c)
 {
@@ -258,6 +301,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_network_uint8);
     tcase_add_test(t, test_network_int8);
     tcase_add_test(t, test_1d);
+    tcase_add_test(t, test_clamps);
     tcase_add_test(t, test_left_alone);
     suite_add_tcase(s, t);
     return s;
