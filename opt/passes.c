@@ -30,6 +30,8 @@ static const PassDef pass_defs[] = {
      "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false},
     {"qgemm-pack", 2, pass_qgemm_pack,
      "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false},
+    {"qconv-pack", 2, pass_qconv_pack,
+     "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
     {"elementwise-fusion", 2, pass_elementwise_fusion,

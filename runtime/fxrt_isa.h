@@ -18,5 +18,9 @@ void fxrt_qgemm_limit_isa(int level);
 /* The same for the epilogue's GELU and sigmoid-family loops
  * (fxrt_nn_epilogue.c): 2 AVX-512, 1 AVX2, 0 portable C. */
 void fxrt_epilogue_limit_isa(int level);
+/* The same for the 8-bit convolutions (fxrt_nn_qconv.c): its depthwise
+ * kernel (2 AVX-512, 1 AVX2, 0 portable C) and, through
+ * fxrt_qgemm_limit_isa, the GEMM tiles of its group-1 path. */
+void fxrt_qconv_limit_isa(int level);
 
 #endif

@@ -397,6 +397,60 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
                 void *y, int64_t ldy);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_qconv.c: 8-bit 2-D convolutions on packed weights                  */
+/* ------------------------------------------------------------------------- */
+
+/* QLinearConv and ConvInteger with int8 weights of zero point 0 (symmetric,
+ * per tensor or per output channel), X NCHW of type x_type (UINT8 or INT8)
+ * with any zero point, which is also what the padding reads:
+ *
+ *   y = clamp(rescale(conv(X - x_zp, W) + bias, multiplier[m], shift[m])
+ *             + y_zp, y_min, y_max)
+ *
+ * per output channel m, as fxrt_qgemm computes it (fxrt_quant_rescale of
+ * the pair for scale[m] = x_scale x w_scale[m] / y_scale); y_min, y_max are
+ * the output type's range or tighter (a fused Relu or Clip, in quantized
+ * units).  y_type INT32 stores the int32 sum instead (ConvInteger; no bias
+ * or scale).  Sums wrap modulo 2^32; the result is fxrt_conv_integer +
+ * fxrt_requantize's, byte for byte, while |acc + bias| < 2^29.
+ *
+ * Applies (fxrt_qconv_applies) to 1-D and 2-D convolutions of any kernel,
+ * stride, dilation and padding with groups 1 or depthwise (groups = in =
+ * out channels).  Group 1 runs fxrt_qgemm over im2col rows built a band of
+ * output rows at a time in scratch (NHWC inside the band; none for 1x1
+ * stride 1 unpadded); depthwise a direct kernel per channel (AVX-512, AVX2
+ * or portable C, chosen by CPUID at each call). */
+typedef struct FxrtQConv {
+    int32_t x_type; /* FxrtDType UINT8 or INT8 */
+    int32_t x_zp;
+    int32_t y_type; /* FxrtDType UINT8, INT8 or INT32 */
+    int32_t y_zp;
+    int32_t y_min, y_max; /* inclusive, quantized; ignored for INT32 */
+} FxrtQConv;
+
+int fxrt_qconv_applies(const FxrtConvParams *p);
+int fxrt_qconv_is_depthwise(const FxrtConvParams *p);
+/* The packed weights (any alignment): group 1, fxrt_qgemm_pack_b's blob
+ * for the (kernel_h, kernel_w, C) x out_channels matrix; depthwise, per
+ * channel the int32 seed (bias - x_zp x sum(w)), multiplier and shift, then
+ * W's int8 taps as given. */
+int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p);
+int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p);
+/* w is W [out_channels][in_channels / groups][kernel_h][kernel_w]; bias
+ * (NULL: none) has out_channels values; scale 1 or out_channels, NULL for
+ * INT32 output.  The packing depends on q's x_type and x_zp.  Scratch:
+ * fxrt_qconv_pack_scratch_bytes(p).  Returns 0, or -1 when a scale has no
+ * fixed-point pair (outside [2^-32, 1)): then the blob must not be used. */
+int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w,
+                    const int32_t *bias, const float *scale, int64_t scale_count, void *packed,
+                    void *scratch);
+/* Scratch of fxrt_qconv, any alignment: one band (group 1) or one
+ * channel's padded planes (depthwise), never the whole image. */
+int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
+void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
+                void *y, void *scratch);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_pool.c: pools                                                      */
 /* ------------------------------------------------------------------------- */
 

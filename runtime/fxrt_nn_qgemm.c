@@ -42,7 +42,7 @@
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_QGEMM_X86 1
-#include <immintrin.h>
+#include "fxrt_quant_x86.h"
 #endif
 
 enum { PANEL = 16, KGROUP = 4 };
@@ -235,29 +235,6 @@ AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(co
     return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
 }
 
-/* x >> s per 64-bit lane, arithmetic, which AVX2 lacks: a negative x is
- * complemented around a logical shift (~(~x >> s) is floor(x / 2^s)). */
-AVX2_TARGET __attribute__((always_inline)) static inline __m256i sra64_avx2(__m256i x,
-                                                                           __m256i s)
-{
-    __m256i negative = _mm256_cmpgt_epi64(_mm256_setzero_si256(), x);
-    return _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(x, negative), s), negative);
-}
-
-/* fxrt_quant_rescale on the low halves of the 64-bit lanes, in floor
- * arithmetic as rescale_lanes_vnni below, then the clamp to [lo, hi]. */
-AVX2_TARGET __attribute__((always_inline)) static inline __m256i
-rescale_lanes_avx2(__m256i v, __m256i mult, __m256i shift, __m256i lo, __m256i hi)
-{
-    __m256i one = _mm256_set1_epi64x(1);
-    __m256i round = _mm256_sub_epi64(_mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one)), one);
-    __m256i p = _mm256_mul_epi32(v, mult);
-    __m256i odd = _mm256_and_si256(sra64_avx2(p, shift), one);
-    __m256i y = sra64_avx2(_mm256_add_epi64(p, _mm256_add_epi64(round, odd)), shift);
-    y = _mm256_blendv_epi8(y, lo, _mm256_cmpgt_epi64(lo, y));
-    return _mm256_blendv_epi8(y, hi, _mm256_cmpgt_epi64(y, hi));
-}
-
 /* Requantizes the 8 accumulators of one row (columns from col, the first
  * `cols` real) and stores them. */
 AVX2_TARGET __attribute__((always_inline)) static inline void
@@ -277,22 +254,9 @@ store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
     }
     __m256i mult = _mm256_loadu_si256((const __m256i *)(g->col_mult + col));
     __m256i shift = _mm256_loadu_si256((const __m256i *)(g->col_shift + col));
-    __m256i low32 = _mm256_set1_epi64x(0xffffffff);
-    __m256i lo = _mm256_set1_epi64x((int64_t)q->y_min - q->y_zp);
-    __m256i hi = _mm256_set1_epi64x((int64_t)q->y_max - q->y_zp);
-    __m256i even = rescale_lanes_avx2(acc, mult, _mm256_and_si256(shift, low32), lo, hi);
-    __m256i odd = rescale_lanes_avx2(_mm256_srli_epi64(acc, 32), _mm256_srli_epi64(mult, 32),
-                                     _mm256_srli_epi64(shift, 32), lo, hi);
-    __m256i y = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
-    y = _mm256_add_epi32(y, _mm256_set1_epi32(q->y_zp));
-    /* The low byte of each lane, gathered into the low 8 bytes. */
-    const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-                                               -1, -1, -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1,
-                                               -1, -1, -1, -1, -1, -1);
-    y = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(y, low_bytes),
-                                    _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
     uint8_t bytes[16];
-    _mm_storeu_si128((__m128i *)bytes, _mm256_castsi256_si128(y));
+    _mm_storeu_si128((__m128i *)bytes, fxrt_quant_low_bytes_avx2(y));
     memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
 }
 
@@ -366,18 +330,6 @@ enum { MR_VNNI = 6, NR_VNNI = 2 * PANEL };
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-/* fxrt_quant_rescale on the 64-bit lanes of v (the low 32 bits of each, as
- * _mm512_mul_epi32 reads them), in floor arithmetic: the shifts are
- * arithmetic, so (p + 2^(s-1) - 1 + bit s of p) >> s is round half to even
- * for either sign.  |p| < 2^62, so the sum cannot overflow. */
-VNNI_TARGET __attribute__((always_inline)) static inline __m512i
-rescale_lanes_vnni(__m512i v, __m512i mult, __m512i shift, __m512i round)
-{
-    __m512i p = _mm512_mul_epi32(v, mult);
-    __m512i odd = _mm512_and_si512(_mm512_srav_epi64(p, shift), _mm512_set1_epi64(1));
-    return _mm512_srav_epi64(_mm512_add_epi64(p, _mm512_add_epi64(round, odd)), shift);
-}
-
 /* Requantizes 16 accumulators of one row (columns from col, `keep` the
  * real ones) and stores them: even and odd columns take one 64-bit pass
  * each, are clamped while still 64-bit, then interleaved back. */
@@ -392,21 +344,7 @@ store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc
     }
     __m512i mult = _mm512_loadu_si512(g->col_mult + col);
     __m512i shift = _mm512_loadu_si512(g->col_shift + col);
-    __m512i low32 = _mm512_set1_epi64(0xffffffff), one = _mm512_set1_epi64(1);
-    __m512i shift_even = _mm512_and_si512(shift, low32), shift_odd = _mm512_srli_epi64(shift, 32);
-    __m512i round_even = _mm512_sub_epi64(
-        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_even, one)), one);
-    __m512i round_odd = _mm512_sub_epi64(
-        _mm512_sllv_epi64(one, _mm512_sub_epi64(shift_odd, one)), one);
-    __m512i even = rescale_lanes_vnni(acc, mult, shift_even, round_even);
-    __m512i odd = rescale_lanes_vnni(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(mult, 32),
-                                     shift_odd, round_odd);
-    __m512i lo = _mm512_set1_epi64((int64_t)q->y_min - q->y_zp);
-    __m512i hi = _mm512_set1_epi64((int64_t)q->y_max - q->y_zp);
-    even = _mm512_min_epi64(_mm512_max_epi64(even, lo), hi);
-    odd = _mm512_min_epi64(_mm512_max_epi64(odd, lo), hi);
-    __m512i y = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64(odd, 32));
-    y = _mm512_add_epi32(y, _mm512_set1_epi32(q->y_zp));
+    __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
     _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep, y);
 }
 

@@ -937,6 +937,12 @@ const OpDef fx_op_QLinearConv = {
     .emit = qlinear_conv_emit,
 };
 
+FxStatus nn_qconv_node_params(const Node *n, Diag *d, FxrtConvParams *p)
+{
+    return conv_node_params(n, d, CONV_PLAIN, QC_X, node_is_op(n, &fx_op_QLinearConv) ? QC_W : 1,
+                            p, NULL);
+}
+
 /* --- pool geometry (the pool ops are in nn_pool.c) ------------------------ */
 
 FxStatus nn_pool_params(const Node *n, Diag *d, const TensorType *x, FxrtPoolParams *p,

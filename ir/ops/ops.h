@@ -128,6 +128,9 @@ size_t nn_conv_scratch(const Node *n);
 void nn_conv_emit_call(EmitCtx *c, const FxrtConvParams *p, const char *ep);
 /* Writes `static const FxrtConvParams p = {...};`. */
 void nn_conv_emit_params(EmitCtx *c, const FxrtConvParams *p);
+/* The runtime parameters of a QLinearConv or ConvInteger node (W input 3
+ * or 1), for the qconv-pack pass. */
+FxStatus nn_qconv_node_params(const Node *n, Diag *d, FxrtConvParams *p);
 
 /* The pools' window geometry, which the pool ops (nn_pool.c) and the NCHWc
  * pool kinds (nchwc.c) use: the attributes of MaxPool and AveragePool

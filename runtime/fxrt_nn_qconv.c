@@ -1,0 +1,591 @@
+/*
+ * fxrt_nn_qconv.c - 8-bit 2-D convolutions on weights packed at compile
+ * time, int32 accumulation and the fixed-point requantization of
+ * fxrt_nn_qgemm.c fused into the store (API in fxrt_nn.h).  Activations
+ * are NCHW at the boundary, as QLinearConv's are; two paths:
+ *
+ *   - group 1: the packed int8 GEMM (fxrt_qgemm) over im2col rows.  A band
+ *     of output rows at a time, the input rows it reads are transposed to
+ *     NHWC with the padding written as the input zero point, so that each
+ *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
+ *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
+ *     band itself as the GEMM's A, no im2col.  The GEMM writes the band's
+ *     outputs pixel-major and they are transposed back into NCHW (both
+ *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
+ *     band (about BAND_BYTES of im2col, at least one output row), not the
+ *     image;
+ *   - depthwise (group = in = out channels): a direct kernel per channel
+ *     plane.  The zero-padded plane is split into stride_h x stride_w phase
+ *     planes of Hq x Wq, so that every tap of every output reads one
+ *     contiguous run: output (oy, ox) is at flat index oy * Wq + ox of every
+ *     phase plane, and tap (kh, kw) reads its phase plane at that index plus
+ *     a constant.  The kernel walks the flat index 16 (AVX-512, AVX2: 8)
+ *     outputs at a time however narrow the image, computing Wq - OW unused
+ *     columns per row, and copies the OW real ones out.  Dilation works the
+ *     same way (tap kh sits kh x dilation rows down).  The planes' padding
+ *     is the same for every channel, so it is written once per call;
+ *     scratch holds one channel's planes and outputs.
+ *
+ * The depthwise accumulators start from a per-channel seed, bias - x_zp x
+ * sum(w), so that the taps multiply the raw activation bytes; padding holds
+ * x_zp and so adds nothing, as in the reference.  Products fit in int16
+ * (|255 x -128| < 2^15), so the SIMD kernels widen the activations to int32
+ * lanes whose high halves vpmaddwd multiplies by zero.  Sums are int32 and
+ * wrap like fxrt_conv_integer's; the requantization is fxrt_quant_rescale
+ * (fxrt_quant_x86.h on vectors), exact against fxrt_requantize below |acc +
+ * bias| = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
+ * x86-64, GCC or Clang), chosen by CPUID at each call and capped by
+ * fxrt_qconv_limit_isa (fxrt_isa.h), which caps the GEMM's tiles too.
+ *
+ * Refused by fxrt_qconv_applies (callers keep the reference loops): 3-D
+ * convolutions, groups other than 1 or depthwise, a depthwise channel
+ * multiplier other than 1.
+ */
+#include <string.h>
+
+#include "fxrt.h"
+#include "fxrt_isa.h"
+
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_QCONV_X86 1
+#include "fxrt_quant_x86.h"
+#endif
+
+/* Bytes of im2col rows (or of NHWC input for a 1x1 convolution) one band
+ * of output rows may take: small enough for L1/L2 and for firmware RAM. */
+enum { BAND_BYTES = 32 * 1024 };
+/* Bytes after each depthwise buffer that vector loads may read. */
+enum { SLACK = 64 };
+
+static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
+
+static int64_t kernel_taps(const FxrtConvParams *p) { return p->kernel[1] * p->kernel[2]; }
+
+static int64_t y_bytes(const FxrtQConv *q) { return q->y_type == FXRT_DTYPE_INT32 ? 4 : 1; }
+
+int fxrt_qconv_is_depthwise(const FxrtConvParams *p)
+{
+    return p->groups > 1 && p->groups == p->in_channels && p->groups == p->out_channels;
+}
+
+int fxrt_qconv_applies(const FxrtConvParams *p)
+{
+    return p->in_size[0] == 1 && p->kernel[0] == 1 && p->out_size[0] == 1 &&
+           p->pad_begin[0] == 0 && p->batch >= 1 && p->in_channels >= 1 &&
+           p->out_channels >= 1 && (p->groups == 1 || fxrt_qconv_is_depthwise(p));
+}
+
+/* The per-channel int32 arrays of a depthwise blob, then its int8 taps. */
+static int32_t *dw_columns(const void *packed) { return (int32_t *)(uintptr_t)packed; }
+static const int8_t *dw_taps(const FxrtConvParams *p, const void *packed)
+{
+    return (const int8_t *)packed + 3 * p->out_channels * (int64_t)sizeof(int32_t);
+}
+
+int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p)
+{
+    if (fxrt_qconv_is_depthwise(p))
+        return p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
+    return fxrt_qgemm_packed_bytes(p->out_channels, kernel_taps(p) * p->in_channels);
+}
+
+int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p)
+{
+    return fxrt_qconv_is_depthwise(p) ? 0 : kernel_taps(p) * p->in_channels * p->out_channels;
+}
+
+int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w,
+                    const int32_t *bias, const float *scale, int64_t scale_count, void *packed,
+                    void *scratch)
+{
+    int64_t taps = kernel_taps(p), m = p->out_channels, c = p->in_channels;
+    if (!fxrt_qconv_is_depthwise(p)) {
+        /* W [m][c][kh][kw] -> B [(kh, kw, c)][m], the order of the NHWC
+         * im2col rows. */
+        int8_t *b = (int8_t *)scratch;
+        for (int64_t o = 0; o < m; o++)
+            for (int64_t ch = 0; ch < c; ch++)
+                for (int64_t t = 0; t < taps; t++)
+                    b[(t * c + ch) * m + o] = w[(o * c + ch) * taps + t];
+        return fxrt_qgemm_pack_b(m, taps * c, b, bias, scale, scale_count,
+                                 (FxrtDType)q->x_type, q->x_zp, packed);
+    }
+    int32_t *seed = dw_columns(packed), *mult = seed + m, *shift = mult + m;
+    memcpy((int8_t *)packed + 3 * m * (int64_t)sizeof(int32_t), w, (size_t)(m * taps));
+    for (int64_t o = 0; o < m; o++) {
+        int64_t sum = 0;
+        for (int64_t t = 0; t < taps; t++)
+            sum += w[o * taps + t];
+        /* Modulo 2^32 like the accumulators it seeds. */
+        seed[o] = (int32_t)(uint32_t)((uint64_t)(bias ? bias[o] : 0) -
+                                      (uint64_t)((int64_t)q->x_zp * sum));
+        mult[o] = 0;
+        shift[o] = 31;
+        if (scale) {
+            int s;
+            if (fxrt_quant_multiplier(scale[scale_count == 1 ? 0 : o], &mult[o], &s) != 0)
+                return -1;
+            shift[o] = s;
+        }
+    }
+    return 0;
+}
+
+/* --- geometry -------------------------------------------------------------- */
+
+/* The group-1 path's band: rows output rows at a time, reading in_rows
+ * input rows of padded_w pixels (NHWC, C bytes each). */
+typedef struct Band {
+    int64_t rows, in_rows, padded_w, k;
+    int pointwise; /* 1x1, stride 1, no padding: the NHWC band is A */
+    int64_t band_bytes, col_bytes, out_bytes;
+} Band;
+
+static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    Band b;
+    int64_t ow = p->out_size[2], oh = p->out_size[1], c = p->in_channels;
+    b.k = kernel_taps(p) * c;
+    b.pointwise = p->kernel[1] == 1 && p->kernel[2] == 1 && p->stride[1] == 1 &&
+                  p->stride[2] == 1 && p->pad_begin[1] == 0 && p->pad_begin[2] == 0 &&
+                  oh == p->in_size[1] && ow == p->in_size[2];
+    int64_t row_bytes = ow * b.k;
+    b.rows = BAND_BYTES / (row_bytes > 0 ? row_bytes : 1);
+    b.rows = b.rows < 1 ? 1 : b.rows > oh ? oh : b.rows;
+    b.in_rows = (b.rows - 1) * p->stride[1] + (p->kernel[1] - 1) * p->dilation[1] + 1;
+    /* Wide enough for the last tap of the last output column. */
+    int64_t need_w = (ow - 1) * p->stride[2] + (p->kernel[2] - 1) * p->dilation[2] + 1;
+    b.padded_w = p->in_size[2] + p->pad_begin[2];
+    if (b.padded_w < need_w)
+        b.padded_w = need_w;
+    b.band_bytes = align64(b.in_rows * b.padded_w * c);
+    b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k);
+    b.out_bytes = align64(b.rows * ow * p->out_channels * y_bytes(q));
+    return b;
+}
+
+/* The depthwise path's phase planes: stride_h x stride_w planes of hq x wq
+ * bytes (plus SLACK each), and the staging rows of oh x wq outputs. */
+typedef struct Phases {
+    int64_t hq, wq, plane_bytes, stage_bytes;
+} Phases;
+
+static Phases phase_plan(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    Phases f;
+    f.hq = p->out_size[1] + (p->kernel[1] - 1) * p->dilation[1] / p->stride[1];
+    f.wq = p->out_size[2] + (p->kernel[2] - 1) * p->dilation[2] / p->stride[2];
+    f.plane_bytes = align64(f.hq * f.wq + SLACK);
+    f.stage_bytes = align64((p->out_size[1] * f.wq + SLACK) * y_bytes(q));
+    return f;
+}
+
+int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    if (fxrt_qconv_is_depthwise(p)) {
+        Phases f = phase_plan(p, q);
+        return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
+    }
+    Band b = band_plan(p, q);
+    return b.band_bytes + b.col_bytes + b.out_bytes;
+}
+
+/* --- group 1: im2col bands and the packed GEMM ------------------------------- */
+
+/* dst[j * dst_stride + i] = src[i * src_stride + j] for a rows x cols
+ * byte matrix: the layout changes at the NCHW boundary.  16 x 16 blocks
+ * by SSE2 unpacks on host builds (baseline x86-64), the edges and the
+ * portable build byte by byte. */
+#if defined(FXRT_QCONV_X86) && defined(__SSE2__)
+static void transpose_block16(const uint8_t *src, int64_t src_stride, uint8_t *dst,
+                              int64_t dst_stride)
+{
+    __m128i a[16], b[16];
+    for (int i = 0; i < 16; i++)
+        a[i] = _mm_loadu_si128((const __m128i *)(src + i * src_stride));
+    /* Each step doubles the run of one column's rows that a unit holds:
+     * b[2k] rows 2k, 2k+1 of columns 0-7, b[2k + 1] of columns 8-15 ... */
+    for (int k = 0; k < 8; k++) {
+        b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+        b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+    }
+    /* ... a[4g + q]: rows 4g to 4g + 3 of columns 4q to 4q + 3 ... */
+    for (int g = 0; g < 4; g++) {
+        a[4 * g] = _mm_unpacklo_epi16(b[4 * g], b[4 * g + 2]);
+        a[4 * g + 1] = _mm_unpackhi_epi16(b[4 * g], b[4 * g + 2]);
+        a[4 * g + 2] = _mm_unpacklo_epi16(b[4 * g + 1], b[4 * g + 3]);
+        a[4 * g + 3] = _mm_unpackhi_epi16(b[4 * g + 1], b[4 * g + 3]);
+    }
+    /* ... b[8h + r]: rows 8h to 8h + 7 of columns 2r, 2r + 1 ... */
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 4; q++) {
+            b[8 * h + 2 * q] = _mm_unpacklo_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+            b[8 * h + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+        }
+    /* ... and all 16 rows of one column. */
+    for (int r = 0; r < 8; r++) {
+        _mm_storeu_si128((__m128i *)(dst + 2 * r * dst_stride), _mm_unpacklo_epi64(b[r], b[8 + r]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * r + 1) * dst_stride),
+                         _mm_unpackhi_epi64(b[r], b[8 + r]));
+    }
+}
+#endif
+
+static void transpose_bytes(const uint8_t *src, int64_t src_stride, uint8_t *dst,
+                            int64_t dst_stride, int64_t rows, int64_t cols)
+{
+    int64_t i0 = 0;
+#if defined(FXRT_QCONV_X86) && defined(__SSE2__)
+    for (; i0 + 16 <= rows; i0 += 16) {
+        int64_t j0 = 0;
+        for (; j0 + 16 <= cols; j0 += 16)
+            transpose_block16(src + i0 * src_stride + j0, src_stride, dst + j0 * dst_stride + i0,
+                              dst_stride);
+        for (int64_t i = i0; i < i0 + 16; i++)
+            for (int64_t j = j0; j < cols; j++)
+                dst[j * dst_stride + i] = src[i * src_stride + j];
+    }
+#endif
+    for (int64_t i = i0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            dst[j * dst_stride + i] = src[i * src_stride + j];
+}
+
+/* Input rows [iy0, iy0 + b->in_rows) of image x (NCHW bytes), NHWC into
+ * band with pad_begin[2] columns of x_zp on the left and x_zp wherever the
+ * window leaves the image. */
+static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, const uint8_t *x,
+                         int64_t iy0, uint8_t *band)
+{
+    int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
+    int64_t row_bytes = b->padded_w * c, left = p->pad_begin[2];
+    for (int64_t r = 0; r < b->in_rows; r++) {
+        int64_t iy = iy0 + r;
+        uint8_t *dst = band + r * row_bytes;
+        if (iy < 0 || iy >= h) {
+            memset(dst, zp, (size_t)row_bytes);
+            continue;
+        }
+        memset(dst, zp, (size_t)(left * c));
+        memset(dst + (left + w) * c, zp, (size_t)((b->padded_w - left - w) * c));
+        /* The row of every channel, a C x W matrix of stride H x W. */
+        transpose_bytes(x + iy * w, h * w, dst + left * c, c, c, w);
+    }
+}
+
+/* The im2col rows of output rows [oy0, oy0 + rows) from the NHWC band that
+ * starts at their first input row: (kh, kw, c) order, as packed. */
+static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *band,
+                        int64_t rows, uint8_t *col)
+{
+    int64_t c = p->in_channels, ow = p->out_size[2], kh_n = p->kernel[1], kw_n = p->kernel[2];
+    int64_t sh = p->stride[1], sw = p->stride[2], dh = p->dilation[1], dw = p->dilation[2];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+            uint8_t *dst = col + (r * ow + ox) * b->k;
+            for (int64_t kh = 0; kh < kh_n; kh++) {
+                const uint8_t *src = band + ((r * sh + kh * dh) * b->padded_w + ox * sw) * c;
+                if (dw == 1) {
+                    memcpy(dst, src, (size_t)(kw_n * c));
+                    dst += kw_n * c;
+                    continue;
+                }
+                for (int64_t kw = 0; kw < kw_n; kw++, dst += c)
+                    memcpy(dst, src + kw * dw * c, (size_t)c);
+            }
+        }
+}
+
+/* out [pixels][m] (elements of `size` bytes) into the NCHW planes of y at
+ * pixel offset `at`, plane stride `plane`. */
+static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_t size,
+                           uint8_t *y, int64_t at, int64_t plane)
+{
+    if (size == 1) {
+        transpose_bytes(out, m, y + at, plane, pixels, m);
+        return;
+    }
+    for (int64_t o = 0; o < m; o++) {
+        uint8_t *dst = y + (o * plane + at) * size;
+        for (int64_t i = 0; i < pixels; i++)
+            memcpy(dst + i * size, out + (i * m + o) * size, (size_t)size);
+    }
+}
+
+static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
+                       const void *packed, uint8_t *y, uint8_t *scratch)
+{
+    Band b = band_plan(p, q);
+    uint8_t *band = scratch, *col = scratch + b.band_bytes, *out = col + b.col_bytes;
+    int64_t c = p->in_channels, m = p->out_channels, oh = p->out_size[1], ow = p->out_size[2];
+    int64_t in_image = c * p->in_size[1] * p->in_size[2], out_plane = oh * ow;
+    FxrtQGemm g = {.n = m, .k = b.k, .a_type = q->x_type, .y_type = q->y_type,
+                   .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
+    int64_t size = y_bytes(q);
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t oy0 = 0; oy0 < oh; oy0 += b.rows) {
+            int64_t rows = oh - oy0 < b.rows ? oh - oy0 : b.rows;
+            band_to_nhwc(p, &b, (uint8_t)q->x_zp, x + n * in_image,
+                         oy0 * p->stride[1] - p->pad_begin[1], band);
+            const uint8_t *a = band;
+            if (!b.pointwise) {
+                band_im2col(p, &b, band, rows, col);
+                a = col;
+            }
+            fxrt_qgemm(&g, rows * ow, a, b.k, packed, out, m);
+            pixels_to_nchw(out, rows * ow, m, size, y + n * m * out_plane * size, oy0 * ow,
+                           out_plane);
+        }
+}
+
+/* --- depthwise: phase planes ------------------------------------------------- */
+
+/* Copies n bytes: short runs (narrow images) inline, long ones by memcpy. */
+static void copy_bytes(uint8_t *dst, const uint8_t *src, int64_t n)
+{
+    if (n >= 32) {
+        memcpy(dst, src, (size_t)n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
+/* Fills the phase planes with the zero point: their padding, the same for
+ * every channel, is written once per call. */
+static void dw_fill_planes(const FxrtConvParams *p, const Phases *f, uint8_t zp, uint8_t *planes)
+{
+    memset(planes, zp, (size_t)(p->stride[1] * p->stride[2] * f->plane_bytes));
+}
+
+/* The image part of the phase planes of one channel plane x (h x w bytes). */
+static void dw_phase_planes(const FxrtConvParams *p, const Phases *f, const uint8_t *x,
+                            uint8_t *planes)
+{
+    int64_t h = p->in_size[1], w = p->in_size[2], sh = p->stride[1], sw = p->stride[2];
+    int64_t top = p->pad_begin[1], left = p->pad_begin[2];
+    for (int64_t ph = 0; ph < sh; ph++)
+        for (int64_t pw = 0; pw < sw; pw++) {
+            uint8_t *plane = planes + (ph * sw + pw) * f->plane_bytes;
+            /* Columns j with 0 <= j * sw + pw - left < w read the row. */
+            int64_t first = left > pw ? (left - pw + sw - 1) / sw : 0;
+            int64_t end = (w + left - pw + sw - 1) / sw;
+            first = first > f->wq ? f->wq : first;
+            end = end > f->wq ? f->wq : end < first ? first : end;
+            for (int64_t i = 0; i < f->hq; i++) {
+                int64_t iy = i * sh + ph - top;
+                if (iy < 0 || iy >= h || end == first)
+                    continue;
+                uint8_t *dst = plane + i * f->wq;
+                const uint8_t *row = x + iy * w;
+                if (sw == 1)
+                    copy_bytes(dst + first, row + first + pw - left, end - first);
+                else
+                    for (int64_t j = first; j < end; j++)
+                        dst[j] = row[j * sw + pw - left];
+            }
+        }
+}
+
+/* The largest kernel whose tap addresses the kernels hold on the stack;
+ * larger ones compute each tap's address per output (portable C only). */
+enum { DW_MAX_TAPS = 64 };
+
+/* Where tap t of the kernel reads: its phase plane and the offset in it. */
+static void dw_tap(const FxrtConvParams *p, const Phases *f, int64_t t, int64_t *plane,
+                   int64_t *offset)
+{
+    int64_t kh = t / p->kernel[2], kw = t % p->kernel[2];
+    int64_t dy = kh * p->dilation[1], dx = kw * p->dilation[2];
+    *plane = (dy % p->stride[1]) * p->stride[2] + dx % p->stride[2];
+    *offset = (dy / p->stride[1]) * f->wq + dx / p->stride[2];
+}
+
+/* What one channel's kernel needs. */
+typedef struct DwChannel {
+    const FxrtConvParams *p;
+    const FxrtQConv *q;
+    const Phases *f;
+    const uint8_t *planes;
+    const int8_t *taps;
+    int32_t seed, mult, shift;
+    int64_t count; /* flat outputs: out rows x wq */
+    uint8_t *stage;
+    /* Where each tap reads from planes (its phase plane's start plus its
+     * offset), for the first DW_MAX_TAPS taps: computed once per call. */
+    const int64_t *tap_at;
+} DwChannel;
+
+static void dw_store_scalar(const DwChannel *d, int64_t i, uint32_t acc)
+{
+    const FxrtQConv *q = d->q;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        int32_t v = (int32_t)acc;
+        memcpy(d->stage + i * 4, &v, sizeof v);
+        return;
+    }
+    int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult, d->shift) + q->y_zp;
+    v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
+    d->stage[i] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
+}
+
+/* The byte tap t reads for flat output i (kernels too large to hold). */
+static uint8_t dw_tap_byte(const DwChannel *d, int64_t t, int64_t i)
+{
+    int64_t plane, offset;
+    dw_tap(d->p, d->f, t, &plane, &offset);
+    return d->planes[plane * d->f->plane_bytes + offset + i];
+}
+
+static void dw_channel_portable(const DwChannel *d)
+{
+    int64_t taps = kernel_taps(d->p);
+    int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
+    const uint8_t *src[DW_MAX_TAPS];
+    int64_t held = taps < DW_MAX_TAPS ? taps : DW_MAX_TAPS;
+    for (int64_t t = 0; t < held; t++)
+        src[t] = d->planes + d->tap_at[t];
+    for (int64_t i = 0; i < d->count; i++) {
+        uint32_t acc = (uint32_t)d->seed;
+        for (int64_t t = 0; t < taps; t++) {
+            uint8_t byte = t < held ? src[t][i] : dw_tap_byte(d, t, i);
+            int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
+            acc += (uint32_t)(xv * d->taps[t]);
+        }
+        dw_store_scalar(d, i, acc);
+    }
+}
+
+#ifdef FXRT_QCONV_X86
+#define DW_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
+#define DW_AVX2_TARGET __attribute__((target("avx2")))
+
+DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
+{
+    int64_t taps = kernel_taps(d->p);
+    const uint8_t *src[DW_MAX_TAPS];
+    __m512i weight[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++) {
+        src[t] = d->planes + d->tap_at[t];
+        /* The tap in the low int16 of each lane, 0 in the high one. */
+        weight[t] = _mm512_set1_epi32((int32_t)(uint16_t)(int16_t)d->taps[t]);
+    }
+    const FxrtQConv *q = d->q;
+    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    __m512i mult = _mm512_set1_epi32(d->mult), shift = _mm512_set1_epi32(d->shift);
+    for (int64_t i = 0; i < d->count; i += 16) {
+        __m512i acc = _mm512_set1_epi32(d->seed);
+        for (int64_t t = 0; t < taps; t++) {
+            __m128i bytes = _mm_loadu_si128((const __m128i *)(src[t] + i));
+            __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, weight[t]));
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            _mm512_storeu_si512(d->stage + i * 4, acc);
+            continue;
+        }
+        __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        _mm_storeu_si128((__m128i *)(d->stage + i), _mm512_cvtepi32_epi8(y));
+    }
+}
+
+DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
+{
+    int64_t taps = kernel_taps(d->p);
+    const uint8_t *src[DW_MAX_TAPS];
+    __m256i weight[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++) {
+        src[t] = d->planes + d->tap_at[t];
+        weight[t] = _mm256_set1_epi32((int32_t)(uint16_t)(int16_t)d->taps[t]);
+    }
+    const FxrtQConv *q = d->q;
+    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    __m256i mult = _mm256_set1_epi32(d->mult), shift = _mm256_set1_epi32(d->shift);
+    for (int64_t i = 0; i < d->count; i += 8) {
+        __m256i acc = _mm256_set1_epi32(d->seed);
+        for (int64_t t = 0; t < taps; t++) {
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(src[t] + i));
+            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            _mm256_storeu_si256((__m256i *)(d->stage + i * 4), acc);
+            continue;
+        }
+        __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        _mm_storel_epi64((__m128i *)(d->stage + i), fxrt_quant_low_bytes_avx2(y));
+    }
+}
+
+/* The widest depthwise kernel in use: 2 AVX-512, 1 AVX2, 0 portable. */
+static int isa_cap = 2;
+
+void fxrt_qconv_limit_isa(int level)
+{
+    isa_cap = level;
+    fxrt_qgemm_limit_isa(level);
+}
+
+static int dw_isa(const FxrtConvParams *p)
+{
+    if (kernel_taps(p) > DW_MAX_TAPS)
+        return 0;
+    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        return 2;
+    return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+#else
+void fxrt_qconv_limit_isa(int level) { fxrt_qgemm_limit_isa(level); }
+#endif
+
+static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
+                            const void *packed, uint8_t *y, uint8_t *scratch)
+{
+    Phases f = phase_plan(p, q);
+    uint8_t *planes = scratch;
+    int64_t phases = p->stride[1] * p->stride[2], taps = kernel_taps(p);
+    int64_t c = p->in_channels, oh = p->out_size[1], ow = p->out_size[2];
+    int64_t in_plane = p->in_size[1] * p->in_size[2], size = y_bytes(q);
+    const int32_t *columns = dw_columns(packed);
+    DwChannel d = {.p = p, .q = q, .f = &f, .planes = planes, .count = oh * f.wq,
+                   .stage = planes + phases * f.plane_bytes};
+#ifdef FXRT_QCONV_X86
+    int isa = dw_isa(p);
+#endif
+    int64_t tap_at[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps && t < DW_MAX_TAPS; t++) {
+        int64_t phase, offset;
+        dw_tap(p, &f, t, &phase, &offset);
+        tap_at[t] = phase * f.plane_bytes + offset;
+    }
+    d.tap_at = tap_at;
+    dw_fill_planes(p, &f, (uint8_t)q->x_zp, planes);
+    for (int64_t plane = 0; plane < p->batch * c; plane++) {
+        int64_t ch = plane % c;
+        dw_phase_planes(p, &f, x + plane * in_plane, planes);
+        d.taps = dw_taps(p, packed) + ch * taps;
+        d.seed = columns[ch];
+        d.mult = columns[c + ch];
+        d.shift = columns[2 * c + ch];
+#ifdef FXRT_QCONV_X86
+        if (isa == 2)
+            dw_channel_avx512(&d);
+        else if (isa == 1)
+            dw_channel_avx2(&d);
+        else
+#endif
+            dw_channel_portable(&d);
+        uint8_t *dst = y + plane * oh * ow * size;
+        for (int64_t oy = 0; oy < oh; oy++)
+            copy_bytes(dst + oy * ow * size, d.stage + oy * f.wq * size, ow * size);
+    }
+}
+
+void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
+                void *y, void *scratch)
+{
+    if (fxrt_qconv_is_depthwise(p))
+        qconv_depthwise(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+    else
+        qconv_gemm(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+}
