@@ -13,7 +13,8 @@ Runtime's:
     DequantizeLinear) of difference per element (ORT's vector kernels round
     some values within a rounding error of a tie the other way);
   - SQNR >= 30 dB against ORT's output;
-and the QOperator models after -O2 hold no float Conv, Gemm or MatMul.
+and after -O2 (qdq-fold for the QDQ models) no float Conv, Gemm or MatMul
+remains in either format.
 usage: python quant_models.py FXCC WORK [--models a,b]   (exit 77: no onnxruntime)
 """
 import os
@@ -127,10 +128,9 @@ def main():
                 if rc == 0:
                     compare(ref, np.load(os.path.join(res, "output_0.npy")), step,
                             "%s compiled %s" % (tag, target))
-            if fmt == "qop":
-                found = float_linear_after_o2(model)
-                check(found == set(), "%s: no float Conv/Gemm/MatMul after -O2" % tag,
-                      str(sorted(found) if found else found))
+            found = float_linear_after_o2(model)
+            check(found == set(), "%s: no float Conv/Gemm/MatMul after -O2" % tag,
+                  str(sorted(found) if found else found))
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
 
