@@ -9,7 +9,8 @@
  *   3. scan every node for ops fxcc cannot run and report all of them at once
  *      (node name, op type, domain), with a reason for the usual suspects:
  *      control flow (If/Loop/Scan), ops whose output shape depends on data
- *      (NonZero, Unique...), other domains (ai.onnx.ml, custom ops).  With
+ *      (NonZero, Unique...), other domains (ai.onnx.ml, custom ops; of
+ *      com.microsoft only the QLinear ops of ir/ops/quant.c load).  With
  *      the leaf options, unknown ops and the ops named by the caller are
  *      marked to become Leaf nodes instead (ir/ops/leaf.c), their output
  *      types taken from the caller, the value_info or the graph outputs;
@@ -211,6 +212,19 @@ static bool name_in(const char *s, const char *const *list)
     return false;
 }
 
+/* The com.microsoft ops fxcc implements (ir/ops/quant.c): the QOperator
+ * ops ONNX Runtime's static quantizer writes.  Only in that domain: a
+ * default-domain node of one of these types is an unknown op. */
+static const char *const microsoft_quant_ops[] = {
+    "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QLinearAveragePool",
+    "QLinearConcat", "QLinearSoftmax", "QLinearSigmoid", "QLinearLeakyRelu", NULL};
+
+static bool is_microsoft_quant_op(const Onnx__NodeProto *np)
+{
+    return strcmp(str(np->domain), "com.microsoft") == 0 &&
+           name_in(str(np->op_type), microsoft_quant_ops);
+}
+
 static bool domain_equal(const char *a, size_t a_len, const char *b)
 {
     if (a_len == 0 || (a_len == 7 && strncmp(a, "ai.onnx", 7) == 0))
@@ -252,12 +266,17 @@ static FxStatus check_supported(Loader *L)
         FxStatus st = FX_OK;
         if (!*type)
             return proto_node_error(L->d, FX_ERR_FORMAT, np, i, "node has no op_type");
-        if (leaf_named(L, np) || (unknown_as_leaves && !is_default_domain(domain))) {
+        bool microsoft_quant = is_microsoft_quant_op(np);
+        if (leaf_named(L, np) ||
+            (unknown_as_leaves && !is_default_domain(domain) && !microsoft_quant)) {
             L->as_leaf[i] = true;
+        } else if (microsoft_quant) {
+            /* an op of quant.c */
         } else if (!is_default_domain(domain)) {
             st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                   "op '%.100s' of domain '%.100s' is not supported (fxcc "
-                                  "implements the default ONNX domain only)",
+                                  "implements the default ONNX domain and the com.microsoft "
+                                  "quantized ops)",
                                   type, domain);
         } else if (strcmp(type, "Constant") == 0) {
             for (size_t a = 0; a < np->n_attribute; a++) {
@@ -272,7 +291,7 @@ static FxStatus check_supported(Loader *L)
             st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                   "control flow is not supported: an FX graph is straight-line "
                                   "code, and fxcc refuses data-dependent control flow");
-        } else if (!op_lookup(type)) {
+        } else if (!op_lookup(type) || name_in(type, microsoft_quant_ops)) {
             if (name_in(type, data_dependent))
                 st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
                                       "%s is not supported: its output shape depends on the "

@@ -331,6 +331,7 @@ typedef struct PassDef {
 /* Each pass's entry point, one per pass_*.c file.  A pass may leave the
  * shapes of untouched nodes alone; the pass manager re-propagates shapes and
  * lints after every pass. */
+FxStatus pass_qdq_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d);

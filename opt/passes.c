@@ -16,6 +16,9 @@
  * fusion patterns), then clean-up, then fusion, whose call_module nodes the
  * earlier passes do not look into. */
 static const PassDef pass_defs[] = {
+    {"qdq-fold", 1, pass_qdq_fold,
+     "DequantizeLinear -> op -> QuantizeLinear into the integer op (QLinearConv, QGemm, ...)",
+     false},
     {"const-fold", 1, pass_const_fold,
      "nodes whose inputs are all constants become get_attr constants", false},
     {"layout-cleanup", 1, pass_layout_cleanup,

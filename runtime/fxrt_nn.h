@@ -333,6 +333,42 @@ void fxrt_requantize(int64_t outer, int64_t channels, int64_t inner, const int32
                      FxrtDType y_type, void *y);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_qlinear.c: ONNX Runtime's com.microsoft QLinear ops                */
+/* ------------------------------------------------------------------------- */
+
+/* Every kernel here takes 8-bit data of one type t (UINT8 or INT8) for its
+ * inputs and output, per-tensor scales and zero points, and rounds as ORT's
+ * C paths do: dequantize in float, divide by the output scale in float,
+ * round half to even, add the zero point, saturate. */
+typedef enum FxrtQLinearOp { FXRT_QLINEAR_ADD, FXRT_QLINEAR_MUL } FxrtQLinearOp;
+
+/* QLinearAdd / QLinearMul: y = q(deq(a) op deq(b)) over the output dims
+ * (contiguous), each input read through its strides per output axis (0
+ * where broadcast; fxrt_broadcast_strides). */
+void fxrt_qlinear_binary(FxrtQLinearOp op, FxrtDType t, int rank, const int64_t *dims,
+                         const void *a, const int64_t *a_strides, float a_scale, int32_t a_zp,
+                         const void *b, const int64_t *b_strides, float b_scale, int32_t b_zp,
+                         float y_scale, int32_t y_zp, void *y);
+/* QLinearGlobalAveragePool over planes x size (NCHW): the integer sum less
+ * size x x_zp, times x_scale / (y_scale x size) in float. */
+void fxrt_qlinear_global_avgpool(FxrtDType t, int64_t planes, int64_t size, const void *x,
+                                 float x_scale, int32_t x_zp, float y_scale, int32_t y_zp,
+                                 void *y);
+/* One input of QLinearConcat: x (outer x part) into the columns of y
+ * (outer x row) that y points at, requantized from x's scale and zero
+ * point to y's (copied when they are equal). */
+void fxrt_qlinear_concat_part(FxrtDType t, int64_t outer, int64_t part, int64_t row,
+                              const void *x, float x_scale, int32_t x_zp, float y_scale,
+                              int32_t y_zp, void *y);
+/* Y (int32, m x n) = (A - a_zp) x (B - b_zp) with A[i][p] at a[i * a_row +
+ * p * a_col] and B[p][j] at b[p * b_row + j * b_col] (QGemm's transA and
+ * transB as strides); b_zp holds 1 or n values.  Sums wrap modulo 2^32. */
+void fxrt_gemm_integer_strided(int64_t m, int64_t n, int64_t k, FxrtDType a_type, const void *a,
+                               int64_t a_row, int64_t a_col, int32_t a_zp, FxrtDType b_type,
+                               const void *b, int64_t b_row, int64_t b_col, const int32_t *b_zp,
+                               int64_t b_zp_count, int32_t *y);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_qgemm.c: the packed 8-bit GEMM, requantized in fixed point         */
 /* ------------------------------------------------------------------------- */
 

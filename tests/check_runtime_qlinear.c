@@ -1,0 +1,225 @@
+/*
+ * check_runtime_qlinear.c - the kernels of ONNX Runtime's com.microsoft
+ * QLinear ops (runtime/fxrt_nn_qlinear.c) against hand-worked values and
+ * against a double-precision reference.
+ *
+ * The hand-worked cases pin the rounding (half to even on exact ties),
+ * saturation and zero points, compared exactly.  The random cases compute
+ * the dequantized result in double and round it; the kernels compute in
+ * float, as ORT does, so a value within 1e-3 of a .5 tie may round either
+ * way: those may differ by one, every other value must be equal.  The
+ * strided integer GEMM (QGemm's transA/transB) is compared exactly with
+ * fxrt_gemm_integer on explicitly transposed copies.  Built for the host
+ * and the portable runtime.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/fxrt.h"
+
+static uint32_t rng_state;
+
+static int32_t rnd_range(int32_t lo, int32_t hi) /* inclusive */
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return lo + (int32_t)((rng_state >> 8) % (uint32_t)(hi - lo + 1));
+}
+
+/* The reference quantization of a double value v and whether it lies
+ * within 1e-3 of a rounding tie (where float and double may disagree). */
+static int32_t ref_quantize(double v, double y_scale, int32_t y_zp, int lo, int hi, int *near_tie)
+{
+    double r = v / y_scale, frac = r - floor(r);
+    *near_tie = fabs(frac - 0.5) < 1e-3;
+    double q = nearbyint(r) + y_zp;
+    return (int32_t)(q < lo ? lo : q > hi ? hi : q);
+}
+
+static void expect_close(int32_t got, int32_t want, int near_tie, const char *what, int64_t i)
+{
+    int32_t d = got > want ? got - want : want - got;
+    ck_assert_msg(d == 0 || (near_tie && d == 1), "%s[%lld]: %d, reference %d", what,
+                  (long long)i, got, want);
+}
+
+/* --- hand-worked values -------------------------------------------------- */
+
+START_TEST(test_add_hand)
+{
+    /* a: 0.5 x (q - 128) = 1.0, -14.0, 0.5, 1.5; b: 0.25 x q = 2.5, 0, 0, 0;
+     * y = rint(sum / 0.5) + 10 = 17, -18 -> 0 (saturated), 11, 13 */
+    static const uint8_t a[4] = {130, 100, 129, 131}, b[4] = {10, 0, 0, 0};
+    static const int64_t dims[1] = {4}, st[1] = {1};
+    uint8_t y[4];
+    fxrt_qlinear_binary(FXRT_QLINEAR_ADD, FXRT_DTYPE_UINT8, 1, dims, a, st, 0.5f, 128, b, st,
+                        0.25f, 0, 0.5f, 10, y);
+    ck_assert_int_eq(y[0], 17);
+    ck_assert_int_eq(y[1], 0);
+    ck_assert_int_eq(y[2], 11); /* 0.5 / 0.5 = 1 */
+    ck_assert_int_eq(y[3], 13); /* 1.5 / 0.5 = 3 */
+    /* ties with y_scale 1: 0.5 -> 0, 1.5 -> 2 (half to even) */
+    fxrt_qlinear_binary(FXRT_QLINEAR_ADD, FXRT_DTYPE_UINT8, 1, dims, a, st, 0.5f, 128, b, st,
+                        0.25f, 0, 1.0f, 0, y);
+    ck_assert_int_eq(y[2], 0);
+    ck_assert_int_eq(y[3], 2);
+}
+END_TEST
+
+START_TEST(test_mul_hand)
+{
+    /* int8: a = 0.5 x q = -2, 3, 63.5; b = (q - 1) = 2, 2, 126; products
+     * -4, 6, 8001 -> /0.5 - 1 = -9, 11, 127 (saturated) */
+    static const int8_t a[3] = {-4, 6, 127}, b[3] = {3, 3, 127};
+    static const int64_t dims[1] = {3}, st[1] = {1};
+    int8_t y[3];
+    fxrt_qlinear_binary(FXRT_QLINEAR_MUL, FXRT_DTYPE_INT8, 1, dims, a, st, 0.5f, 0, b, st, 1.0f,
+                        1, 0.5f, -1, y);
+    ck_assert_int_eq(y[0], -9);
+    ck_assert_int_eq(y[1], 11);
+    ck_assert_int_eq(y[2], 127);
+}
+END_TEST
+
+START_TEST(test_global_avgpool_hand)
+{
+    /* plane 0: mean 25.25 / 0.5 = 50.5 -> 50 (tie to even) + 3 = 53;
+     * plane 1: x_zp 2 -> (1 + 1 + 1 + 1) / 4 = 1 / 0.5 = 2 + 3 = 5 */
+    static const uint8_t x[8] = {10, 20, 30, 41, 3, 3, 3, 3};
+    uint8_t y[2];
+    fxrt_qlinear_global_avgpool(FXRT_DTYPE_UINT8, 1, 4, x, 1.0f, 0, 0.5f, 3, y);
+    ck_assert_int_eq(y[0], 53);
+    fxrt_qlinear_global_avgpool(FXRT_DTYPE_UINT8, 1, 4, x + 4, 1.0f, 2, 0.5f, 3, y + 1);
+    ck_assert_int_eq(y[1], 5);
+}
+END_TEST
+
+START_TEST(test_concat_hand)
+{
+    /* two inputs along the last axis of [2, 3] and [2, 1]: the first copied
+     * (same parameters), the second requantized: 0.25 x (q - 4) / 0.5 + 1 */
+    static const int8_t x0[6] = {1, 2, 3, 4, 5, 6}, x1[2] = {8, -128};
+    int8_t y[8];
+    fxrt_qlinear_concat_part(FXRT_DTYPE_INT8, 2, 3, 4, x0, 0.5f, 1, 0.5f, 1, y);
+    fxrt_qlinear_concat_part(FXRT_DTYPE_INT8, 2, 1, 4, x1, 0.25f, 4, 0.5f, 1, y + 3);
+    static const int8_t want[8] = {1, 2, 3, 3, 4, 5, 6, -65};
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(y[i], want[i]);
+}
+END_TEST
+
+/* --- random values against double ----------------------------------------- */
+
+START_TEST(test_binary_broadcast_random)
+{
+    /* y [3, 4, 5] = a [3, 1, 5] op b [4, 1], both types, both ops */
+    rng_state = 7;
+    static const int64_t dims[3] = {3, 4, 5};
+    int64_t sa[3], sb[3];
+    static const int64_t adims[3] = {3, 1, 5}, bdims[2] = {4, 1};
+    fxrt_broadcast_strides(3, dims, 3, adims, sa);
+    fxrt_broadcast_strides(3, dims, 2, bdims, sb);
+    for (int variant = 0; variant < 4; variant++) {
+        FxrtDType t = variant & 1 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+        FxrtQLinearOp op = variant & 2 ? FXRT_QLINEAR_MUL : FXRT_QLINEAR_ADD;
+        int lo = t == FXRT_DTYPE_UINT8 ? 0 : -128, hi = lo + 255;
+        uint8_t a[15], b[4], y[60];
+        for (int i = 0; i < 15; i++)
+            a[i] = (uint8_t)rnd_range(0, 255);
+        for (int i = 0; i < 4; i++)
+            b[i] = (uint8_t)rnd_range(0, 255);
+        float as = 0.037f, bs = 0.021f, ys = op == FXRT_QLINEAR_MUL ? 0.11f : 0.043f;
+        int32_t az = rnd_range(lo, hi), bz = rnd_range(lo, hi), yz = rnd_range(lo, hi);
+        fxrt_qlinear_binary(op, t, 3, dims, a, sa, as, az, b, sb, bs, bz, ys, yz, y);
+        for (int i0 = 0; i0 < 3; i0++)
+            for (int i1 = 0; i1 < 4; i1++)
+                for (int i2 = 0; i2 < 5; i2++) {
+                    int64_t i = (i0 * 4 + i1) * 5 + i2;
+                    int32_t qa = t == FXRT_DTYPE_UINT8 ? a[i0 * 5 + i2] : (int8_t)a[i0 * 5 + i2];
+                    int32_t qb = t == FXRT_DTYPE_UINT8 ? b[i1] : (int8_t)b[i1];
+                    double va = (double)as * (qa - az), vb = (double)bs * (qb - bz);
+                    int tie;
+                    int32_t want = ref_quantize(op == FXRT_QLINEAR_MUL ? va * vb : va + vb, ys,
+                                                yz, lo, hi, &tie);
+                    int32_t got = t == FXRT_DTYPE_UINT8 ? y[i] : (int8_t)y[i];
+                    expect_close(got, want, tie, "qlinear_binary", i);
+                }
+    }
+}
+END_TEST
+
+START_TEST(test_global_avgpool_random)
+{
+    rng_state = 9;
+    enum { PLANES = 6, SIZE = 49 };
+    int8_t x[PLANES * SIZE], y[PLANES];
+    for (int i = 0; i < PLANES * SIZE; i++)
+        x[i] = (int8_t)rnd_range(-128, 127);
+    fxrt_qlinear_global_avgpool(FXRT_DTYPE_INT8, PLANES, SIZE, x, 0.05f, -3, 0.01f, 5, y);
+    for (int p = 0; p < PLANES; p++) {
+        double sum = 0;
+        for (int i = 0; i < SIZE; i++)
+            sum += 0.05 * (x[p * SIZE + i] + 3);
+        int tie;
+        int32_t want = ref_quantize(sum / SIZE, 0.01, 5, -128, 127, &tie);
+        expect_close(y[p], want, tie, "global_avgpool", p);
+    }
+}
+END_TEST
+
+/* --- the strided integer GEMM ---------------------------------------------- */
+
+START_TEST(test_gemm_strided_transposes)
+{
+    rng_state = 3;
+    enum { M = 5, N = 7, K = 9 };
+    uint8_t a[M * K], at[K * M];
+    int8_t b[K * N], bt[N * K];
+    int32_t bzp[N], want[M * N], got[M * N];
+    for (int i = 0; i < M; i++)
+        for (int p = 0; p < K; p++)
+            at[p * M + i] = a[i * K + p] = (uint8_t)rnd_range(0, 255);
+    for (int p = 0; p < K; p++)
+        for (int j = 0; j < N; j++)
+            bt[j * K + p] = b[p * N + j] = (int8_t)rnd_range(-128, 127);
+    for (int j = 0; j < N; j++)
+        bzp[j] = rnd_range(-5, 5);
+    int32_t azp = 131;
+    fxrt_gemm_integer(M, N, K, FXRT_DTYPE_UINT8, a, &azp, 1, FXRT_DTYPE_INT8, b, bzp, N, want);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            memset(got, 0x55, sizeof got);
+            fxrt_gemm_integer_strided(M, N, K, FXRT_DTYPE_UINT8, ta ? at : a, ta ? 1 : K,
+                                      ta ? M : 1, azp, FXRT_DTYPE_INT8, tb ? bt : b, tb ? 1 : N,
+                                      tb ? K : 1, bzp, N, got);
+            for (int i = 0; i < M * N; i++)
+                ck_assert_msg(got[i] == want[i], "transA %d transB %d [%d]: %d, want %d", ta, tb,
+                              i, got[i], want[i]);
+        }
+}
+END_TEST
+
+static Suite *qlinear_suite(void)
+{
+    Suite *s = suite_create("qlinear");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_test(tc, test_add_hand);
+    tcase_add_test(tc, test_mul_hand);
+    tcase_add_test(tc, test_global_avgpool_hand);
+    tcase_add_test(tc, test_concat_hand);
+    tcase_add_test(tc, test_binary_broadcast_random);
+    tcase_add_test(tc, test_global_avgpool_random);
+    tcase_add_test(tc, test_gemm_strided_transposes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(qlinear_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
