@@ -164,20 +164,25 @@ static double entropy_loss(const double *hist, int i, double outliers, double *q
 
 static double entropy_threshold(const Observer *ob)
 {
-    double q[CALIB_BINS];
+    double q[CALIB_BINS], hist[CALIB_BINS];
+    /* The bin at 0 holds every zero a Relu made: left as it is, spreading
+     * that spike over its level dominates the divergence and the threshold
+     * collapses (NVIDIA's pytorch-quantization levels it the same way). */
+    memcpy(hist, ob->hist, sizeof hist);
+    hist[0] = hist[1];
     double outliers = 0, best_kl = INFINITY;
     int best = CALIB_BINS;
     for (int b = CALIB_ENTROPY_LEVELS; b < CALIB_BINS; b++)
-        outliers += ob->hist[b];
+        outliers += hist[b];
     for (int i = CALIB_ENTROPY_LEVELS; i <= CALIB_BINS; i++) {
-        double kl = entropy_loss(ob->hist, i, outliers, q);
+        double kl = entropy_loss(hist, i, outliers, q);
         /* Ties go to the wider range, which clips nothing more. */
         if (kl <= best_kl) {
             best_kl = kl;
             best = i;
         }
         if (i < CALIB_BINS)
-            outliers -= ob->hist[i];
+            outliers -= hist[i];
     }
     return ob->hist_hi * best / CALIB_BINS;
 }
@@ -244,10 +249,13 @@ static FxStatus add_file_samples(CalibData *c, const char *path, Tensor *t, cons
     }
     if (count == 0) {
         char a[128], b[128];
+        FxStatus st = diag_error(d, FX_ERR_SHAPE,
+                                 "%s: calibration data %s fits neither the input %s nor a stack "
+                                 "of it",
+                                 path, type_format(have, a, sizeof a),
+                                 type_format(want, b, sizeof b));
         tensor_free(t);
-        return diag_error(d, FX_ERR_SHAPE,
-                          "%s: calibration data %s fits neither the input %s nor a stack of it",
-                          path, type_format(have, a, sizeof a), type_format(want, b, sizeof b));
+        return st;
     }
     if (count < 0) {
         Tensor **one = fx_alloc_array(1, sizeof *one);

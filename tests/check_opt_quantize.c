@@ -143,6 +143,14 @@ START_TEST(test_observer_entropy)
     range_of(x, N, "entropy", &lo, &hi);
     ck_assert(hi >= 3.0f && hi <= 8.0f);
     ck_assert(lo <= -3.0f && lo >= -8.0f);
+    /* Relu's output: half the values exactly 0, the rest half-normal (max
+     * about 4.5).  The zeros must not pull the threshold down: it stays
+     * above 3 standard deviations. */
+    for (int i = 0; i < N; i++)
+        x[i] = fmaxf(x[i], 0);
+    x[17] = 0;
+    range_of(x, N, "entropy", &lo, &hi);
+    ck_assert(lo == 0.0f && hi >= 3.0f);
     free(u);
     free(x);
 }
