@@ -498,7 +498,8 @@ typedef struct QuantizeConfig {
 } QuantizeConfig;
 
 typedef struct LayerError {
-    const char *layer; /* heap */
+    const char *layer; /* heap: the float graph's value (a Relu merged into its layer) */
+    const char *node;  /* heap: the layer node, as --keep-float-below names it */
     const char *op;    /* static (the op's name) */
     double sqnr_db;    /* INFINITY when exact */
     bool kept_float;

@@ -22,8 +22,10 @@
 
 void quantize_report_free(QuantizeReport *r)
 {
-    for (int k = 0; k < r->num_layers; k++)
+    for (int k = 0; k < r->num_layers; k++) {
         free((char *)r->layers[k].layer);
+        free((char *)r->layers[k].node);
+    }
     free(r->layers);
     free(r->output_sqnr_db);
     free(r->output_max_abs);
@@ -212,7 +214,9 @@ static FxStatus measure(const Graph *fg, const Graph *qg, const QuantizeResult *
             continue;
         LayerError *row = &rep->layers[rep->num_layers];
         row->layer = fx_strdup(f->name);
-        if (!row->layer) {
+        row->node = fx_strdup(layer ? layer->name : f->name);
+        if (!row->layer || !row->node) {
+            rep->num_layers++; /* freed with the report */
             st = diag_error(d, FX_ERR_NOMEM, "out of memory");
             break;
         }
@@ -332,29 +336,17 @@ FxStatus quantize_graph(Graph **g, const QuantizeConfig *cfg, QuantizeReport *re
         kept = fx_alloc_array((size_t)rep->num_layers + 1, sizeof *kept);
         if (!kept)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory");
-        /* Copies: the report is rewritten by the second round. */
+        /* Copies: the report is rewritten by the second round.  A row of a
+         * Relu merged into its layer names the layer (row->node). */
         for (int k = 0; st == FX_OK && k < rep->num_layers; k++)
             if (rep->layers[k].sqnr_db < cfg->keep_float_below &&
-                !(kept[num_kept++] = fx_strdup(rep->layers[k].layer)))
+                !(kept[num_kept++] = fx_strdup(rep->layers[k].node)))
                 st = diag_error(d, FX_ERR_NOMEM, "out of memory");
-        /* The kept names are the float graph's rows: a Relu merged into its
-         * layer names the layer through graph_find in the pass (the Relu
-         * itself is kept, the layer quantized otherwise). */
-        if (st == FX_OK && num_kept > 0) {
-            for (int k = 0; k < num_kept; k++) {
-                const Node *n = graph_find(*g, kept[k]);
-                if (n && n->op == &fx_op_Relu && n->num_args > 0)
-                    kept[k] = (free((char *)kept[k]), fx_strdup(n->args[0]->name));
-                if (!kept[k])
-                    st = diag_error(d, FX_ERR_NOMEM, "out of memory");
-            }
-            if (st == FX_OK)
-                st = quantize_once(*g, &ranges, cfg, kept, num_kept, &c, labels, rep,
-                                   &requantized, d);
-            if (st == FX_OK) {
-                graph_free(qg);
-                qg = requantized;
-            }
+        if (st == FX_OK && num_kept > 0 &&
+            (st = quantize_once(*g, &ranges, cfg, kept, num_kept, &c, labels, rep, &requantized,
+                                d)) == FX_OK) {
+            graph_free(qg);
+            qg = requantized;
         }
     }
     if (st == FX_OK) {
