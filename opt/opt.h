@@ -368,4 +368,166 @@ FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d);
 /* Runs a comma-separated list ("const-fold,dce"), in the order given. */
 FxStatus opt_run_list(Graph *g, const char *list, const PassOptions *o, Diag *d);
 
+/* ------------------------------------------------------------------------- */
+/* Post-training int8 quantization (calibrate.c, pass_quantize.c,            */
+/* quantize.c)                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* How an activation's range is chosen from what calibration saw. */
+typedef enum CalibMethod {
+    CALIB_MINMAX,     /* the smallest and largest value seen */
+    CALIB_PERCENTILE, /* the (100-p)th and p-th percentiles of the values */
+    CALIB_ENTROPY     /* the |x| threshold minimizing KL(P || Q), TensorRT's method */
+} CalibMethod;
+
+typedef struct CalibOptions {
+    CalibMethod method;
+    double percentile; /* for CALIB_PERCENTILE, in (50, 100] */
+} CalibOptions;
+
+/* "minmax", "percentile:99.99" or "entropy" into o. */
+FxStatus calib_method_parse(const char *text, CalibOptions *o, Diag *d);
+
+/* One value's observer: min and max, then (for percentile and entropy, in a
+ * second walk over the same data once min and max are known) a histogram of
+ * CALIB_BINS bins over [min, max] (percentile) or of |x| over [0, max|x|]
+ * (entropy). */
+enum { CALIB_BINS = 2048, CALIB_ENTROPY_LEVELS = 128 };
+typedef struct Observer {
+    double lo, hi;   /* min and max seen; lo > hi until a value is seen */
+    double *hist;    /* CALIB_BINS counts, NULL until the histogram walk */
+    double hist_lo, hist_hi;
+} Observer;
+
+void observer_init(Observer *ob);
+void observer_free(Observer *ob);
+void observer_add_minmax(Observer *ob, const float *x, int64_t n);
+/* Starts the histogram over the range observer_add_minmax found. */
+FxStatus observer_start_histogram(Observer *ob, const CalibOptions *o, Diag *d);
+void observer_add_histogram(Observer *ob, const CalibOptions *o, const float *x, int64_t n);
+/* The range o's method chooses (min/max when nothing was seen: 0, 0). */
+void observer_range(const Observer *ob, const CalibOptions *o, float *lo, float *hi);
+
+/* Calibration data: samples[s][k] is input k of sample s, typed like the
+ * graph's placeholder k. */
+typedef struct CalibData {
+    Tensor ***samples;
+    int num_samples, num_inputs;
+} CalibData;
+
+void calib_data_free(CalibData *c);
+/* Reads the samples for g's inputs from `paths`, each a file or a folder:
+ * - a single-input model takes .npy/.pb files (a folder: its *.npy and *.pb
+ *   in name order), each either one sample (the input's shape) or a stack of
+ *   samples along a new leading axis, or along axis 0 when the input's
+ *   batch is 1 ([N, 64] for an input [1, 64]);
+ * - any model takes a folder of sample folders DIR/NAME/ (in name order),
+ *   each holding input_0.npy, input_1.npy... (or .pb), one per input.
+ * Errors name the file and the input it does not fit. */
+FxStatus calib_data_read(const Graph *g, const char *const *paths, int num_paths, CalibData *c,
+                         Diag *d);
+
+/* The range calibration chose for every float32 value of g, indexed by node
+ * id (valid only for the graph it was run on). */
+typedef struct CalibRanges {
+    int count;  /* g->next_id when made */
+    bool *seen; /* [count] */
+    float *lo, *hi;
+} CalibRanges;
+
+void calib_ranges_free(CalibRanges *r);
+/* Runs the interpreter on every sample with an observer on every float32
+ * value (graph inputs included) and stores the chosen ranges. */
+FxStatus calib_run(const Graph *g, const CalibData *c, const CalibOptions *o, CalibRanges *r,
+                   Diag *d);
+
+/* scale and zero point of an activation range as ONNX Runtime's quantizer
+ * computes them: the range widened to contain 0, scale = (hi - lo) /
+ * (qmax - qmin) (1 when that is 0), zero point = round_half_even(qmin -
+ * lo / scale) clamped to [qmin, qmax].  dtype is UINT8 or INT8. */
+void quant_affine_params(float lo, float hi, DType dtype, float *scale, int32_t *zero_point);
+/* ONNX QuantizeLinear of one value: saturate(round_half_even(x / scale) +
+ * zero_point) to [qmin, qmax]. */
+int32_t quant_round(float x, float scale, int32_t zero_point, int32_t qmin, int32_t qmax);
+
+/* What pass_quantize does, and what it reports back. */
+typedef struct QuantizeOptions {
+    const CalibRanges *ranges;
+    DType activation_type; /* UINT8 (default) or INT8 */
+    /* Node names of layers to leave float (--keep-float-below). */
+    const char *const *keep_float;
+    int num_keep_float;
+} QuantizeOptions;
+
+/* One quantized value: the float graph's node `layer` (by name) is now
+ * carried as DequantizeLinear `dq` of the quantized graph. */
+typedef struct QuantizedValue {
+    const char *node;       /* the value quantized (a layer, an input...) */
+    const char *layer;      /* the float graph's node with the same value (node,
+                             * or the Relu removed after it) */
+    const char *dq;         /* in the quantized graph's arena */
+    bool is_layer;          /* the output of a quantized layer, not an input or pool */
+} QuantizedValue;
+
+typedef struct QuantizeResult {
+    QuantizedValue *values; /* heap, in graph order */
+    int num_values;
+    int layers;                 /* layers quantized */
+    uint64_t float_weight_bytes; /* float32 weights and biases of the quantized layers */
+    uint64_t int8_weight_bytes;  /* their int8 weights, int32 biases, scales, zero points */
+} QuantizeResult;
+
+void quantize_result_free(QuantizeResult *r);
+/* Rewrites the float graph g (calibrated as it is: r->ranges are indexed by
+ * its node ids) into QDQ form, as ONNX Runtime's QDQ quantizer lays it out:
+ * around Conv, Gemm, MatMul (weights int8 symmetric per output channel,
+ * zero point 0, biases int32 of scale x_scale * w_scale), Add, Mul,
+ * MaxPool, AveragePool, GlobalAveragePool and Concat every float input and
+ * output is QuantizeLinear -> DequantizeLinear with constant parameters
+ * (activation_type, per tensor); a Relu, or a Clip from 0, that alone reads
+ * a quantized layer is removed and the layer's output takes its range.
+ * Views and MaxPool keep their input's parameters. */
+FxStatus pass_quantize(Graph *g, const QuantizeOptions *o, QuantizeResult *res, Diag *d);
+
+/* The whole flow for the CLI and the pipeline (quantize.c). */
+typedef struct QuantizeConfig {
+    const char *const *calib_paths;
+    int num_calib_paths;
+    CalibOptions calib;
+    DType activation_type;
+    const char *labels; /* a .npy of integer labels, one per sample; may be NULL */
+    double keep_float_below; /* dB; NAN: off */
+} QuantizeConfig;
+
+typedef struct LayerError {
+    const char *layer; /* heap: the float graph's value (a Relu merged into its layer) */
+    const char *node;  /* heap: the layer node, as --keep-float-below names it */
+    const char *op;    /* static (the op's name) */
+    double sqnr_db;    /* INFINITY when exact */
+    bool kept_float;
+} LayerError;
+
+typedef struct QuantizeReport {
+    int num_samples;
+    LayerError *layers;
+    int num_layers;
+    int num_outputs;
+    double *output_sqnr_db, *output_max_abs; /* [num_outputs] */
+    bool have_labels;
+    double top1_agreement, float_accuracy, int8_accuracy;
+    int num_kept_float;
+    uint64_t float_weight_bytes, int8_weight_bytes;
+    uint64_t kept_float_weight_bytes; /* the float bytes of the layers kept float */
+} QuantizeReport;
+
+void quantize_report_free(QuantizeReport *r);
+/* Calibrates *g (after the -O1 passes) on cfg's samples, replaces it by its
+ * QDQ form and measures that against the float graph on the same samples
+ * (report may be NULL); with keep_float_below, the layers whose SQNR fell
+ * below it are left float and the float graph quantized again.  On failure
+ * *g is left as it was. */
+FxStatus quantize_graph(Graph **g, const QuantizeConfig *cfg, QuantizeReport *report, Diag *d);
+/* The report as a table: one row per layer, then outputs, top-1, weights. */
+void quantize_report_print(const QuantizeReport *r, FILE *out);
+
 #endif

@@ -99,20 +99,44 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
     return st;
 }
 
+/* -O1, quantization, then the passes of the chosen level again: the graph is
+ * now a QDQ model like one ONNX Runtime's quantizer writes, so qdq-fold (first
+ * in the table) turns it into integer kernels before anything folds the
+ * weights' DequantizeLinear back to float. */
+static FxStatus quantize_and_optimize(const PipelineOptions *o, Graph **g, Graph **reference,
+                                      const PassOptions *po, Diag *d)
+{
+    if (o->passes)
+        return diag_error(d, FX_ERR_INVALID, "--quantize runs the -O1 passes, quantization and "
+                                             "then the passes of -O; it does not take --passes");
+    FxStatus st = opt_run_level(*g, 1, po, d);
+    if (st == FX_OK)
+        st = quantize_graph(g, o->quantize, o->quantize_report, d);
+    if (st == FX_OK && o->want_reference && !(*reference = graph_clone(*g, d)))
+        st = FX_ERR_NOMEM;
+    if (st != FX_OK)
+        return st;
+    return opt_run_level(*g, o->opt_level, po, d);
+}
+
 FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
 {
     memset(r, 0, sizeof *r);
     Graph *g = NULL;
     FxStatus st = load_and_shape(o, &g, &r->failed, d);
-    if (st == FX_OK && o->want_reference && !(r->reference = graph_clone(g, d)))
-        st = FX_ERR_NOMEM;
-    if (st == FX_OK) {
+    PassOptions po = {.bindings = o->bindings, .num_bindings = o->num_bindings,
+                      .check = o->check_passes, .print_after = o->print_after,
+                      .dot_after = o->dot_after, .portable = o->portable};
+    if (st == FX_OK && o->quantize) {
         r->failed = PIPELINE_PASSES;
-        PassOptions po = {.bindings = o->bindings, .num_bindings = o->num_bindings,
-                          .check = o->check_passes, .print_after = o->print_after,
-                          .dot_after = o->dot_after, .portable = o->portable};
-        st = o->passes ? opt_run_list(g, o->passes, &po, d)
-                       : opt_run_level(g, o->opt_level, &po, d);
+        st = quantize_and_optimize(o, &g, &r->reference, &po, d);
+    } else if (st == FX_OK) {
+        if (o->want_reference && !(r->reference = graph_clone(g, d)))
+            st = FX_ERR_NOMEM;
+        r->failed = PIPELINE_PASSES;
+        if (st == FX_OK)
+            st = o->passes ? opt_run_list(g, o->passes, &po, d)
+                           : opt_run_level(g, o->opt_level, &po, d);
     }
     if (st != FX_OK) {
         graph_free(g);

@@ -47,6 +47,13 @@ typedef struct PipelineOptions {
     const char *print_after, *dot_after; /* see PassOptions */
     bool check_passes;
     bool portable; /* the code is for --target portable (see PassOptions) */
+    /* --quantize: after the -O1 passes (whatever opt_level says), the graph is
+     * calibrated and rewritten into QDQ form (quantize_graph), then only the
+     * passes of level 2 run (the -O1 ones would fold the DequantizeLinear of
+     * constant weights back into float), when opt_level is 2.  The reference
+     * is then the QDQ graph.  `passes` must be NULL. */
+    const QuantizeConfig *quantize;
+    QuantizeReport *quantize_report; /* may be NULL */
     /* Also hand back a copy of the graph as it was before the passes (what
      * `verify` runs as its reference). */
     bool want_reference;

@@ -29,6 +29,11 @@ typedef struct CommonArgs {
     const char *leaf_ops[MAX_BINDINGS], *leaf_types[MAX_BINDINGS], *leaf_libs[MAX_BINDINGS];
     int num_leaf_ops, num_leaf_types, num_leaf_libs;
     LeafLibraries *leaf_libraries; /* main's */
+    /* --quantize int8 with --calibrate PATH... and its options */
+    bool quantize;
+    const char *calib_paths[MAX_BINDINGS];
+    QuantizeConfig quant;
+    QuantizeReport *quant_report; /* the command's, when it prints the report */
 } CommonArgs;
 
 /* ------------------------------------------------------------------------- */
@@ -36,7 +41,7 @@ typedef struct CommonArgs {
 /* ------------------------------------------------------------------------- */
 
 /* The help paragraphs on -O/--passes and on leaf ops, shared by the commands. */
-extern const char cli_opt_help[], cli_leaf_help[];
+extern const char cli_opt_help[], cli_leaf_help[], cli_quantize_help[];
 
 /* Prints "fxcc: error: " fmt (with arg) and the --help hint; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, const char *arg);

@@ -7,6 +7,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,6 +46,28 @@ const char cli_leaf_help[] =
     "                      functions, beside the generated code and build it with the\n"
     "                      model (repeatable)\n";
 
+const char cli_quantize_help[] =
+    "\n"
+    "post-training int8 quantization (QDQ form, run after the -O1 passes):\n"
+    "  --quantize int8     calibrate on --calibrate's samples and rewrite Conv, Gemm,\n"
+    "                      MatMul, Add, Mul, pools and Concat into QuantizeLinear/\n"
+    "                      DequantizeLinear form: weights int8 per output channel,\n"
+    "                      activations per tensor, biases int32\n"
+    "  --calibrate PATH    calibration samples (repeatable): .npy/.pb files, each one\n"
+    "                      sample or a stack of them along axis 0, or a folder of them\n"
+    "                      (single-input models); or a folder of sample folders\n"
+    "                      DIR/NAME/input_K.npy, one file per input K\n"
+    "  --calibrate-method minmax|percentile:P|entropy\n"
+    "                      the activation range: min and max (default), the (100-P)th\n"
+    "                      and Pth percentiles, or the KL-divergence threshold\n"
+    "  --activation-type uint8|int8\n"
+    "                      the activations' type (default uint8)\n"
+    "  --labels FILE       compile --report: .npy of integer labels, one per sample,\n"
+    "                      for top-1 accuracy float vs int8\n"
+    "  --keep-float-below DB\n"
+    "                      leave float the layers whose SQNR against the float model\n"
+    "                      is below DB dB\n";
+
 int cli_usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "fxcc: error: ");
@@ -58,6 +81,64 @@ int cli_fail(Diag *d)
     if (d->count == 0)
         fprintf(stderr, "fxcc: error: failed\n");
     diag_print(d, stderr);
+    return 1;
+}
+
+/* The quantization flags: 1 if argv[*i] was one, 0 if not, -1 on a bad
+ * value. */
+static int parse_quantize_flag(const char *cmd, int argc, char **argv, int *i, CommonArgs *c,
+                               Diag *d)
+{
+    const char *a = argv[*i];
+    bool known = strcmp(a, "--quantize") == 0 || strcmp(a, "--calibrate") == 0 ||
+                 strcmp(a, "--calibrate-method") == 0 || strcmp(a, "--activation-type") == 0 ||
+                 strcmp(a, "--labels") == 0 || strcmp(a, "--keep-float-below") == 0;
+    if (!known)
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "%s needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!c->quant.activation_type) {
+        c->quant.activation_type = FXRT_DTYPE_UINT8;
+        c->quant.keep_float_below = NAN;
+    }
+    if (strcmp(a, "--quantize") == 0) {
+        if (strcmp(v, "int8") != 0) {
+            cli_usage_error(cmd, "--quantize takes int8, not '%s'", v);
+            return -1;
+        }
+        c->quantize = true;
+    } else if (strcmp(a, "--calibrate") == 0) {
+        if (c->quant.num_calib_paths == MAX_BINDINGS) {
+            cli_usage_error(cmd, "too many %s options", a);
+            return -1;
+        }
+        c->calib_paths[c->quant.num_calib_paths++] = v;
+        c->quant.calib_paths = c->calib_paths;
+    } else if (strcmp(a, "--calibrate-method") == 0) {
+        if (calib_method_parse(v, &c->quant.calib, d) != FX_OK) {
+            diag_print(d, stderr);
+            return -1;
+        }
+    } else if (strcmp(a, "--activation-type") == 0) {
+        if (strcmp(v, "uint8") != 0 && strcmp(v, "int8") != 0) {
+            cli_usage_error(cmd, "--activation-type is uint8 or int8, not '%s'", v);
+            return -1;
+        }
+        c->quant.activation_type = v[0] == 'u' ? FXRT_DTYPE_UINT8 : FXRT_DTYPE_INT8;
+    } else if (strcmp(a, "--labels") == 0) {
+        c->quant.labels = v;
+    } else {
+        char *end;
+        double db = strtod(v, &end);
+        if (end == v || *end || !isfinite(db)) {
+            cli_usage_error(cmd, "--keep-float-below needs a number of dB, not '%s'", v);
+            return -1;
+        }
+        c->quant.keep_float_below = db;
+    }
     return 1;
 }
 
@@ -130,6 +211,9 @@ int cli_parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs 
         c->check_passes = true;
         return 1;
     }
+    int q = parse_quantize_flag(cmd, argc, argv, i, c, d);
+    if (q)
+        return q;
     const char **list = strcmp(a, "--leaf") == 0        ? c->leaf_ops
                         : strcmp(a, "--leaf-type") == 0 ? c->leaf_types
                         : strcmp(a, "--leaf-lib") == 0  ? c->leaf_libs
@@ -158,6 +242,11 @@ int cli_parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs 
 FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph **reference,
                            Diag *d)
 {
+    if (c->quantize && c->quant.num_calib_paths == 0)
+        return diag_error(d, FX_ERR_INVALID, "--quantize needs calibration data (--calibrate PATH)");
+    if (!c->quantize && c->quant.activation_type)
+        return diag_error(d, FX_ERR_INVALID, "--calibrate and the other quantization options "
+                                             "need --quantize int8");
     PipelineOptions po = {
         .model = path,
         .load = {.keep_input_defaults = c->keep_defaults,
@@ -172,7 +261,8 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
         .opt_level = c->opt_level, .passes = c->passes,
         .print_after = c->print_after, .dot_after = c->dot_after,
         .check_passes = c->check_passes, .portable = c->portable,
-        .want_reference = reference != NULL};
+        .want_reference = reference != NULL,
+        .quantize = c->quantize ? &c->quant : NULL, .quantize_report = c->quant_report};
     PipelineResult r;
     FxStatus st = pipeline_load(&po, &r, d);
     *g = r.graph;
@@ -222,6 +312,7 @@ static int cmd_inspect(int argc, char **argv, LeafLibraries *leaf_libraries)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(inspect_help, stdout);
             fputs(cli_opt_help, stdout);
+            fputs(cli_quantize_help, stdout);
             fputs(cli_leaf_help, stdout);
             return 0;
         } else if (strcmp(argv[i], "--tabular") == 0) {
@@ -368,6 +459,7 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(run_help, stdout);
             fputs(cli_opt_help, stdout);
+            fputs(cli_quantize_help, stdout);
             fputs(cli_leaf_help, stdout);
             free(input_paths);
             return 0;
@@ -594,6 +686,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(compile_help, stdout);
             fputs(cli_opt_help, stdout);
+            fputs(cli_quantize_help, stdout);
             fputs(cli_leaf_help, stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 && next) {
@@ -641,11 +734,16 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
+    QuantizeReport quant_report = {0};
+    if (report && c.quantize)
+        c.quant_report = &quant_report;
     if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
         CgMemory memory;
         rc = 0;
         if (report) {
             cg_plan_report(&plan, stdout);
+            if (c.quantize)
+                quantize_report_print(&quant_report, stdout);
             if (co.target == FX_TARGET_PORTABLE) {
                 if (cg_plan_memory(&plan, &memory, &d) == FX_OK) {
                     cg_memory_report(&memory, stdout);
@@ -663,6 +761,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     } else {
         cli_fail(&d);
     }
+    quantize_report_free(&quant_report);
     graph_free(g);
     diag_free(&d);
     return rc;
@@ -716,6 +815,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(verify_help, stdout);
             fputs(cli_opt_help, stdout);
+            fputs(cli_quantize_help, stdout);
             fputs(cli_leaf_help, stdout);
             rc = 0;
             goto out;
