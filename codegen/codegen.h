@@ -33,6 +33,10 @@ typedef struct CgValue {
     int io;            /* CG_INPUT / CG_OUTPUT: position */
     struct CgValue *alias;
     bool inplace;      /* CG_ALIAS made by in-place reuse (not a view) */
+    bool slice;        /* CG_ALIAS: bytes [slice_offset, +bytes) of `alias`, a Concat's
+                        * output, where the Concat's input is written in place */
+    size_t slice_offset;
+    bool assembled;    /* a Concat whose inputs all sit in their slices: no code */
     size_t bytes;      /* size of the value */
     size_t offset;     /* CG_ARENA / CG_SCRATCH */
     int first, last;   /* steps (node positions) where it is alive */
@@ -59,6 +63,7 @@ typedef struct CgPlan {
     size_t lower_bound;  /* largest total of arena values alive at one step */
     size_t naive_bytes;  /* every intermediate in its own buffer */
     int inplace_count, alias_count;
+    int assembled_count; /* Concats with no code */
 } CgPlan;
 
 /* Plans g (shapes propagated).  Fails for nodes the code generator cannot
@@ -67,10 +72,13 @@ FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d);
 void cg_plan_free(CgPlan *p);
 /* The value that finally holds v's bytes (follows aliases). */
 const CgValue *cg_root(const CgValue *v);
+/* Where v's bytes start in its root's (0 but for Concat slices). */
+size_t cg_root_offset(const CgValue *v);
 /* The plan's value for argument i of n (NULL for an omitted input). */
 const CgValue *cg_arg_value(const CgPlan *p, const Node *n, int i);
 /* Asserts the invariants: no two arena values alive at one step overlap,
- * everything lies inside arena_bytes, offsets are 64-byte aligned. */
+ * everything lies inside arena_bytes, offsets are 64-byte aligned, a slice
+ * lies inside the value it is a slice of. */
 FxStatus cg_plan_check(const CgPlan *p, Diag *d);
 /* The planner's report and the per-node table (bytes, MACs). */
 void cg_plan_report(const CgPlan *p, FILE *out);

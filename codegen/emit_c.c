@@ -271,10 +271,10 @@ static void weight_symbol(const Gen *gen, const CgValue *w, char *buf, size_t ca
 
 /* The value whose variable stands for v: an alias of the same element type
  * names the same bytes as its source with the same C type, so it gets no
- * pointer of its own. */
+ * pointer of its own; a Concat's slice has its own. */
 static const CgValue *value_named(const CgValue *v)
 {
-    while (v->kind == CG_ALIAS && value_type(v)->dtype == value_type(v->alias)->dtype)
+    while (v->kind == CG_ALIAS && !v->slice && value_type(v)->dtype == value_type(v->alias)->dtype)
         v = v->alias;
     return v;
 }
@@ -434,6 +434,18 @@ static void declare_value(EmitText *t, const Gen *gen, const CgValue *v)
         break;
     case CG_ALIAS: {
         char src[200];
+        if (v->slice) {
+            /* From the root's base: the Concat's output is declared later. */
+            const CgValue *r = cg_root(v);
+            if (r->kind == CG_OUTPUT)
+                emit_text_printf(t, "    %s *const %s = (%s *)((unsigned char *)outputs[%d] + %zu); "
+                                    "/* %s, slice of %s */\n",
+                                 ct, v->cname, ct, r->io, cg_root_offset(v), shape, v->alias->cname);
+            else
+                emit_text_printf(t, "    %s *const %s = (%s *)(a + %zu); /* %s, slice of %s */\n", ct,
+                                 v->cname, ct, r->offset + cg_root_offset(v), shape, v->alias->cname);
+            break;
+        }
         value_expr(gen, v->alias, src, sizeof src);
         const char *why = v->inplace ? "in-place over" : "view of";
         if (root_writable(v))
@@ -461,7 +473,12 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
         return FX_OK; /* a compile-time constant: emitted with the weights */
     emit_text_printf(&gen->body, "\n");
     text_comment(&gen->body, "    ", line);
-    if (v->kind == CG_ALIAS && !v->inplace) {
+    if (v->assembled) {
+        emit_text_printf(&gen->body, "    /* no code: the inputs of %%%s were written into it */\n",
+                         n->name);
+        return FX_OK;
+    }
+    if (v->kind == CG_ALIAS && !v->inplace && !v->slice) {
         char src[200];
         value_expr(gen, v->alias, src, sizeof src);
         emit_text_printf(&gen->body, "    /* no code: %%%s is a view of %s */\n", n->name, src);
@@ -733,7 +750,7 @@ static FxStatus write_source(Gen *gen, EmitText *src)
     for (int i = p->num_values - 1; i >= 0; i--) {
         const CgValue *v = &p->values[i];
         used[i] |= v->kind != CG_WEIGHT && name_used(&gen->used, v->cname);
-        if (used[i] && v->kind == CG_ALIAS)
+        if (used[i] && v->kind == CG_ALIAS && !v->slice)
             used[value_named(v->alias) - p->values] = true;
     }
     for (int i = 0; i < p->num_values; i++)

@@ -6,7 +6,9 @@
  * Lifetimes come from the node order (a value is alive from the step that
  * makes it to the last step that reads it, through any alias).  Views and
  * getitem are aliases with no copy; an elementwise op whose input of the same
- * type dies at that node writes over it (in-place).  Arena offsets are then
+ * type dies at that node writes over it (in-place); a Concat whose inputs are
+ * contiguous runs of its output has them written there (place_concats).
+ * Arena offsets are then
  * assigned greedily, largest value first, each into the smallest gap left by
  * the values already placed whose lifetimes intersect its own (best fit).
  * The report compares the result with the lower bound (the largest total
@@ -33,6 +35,20 @@ static CgValue *root_mut(CgValue *v)
     while (v && v->kind == CG_ALIAS)
         v = v->alias;
     return v;
+}
+
+size_t cg_root_offset(const CgValue *v)
+{
+    size_t offset = 0;
+    for (; v && v->kind == CG_ALIAS; v = v->alias)
+        offset += v->slice ? v->slice_offset : 0;
+    return offset;
+}
+
+/* Whether v names all of its root's bytes, not a slice of them. */
+static bool covers_root(const CgValue *v)
+{
+    return cg_root_offset(v) == 0 && v->bytes == cg_root(v)->bytes;
 }
 
 static int position(const Node *n) { return (int)(intptr_t)n->pass_data - 1; }
@@ -137,6 +153,113 @@ static bool inplace_allowed(const Node *n)
            !is_constant(n);
 }
 
+/* --- Concat in place --------------------------------------------------------
+ *
+ * When the dims before a Concat's axis are all 1 (a batch-1 Concat along the
+ * channels, plain [1, C, H, W] or blocked [1, CB, H, W, 8]), input i is the
+ * contiguous run of the output starting where inputs 0..i-1 end.  Its
+ * producer can write it there: the input becomes a slice (an alias at a byte
+ * offset) of the Concat's output and the Concat has no code.  Concats are
+ * taken last first, so that in a chain of Concats over growing prefixes of
+ * the same values (a DenseNet block: each layer concatenates all the features
+ * before it) the last and largest places the values, and each earlier one,
+ * whose inputs are then already side by side in it, becomes a slice of it
+ * too: one buffer per block.  Anything else keeps the copy: an input that is
+ * a graph input, constant, output, view or in-place value, or already placed
+ * elsewhere; an input given twice; a Concat that is a view or output itself
+ * in the prefix case.  The lifetime of a root covers its slices' (step 3),
+ * so a slice read after the Concat keeps the whole buffer alive. */
+
+/* The dims before the axis multiply to 1, every input is non-empty and
+ * given once. */
+static bool concat_contiguous(const Node *n)
+{
+    if (n->op != &fx_op_Concat || n->num_outputs != 1 || n->num_args < 1)
+        return false;
+    const TensorType *o = &n->out_types[0];
+    int64_t axis = node_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += o->rank;
+    if (axis < 0 || axis >= o->rank)
+        return false;
+    for (int d = 0; d < axis; d++)
+        if (o->dims[d] != 1)
+            return false;
+    for (int i = 0; i < n->num_args; i++) {
+        if (!n->args[i] || type_numel(&n->args[i]->out_types[0]) == 0)
+            return false;
+        for (int j = 0; j < i; j++)
+            if (n->args[j] == n->args[i])
+                return false;
+    }
+    return true;
+}
+
+/* Makes v the slice of `container` at byte `offset`. */
+static void make_slice(CgValue *v, CgValue *container, size_t offset)
+{
+    v->kind = CG_ALIAS;
+    v->alias = container;
+    v->slice = true;
+    v->slice_offset = offset;
+}
+
+/* Concat n: every input an arena value of its own goes into its slice of
+ * the output (which may itself be a slice of a later Concat's). */
+static bool place_inputs(CgPlan *p, const Node *n, CgValue *out)
+{
+    if (out->kind != CG_ARENA && out->kind != CG_OUTPUT && !(out->kind == CG_ALIAS && out->slice))
+        return false;
+    for (int i = 0; i < n->num_args; i++)
+        if (value_of(p, n->args[i])->kind != CG_ARENA)
+            return false;
+    size_t offset = 0;
+    for (int i = 0; i < n->num_args; i++) {
+        CgValue *v = value_of(p, n->args[i]);
+        make_slice(v, out, offset);
+        offset += v->bytes;
+    }
+    return true;
+}
+
+/* Concat n: every input already lies in one root, side by side in order,
+ * so the output (an arena value of its own) is the slice they span. */
+static bool span_placed_inputs(CgPlan *p, const Node *n, CgValue *out)
+{
+    if (out->kind != CG_ARENA)
+        return false;
+    CgValue *root = NULL;
+    size_t start = 0, next = 0;
+    for (int i = 0; i < n->num_args; i++) {
+        CgValue *v = value_of(p, n->args[i]);
+        if (v->kind != CG_ALIAS || !v->slice || (root && root_mut(v) != root))
+            return false;
+        if (!root) {
+            root = root_mut(v);
+            start = next = cg_root_offset(v);
+        }
+        if (cg_root_offset(v) != next)
+            return false;
+        next += v->bytes;
+    }
+    make_slice(out, root, start);
+    return true;
+}
+
+static void place_concats(CgPlan *p)
+{
+    for (int s = p->num_steps - 1; s >= 0; s--) {
+        const Node *n = p->order[s];
+        if (!n->op || is_constant(n) || !concat_contiguous(n))
+            continue;
+        CgValue *out = p->node_values[s];
+        if (place_inputs(p, n, out) || span_placed_inputs(p, n, out)) {
+            out->assembled = true;
+            p->assembled_count++;
+        }
+    }
+}
+
 FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
 {
     memset(p, 0, sizeof *p);
@@ -236,11 +359,16 @@ FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
     for (int c = 0; c < p->num_copies; c++)
         ((CgValue *)p->copies[c].src)->last = steps;
 
-    /* 3. Lifetimes of roots cover their aliases. */
+    place_concats(p);
+
+    /* 3. Lifetimes of roots cover their aliases (a Concat's slices are made
+     * before it). */
     for (int i = 0; i < p->num_values; i++) {
         CgValue *r = root_mut(&p->values[i]);
         if (r->last < p->values[i].last)
             r->last = p->values[i].last;
+        if (r->first > p->values[i].first)
+            r->first = p->values[i].first;
     }
 
     /* 4. In-place: an elementwise node's output takes over an arena input of
@@ -256,6 +384,7 @@ FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
                 continue;
             CgValue *r = root_mut(value_of(p, n->args[i]));
             if (r->kind != CG_ARENA || r->last != position(n) || r == o ||
+                !covers_root(value_of(p, n->args[i])) ||
                 !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
                 continue;
             o->kind = CG_ALIAS;
@@ -315,6 +444,8 @@ FxStatus cg_plan_check(const CgPlan *p, Diag *d)
     FxStatus st = FX_OK;
     for (int i = 0; i < p->num_values; i++) {
         const CgValue *a = &p->values[i];
+        if (a->kind == CG_ALIAS && a->slice && a->slice_offset + a->bytes > a->alias->bytes)
+            st = diag_error(d, FX_ERR_INVALID, "plan: %s lies outside %s", a->cname, a->alias->cname);
         if (a->kind != CG_ARENA && a->kind != CG_SCRATCH)
             continue;
         if (a->offset % CG_ALIGN)
@@ -345,7 +476,7 @@ static const char *kind_name(const CgValue *v)
     case CG_OUTPUT: return "output";
     case CG_WEIGHT: return "weight";
     case CG_ARENA: return "arena";
-    case CG_ALIAS: return v->inplace ? "in-place" : "alias";
+    case CG_ALIAS: return v->inplace ? "in-place" : v->slice ? "slice" : "alias";
     case CG_SCRATCH: return "scratch";
     }
     return "?";
@@ -356,8 +487,9 @@ void cg_plan_report(const CgPlan *p, FILE *out)
     fprintf(out, "memory plan: arena %zu bytes; lower bound %zu bytes (largest total alive at one "
                  "step); naive %zu bytes (every intermediate in its own buffer)\n",
             p->arena_bytes, p->lower_bound, p->naive_bytes);
-    fprintf(out, "             %d in-place, %d views aliased, %d output copies\n",
-            p->inplace_count, p->alias_count, p->num_copies);
+    fprintf(out, "             %d in-place, %d views aliased, %d output copies, %d Concats "
+                 "written in place\n",
+            p->inplace_count, p->alias_count, p->num_copies, p->assembled_count);
     fprintf(out, "%-32s %-16s %-9s %12s %10s %14s\n", "node", "op", "storage", "bytes", "offset",
             "MACs");
     for (int i = 0; i < p->num_values; i++) {
@@ -366,7 +498,7 @@ void cg_plan_report(const CgPlan *p, FILE *out)
         char offset[32] = "-";
         const CgValue *r = cg_root(v);
         if (r->kind == CG_ARENA || r->kind == CG_SCRATCH)
-            snprintf(offset, sizeof offset, "%zu", r->offset);
+            snprintf(offset, sizeof offset, "%zu", r->offset + cg_root_offset(v));
         fprintf(out, "%-32s %-16s %-9s %12zu %10s %14lld\n", v->cname,
                 n->op ? n->op->name : fx_opcode_name(n->opcode), kind_name(v), v->bytes, offset,
                 v->index == 0 && v->kind != CG_SCRATCH ? (long long)node_macs(n) : 0ll);
@@ -398,7 +530,7 @@ FxStatus cg_plan_memory(const CgPlan *p, CgMemory *m, Diag *d)
         const CgValue *made = p->node_values[s];
         /* A view's constant arguments (a Reshape's shape) have no code
          * reading them, so they are not written out. */
-        if (made && made->kind == CG_ALIAS && !made->inplace)
+        if (made && made->kind == CG_ALIAS && !made->inplace && !made->slice)
             continue;
         size_t bytes = 0;
         for (int i = 0; i < n->num_args; i++) {
