@@ -495,7 +495,8 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     }
     const CgValue *scratch = gen->plan->node_scratch[pos];
     EmitCtx c = {.node = n, .num_inputs = ni, .in = in, .in_value = vals, .num_outputs = no,
-                 .out = out, .scratch = scratch ? scratch->cname : NULL, .target = gen->o->target,
+                 .out = out, .scratch = scratch ? scratch->cname : NULL,
+                 .inplace = v->kind == CG_ALIAS && v->inplace, .target = gen->o->target,
                  .diag = gen->d};
     st = n->op->emit(&c);
     if (st == FX_OK && c.text.failed)
@@ -993,7 +994,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                           "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
                           o->weights_section);
     CgPlan plan;
-    FxStatus st = cg_plan(g, &plan, d);
+    FxStatus st = cg_plan_target(g, o->target, &plan, d);
     if (st != FX_OK)
         return st;
     st = cg_check_budget(&plan, o, d);

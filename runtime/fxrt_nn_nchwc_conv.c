@@ -684,13 +684,11 @@ static void conv_band(const Conv *cv, const float *x, const float *w, float *y, 
     }
 }
 
-void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
-                         const float *packed_w, const FxrtEpilogue *ep, float *y)
+/* The convolution with Y's output blocks y_ob floats apart (0: an output
+ * plane, Y a whole NCHWc tensor); the residual has Y's layout. */
+static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
+                       const float *packed_w, const FxrtEpilogue *ep, float *y, int64_t y_ob)
 {
-    if (p->groups > 1) {
-        fxrt_conv_nchwc_depthwise_f32(p, x, packed_w, ep, y);
-        return;
-    }
     Conv cv;
     memset(&cv, 0, sizeof cv);
     cv.ep = fxrt_epilogue_active(ep) ? ep : NULL;
@@ -741,7 +739,7 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     t->w_row = cv.kernel_w * t->lanes * BLOCK;
     t->w_block = cv.kernel_h * t->w_row;
     t->w_ob = cv.in_blocks * t->w_block;
-    t->y_ob = cv.out_h * cv.out_w * BLOCK;
+    t->y_ob = y_ob ? y_ob : cv.out_h * cv.out_w * BLOCK;
     inner_range(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h, &cv.inner_row0,
                 &cv.inner_row1);
     inner_range(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &cv.inner_col0,
@@ -814,4 +812,64 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
                 }
             }
     }
+}
+
+void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
+                         const float *packed_w, const FxrtEpilogue *ep, float *y)
+{
+    if (p->groups > 1) {
+        fxrt_conv_nchwc_depthwise_f32(p, x, packed_w, ep, y);
+        return;
+    }
+    conv_nchwc(p, x_blocked, x, packed_w, ep, y, 0);
+}
+
+static int is_pointwise(const FxrtConvParams *p)
+{
+    return p->groups == 1 && p->in_channels == p->out_channels && p->kernel[1] == 1 &&
+           p->kernel[2] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+           p->pad_begin[1] == 0 && p->pad_begin[2] == 0 && p->in_size[1] == p->out_size[1] &&
+           p->in_size[2] == p->out_size[2];
+}
+
+int fxrt_conv_nchwc_inplace_applies(const FxrtConvParams *p, int x_blocked)
+{
+    int depthwise = p->groups > 1 && p->out_size[1] * p->out_size[2] <= p->in_size[1] * p->in_size[2];
+    return x_blocked && (depthwise || is_pointwise(p));
+}
+
+int64_t fxrt_conv_nchwc_inplace_scratch_floats(const FxrtConvParams *p)
+{
+    int64_t row = p->in_size[2] * BLOCK;
+    return p->groups > 1 ? p->in_size[1] * row : fxrt_nchwc_blocks(p->in_channels) * row;
+}
+
+/* Pointwise, one image row at a time: the row's pixels of every input block
+ * are gathered into scratch (a one-row NCHWc image), then the row's outputs
+ * are computed from there into Y's blocks, a plane apart, over the input
+ * row that is no longer needed. */
+void fxrt_conv_nchwc_inplace_f32(const FxrtConvParams *p, float *xy, const float *packed_w,
+                                 const FxrtEpilogue *ep, float *scratch)
+{
+    if (p->groups > 1) {
+        fxrt_conv_nchwc_depthwise_inplace_f32(p, xy, packed_w, ep, scratch);
+        return;
+    }
+    int64_t blocks = fxrt_nchwc_blocks(p->in_channels), rows = p->in_size[1];
+    int64_t row = p->in_size[2] * BLOCK, plane = rows * row, image = blocks * plane;
+    FxrtConvParams one_row = *p;
+    one_row.batch = 1;
+    one_row.in_size[1] = one_row.out_size[1] = 1;
+    FxrtEpilogue e;
+    if (ep)
+        e = *ep;
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t r = 0; r < rows; r++) {
+            float *at = xy + n * image + r * row;
+            for (int64_t b = 0; b < blocks; b++)
+                memcpy(scratch + b * row, at + b * plane, (size_t)row * sizeof *scratch);
+            if (ep && ep->residual)
+                e.residual = ep->residual + n * image + r * row;
+            conv_nchwc(&one_row, 1, scratch, packed_w, ep ? &e : NULL, at, plane);
+        }
 }

@@ -22,7 +22,13 @@
  * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
  * Small stride-1 planes are first copied with their padding to the stack,
  * so that all their pixels are interior.
+ *
+ * In place (fxrt_conv_nchwc_depthwise_inplace_f32, where the memory plan
+ * lets Y overwrite X): each input plane is copied to a plane of scratch and
+ * read from there.
  */
+#include <string.h>
+
 #include "fxrt.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
@@ -484,8 +490,10 @@ static int dw_cpu_has_avx2(void)
 }
 #endif
 
-void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
-                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
+/* The planes one after the other; with `scratch`, each input plane is
+ * copied there first and read from it, so that Y may be X. */
+static void depthwise(const FxrtConvParams *p, const float *x, const float *packed_w,
+                      const FxrtEpilogue *ep, float *y, float *scratch)
 {
     DwGeom g;
     dw_geom(p, &g);
@@ -501,6 +509,10 @@ void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
             const float *xp = x + plane * in_plane;
             const float *wp = packed_w + cb * g.kh * g.kw * BLOCK;
             float *yp = y + plane * out_plane;
+            if (scratch) {
+                memcpy(scratch, xp, (size_t)in_plane * sizeof *scratch);
+                xp = scratch;
+            }
             FxrtEpilogue e = {0};
             if (active)
                 e = dw_plane_epilogue(ep, cb, ep->residual ? ep->residual + plane * out_plane
@@ -513,4 +525,20 @@ void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
 #endif
             dw_plane_portable(&g, xp, wp, &e, yp);
         }
+}
+
+void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
+                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
+{
+    depthwise(p, x, packed_w, ep, y, NULL);
+}
+
+/* Plane k of Y is written after plane k of X was copied out, and Y's planes
+ * are no larger than X's (fxrt_conv_nchwc_inplace_applies), so writing it
+ * never reaches an input plane still to be read. */
+void fxrt_conv_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
+                                           const float *packed_w, const FxrtEpilogue *ep,
+                                           float *scratch)
+{
+    depthwise(p, xy, packed_w, ep, xy, scratch);
 }

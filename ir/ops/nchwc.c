@@ -298,9 +298,29 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
         return FX_OK;
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     nn_conv_emit_params(c, &p);
-    emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked, c->in[0],
-              c->in[1], ep, c->out[0]);
+    if (c->inplace)
+        emit_line(c, "fxrt_conv_nchwc_inplace_f32(&p, %s, %s, %s, (float *)(%s));", c->out[0],
+                  c->in[1], ep, c->scratch);
+    else
+        emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked,
+                  c->in[0], c->in[1], ep, c->out[0]);
     return FX_OK;
+}
+
+/* Depthwise and pointwise layers can write over their input with a plane or
+ * a row of scratch (fxrt_conv_nchwc_inplace_f32). */
+static bool conv_nchwc_inplace(const Node *n, size_t *scratch_bytes)
+{
+    Diag quiet;
+    diag_init(&quiet);
+    FxrtConvParams p;
+    int blocked;
+    FxStatus st = conv_nchwc_params(n, &quiet, node_input_type(n, 0), &p, &blocked);
+    diag_free(&quiet);
+    if (st != FX_OK || !fxrt_conv_nchwc_inplace_applies(&p, blocked))
+        return false;
+    *scratch_bytes = (size_t)fxrt_conv_nchwc_inplace_scratch_floats(&p) * sizeof(float);
+    return true;
 }
 
 static FxStatus conv_nchwc_infer(InferCtx *c) { return conv_nchwc_infer_kind(c, false); }
@@ -375,6 +395,7 @@ const OpDef fx_op_ConvNCHWc = {
     .infer = conv_nchwc_infer,
     .eval = conv_nchwc_eval,
     .emit = conv_nchwc_emit,
+    .inplace = conv_nchwc_inplace,
 };
 
 const OpDef fx_op_ConvNCHWcWinograd = {

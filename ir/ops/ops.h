@@ -49,6 +49,9 @@ struct EmitCtx {
     int num_outputs;
     const char *const *out;
     const char *scratch; /* `void *` to op->scratch_bytes(node) bytes, 64-aligned, or NULL */
+    /* out[0] is in[0]'s buffer (op->inplace said it can be); scratch then has
+     * the bytes op->inplace asked for. */
+    bool inplace;
     FxTarget target;
     Diag *diag;
     EmitText text; /* the node's block, filled by emit_line; the caller frees it */
