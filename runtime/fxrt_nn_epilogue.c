@@ -125,9 +125,11 @@ static void transcendental(FxrtActivation act, float *v, int64_t len, float scal
         return;
     }
 #endif
-    if (act == FXRT_ACT_GELU)
+    /* The tests of FXRT_ACTIVATION_BUILT let a build without GELU or the
+     * sigmoids drop their loops. */
+    if (act == FXRT_ACT_GELU && FXRT_ACTIVATION_BUILT(FXRT_ACT_GELU))
         gelu(v, len, scale);
-    else
+    else if (FXRT_ACTIVATION_BUILT(FXRT_ACT_SIGMOID) || FXRT_ACTIVATION_BUILT(FXRT_ACT_SILU))
         sigmoid_family(silu, v, len);
 }
 
@@ -137,34 +139,43 @@ static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
     switch ((FxrtActivation)ep->activation) {
     case FXRT_ACT_NONE: break;
     case FXRT_ACT_RELU:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] < 0.0f ? 0.0f : v[t];
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_RELU))
+            for (int64_t t = 0; t < len; t++)
+                v[t] = v[t] < 0.0f ? 0.0f : v[t];
         break;
     case FXRT_ACT_CLIP:
-        for (int64_t t = 0; t < len; t++) {
-            float x = v[t] < a ? a : v[t];
-            v[t] = x > b ? b : x;
-        }
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_CLIP))
+            for (int64_t t = 0; t < len; t++) {
+                float x = v[t] < a ? a : v[t];
+                v[t] = x > b ? b : x;
+            }
         break;
     case FXRT_ACT_LEAKY_RELU:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] < 0.0f ? a * v[t] : v[t];
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_LEAKY_RELU))
+            for (int64_t t = 0; t < len; t++)
+                v[t] = v[t] < 0.0f ? a * v[t] : v[t];
         break;
     case FXRT_ACT_HARD_SWISH:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] * hard_sigmoid(v[t], 1.0f / 6.0f, 0.5f);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_HARD_SWISH))
+            for (int64_t t = 0; t < len; t++)
+                v[t] = v[t] * hard_sigmoid(v[t], 1.0f / 6.0f, 0.5f);
         break;
     case FXRT_ACT_HARD_SIGMOID:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = hard_sigmoid(v[t], a, b);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_HARD_SIGMOID))
+            for (int64_t t = 0; t < len; t++)
+                v[t] = hard_sigmoid(v[t], a, b);
         break;
     case FXRT_ACT_TANH:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = tanhf(v[t]);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_TANH))
+            for (int64_t t = 0; t < len; t++)
+                v[t] = tanhf(v[t]);
         break;
     case FXRT_ACT_SIGMOID:
     case FXRT_ACT_SILU:
-    case FXRT_ACT_GELU: transcendental((FxrtActivation)ep->activation, v, len, a); break;
+    case FXRT_ACT_GELU:
+        if (FXRT_ACTIVATION_BUILT(ep->activation))
+            transcendental((FxrtActivation)ep->activation, v, len, a);
+        break;
     }
 }
 

@@ -24,7 +24,10 @@
 
 /* Which runtime the generated code links: host (GEMM through OpenBLAS) or
  * portable (pure C99, for microcontrollers). */
-typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE } FxTarget;
+/* host: OpenBLAS and the x86 kernels; portable: C99, no OpenBLAS; cortex-m:
+ * portable with the runtime's small kernels and only the activations the
+ * model uses (fxrt_config.h), for the least flash. */
+typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE, FX_TARGET_CORTEX_M } FxTarget;
 
 /* A growable text buffer.  A failed allocation sets `failed` and drops
  * everything appended afterwards, so writers need not check each call; the
