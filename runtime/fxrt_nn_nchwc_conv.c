@@ -924,18 +924,23 @@ void fxrt_conv_nchwc_inplace_f32(const FxrtConvParams *p, float *xy, const float
         fxrt_conv_nchwc_depthwise_inplace_f32(p, xy, packed_w, ep, scratch);
         return;
     }
-    int64_t blocks = fxrt_nchwc_blocks(p->in_channels), rows = p->in_size[1];
-    int64_t row = p->in_size[2] * BLOCK, plane = rows * row, image = blocks * plane;
+#if FXRT_SMALL_KERNELS
+    typedef int Index; /* no 64-bit arithmetic on a small build's 32-bit core */
+#else
+    typedef int64_t Index;
+#endif
+    Index blocks = (Index)fxrt_nchwc_blocks(p->in_channels), rows = (Index)p->in_size[1];
+    Index row = (Index)p->in_size[2] * BLOCK, plane = rows * row, image = blocks * plane;
     FxrtConvParams one_row = *p;
     one_row.batch = 1;
     one_row.in_size[1] = one_row.out_size[1] = 1;
     FxrtEpilogue e;
     if (ep)
         e = *ep;
-    for (int64_t n = 0; n < p->batch; n++)
-        for (int64_t r = 0; r < rows; r++) {
+    for (Index n = 0; n < (Index)p->batch; n++)
+        for (Index r = 0; r < rows; r++) {
             float *at = xy + n * image + r * row;
-            for (int64_t b = 0; b < blocks; b++)
+            for (Index b = 0; b < blocks; b++)
                 memcpy(scratch + b * row, at + b * plane, (size_t)row * sizeof *scratch);
             if (ep && ep->residual)
                 e.residual = ep->residual + n * image + r * row;
