@@ -69,6 +69,9 @@ typedef struct CgPlan {
 /* Plans g (shapes propagated).  Fails for nodes the code generator cannot
  * handle (call_module, ops without an emitter), naming all of them. */
 FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d);
+/* The same for a target: off the host, ops with an `inplace` hook may also
+ * write over their first input (cg_plan is the host's plan). */
+FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d);
 void cg_plan_free(CgPlan *p);
 /* The value that finally holds v's bytes (follows aliases). */
 const CgValue *cg_root(const CgValue *v);

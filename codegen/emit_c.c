@@ -512,7 +512,8 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     }
     const CgValue *scratch = gen->plan->node_scratch[pos];
     EmitCtx c = {.node = n, .num_inputs = ni, .in = in, .in_value = vals, .num_outputs = no,
-                 .out = out, .scratch = scratch ? scratch->cname : NULL, .target = gen->o->target,
+                 .out = out, .scratch = scratch ? scratch->cname : NULL,
+                 .inplace = v->kind == CG_ALIAS && v->inplace, .target = gen->o->target,
                  .diag = gen->d};
     st = n->op->emit(&c);
     if (st == FX_OK && c.text.failed)
@@ -830,6 +831,28 @@ static void write_makefile(EmitText *t, const Gen *gen)
                     N, N, N);
 }
 
+/* fxrt/fxrt_config.h for --target cortex-m: the small kernels, and the
+ * activations of the graph's epilogues only, so that the others' code
+ * (tanhf, GELU's polynomial, the sigmoids) is not linked. */
+static void write_runtime_config(EmitText *t, const Gen *gen)
+{
+    unsigned mask = 1u << FXRT_ACT_NONE;
+    for (const Node *n = gen->g->root.next; n != &gen->g->root; n = n->next) {
+        FxrtEpilogue e;
+        Diag quiet;
+        diag_init(&quiet);
+        if (node_attr_string(n, "activation", NULL) && fused_nn_node_epilogue(n, &quiet, &e) == FX_OK)
+            mask |= 1u << e.activation;
+        diag_free(&quiet);
+    }
+    emit_text_printf(t, "/* fxrt_config.h - written by fxcc compile --target cortex-m for %s:\n"
+                        " * the small kernels, and only the activations its epilogues use. */\n"
+                        "#ifndef FXRT_CONFIG_H\n#define FXRT_CONFIG_H\n\n"
+                        "#define FXRT_SMALL_KERNELS 1\n#define FXRT_ACTIVATIONS 0x%xu\n"
+                        "#define FXRT_ACTIVATION_BUILT(act) ((FXRT_ACTIVATIONS >> (act)) & 1u)\n\n"
+                        "#endif\n", gen->o->name, mask);
+}
+
 /* --- files ---------------------------------------------------------------- */
 
 static FxStatus write_text(const char *dir, const char *name, const void *data, size_t len,
@@ -1010,7 +1033,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                           "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
                           o->weights_section);
     CgPlan plan;
-    FxStatus st = cg_plan(g, &plan, d);
+    FxStatus st = cg_plan_target(g, o->target, &plan, d);
     if (st != FX_OK)
         return st;
     st = cg_check_budget(&plan, o, d);
@@ -1058,9 +1081,16 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         for (int i = 0; st == FX_OK && i < fxcc_embedded_count; i++) {
             const char *file = fxcc_embedded_names[i];
             bool runtime = strncmp(file, "fxrt", 4) == 0;
-            if (runtime || o->emit_main)
+            if (runtime && o->target == FX_TARGET_CORTEX_M && !strcmp(file, "fxrt_config.h")) {
+                EmitText config = {0};
+                write_runtime_config(&config, &gen);
+                st = config.failed ? diag_error(d, FX_ERR_NOMEM, "out of memory")
+                                   : write_text(rt, file, config.data, config.len, d);
+                emit_text_free(&config);
+            } else if (runtime || o->emit_main) {
                 st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
                                 fxcc_embedded_sizes[i], d);
+            }
         }
         if (st == FX_OK)
             st = copy_leaf_sources(o, tmp, d);

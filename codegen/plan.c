@@ -6,8 +6,11 @@
  * Lifetimes come from the node order (a value is alive from the step that
  * makes it to the last step that reads it, through any alias).  Views and
  * getitem are aliases with no copy; an elementwise op whose input of the same
- * type dies at that node writes over it (in-place); a Concat whose inputs are
- * contiguous runs of its output has them written there (place_concats).
+ * type dies at that node writes over it (in-place), and so, on the
+ * microcontroller targets, does a depthwise or pointwise convolution, with
+ * a plane or a row of scratch (the op's `inplace` hook; on the host the
+ * separate buffers keep the kernels' fastest loops); a Concat whose inputs
+ * are contiguous runs of its output has them written there (place_concats).
  * Arena offsets are then
  * assigned greedily, largest value first, each into the smallest gap left by
  * the values already placed whose lifetimes intersect its own (best fit).
@@ -260,7 +263,55 @@ static void place_concats(CgPlan *p)
     }
 }
 
+/* In-place kernels (the op's `inplace` hook: depthwise and pointwise
+ * convolutions): the node's output takes over its first argument when that
+ * is an arena value of the same type read for the last time here and by no
+ * other argument of the node (a residual must not be overwritten while it is
+ * read), and the node's scratch grows to what the in-place kernel needs.
+ * Kept apart from the elementwise case, which needs no scratch and may read
+ * its buffer through several arguments. */
+static void plan_inplace_kernels(const Graph *g, CgPlan *p)
+{
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        size_t scratch_bytes = 0;
+        int pos = position(n);
+        if (!n->op || !n->op->inplace || n->num_outputs != 1 || is_constant(n) || !n->args[0] ||
+            p->node_values[pos]->kind != CG_ARENA || !n->op->inplace(n, &scratch_bytes))
+            continue;
+        CgValue *o = p->node_values[pos];
+        CgValue *r = root_mut(value_of(p, n->args[0]));
+        bool shared = false;
+        for (int i = 1; i < n->num_args; i++)
+            shared |= n->args[i] && root_mut(value_of(p, n->args[i])) == r;
+        if (r->kind != CG_ARENA || r->last != pos || shared || !covers_root(value_of(p, n->args[0])) ||
+            !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
+            continue;
+        o->kind = CG_ALIAS;
+        o->alias = r;
+        o->inplace = true;
+        r->last = o->last;
+        p->inplace_count++;
+        CgValue *s = p->node_scratch[pos];
+        if (!s) {
+            /* cg_plan reserved one value per node for its scratch. */
+            s = &p->values[p->num_values++];
+            s->node = n;
+            s->kind = CG_SCRATCH;
+            s->first = s->last = pos;
+            name_value(s);
+            p->node_scratch[pos] = s;
+        }
+        if (s->bytes < scratch_bytes)
+            s->bytes = scratch_bytes;
+    }
+}
+
 FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
+{
+    return cg_plan_target(g, FX_TARGET_HOST, p, d);
+}
+
+FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
 {
     memset(p, 0, sizeof *p);
     FxStatus st = check_supported(g, d);
@@ -395,6 +446,8 @@ FxStatus cg_plan(const Graph *g, CgPlan *p, Diag *d)
             break;
         }
     }
+    if (target != FX_TARGET_HOST)
+        plan_inplace_kernels(g, p);
 
     /* 5. Offsets. */
     int count = 0;

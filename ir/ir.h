@@ -454,6 +454,11 @@ struct OpDef {
     FxStatus (*eval)(EvalCtx *c);
     /* Bytes of scratch the emitted code of node n needs (NULL: none). */
     size_t (*scratch_bytes)(const Node *n);
+    /* True when node n's emitted code can write output 0 over input 0 (one
+     * buffer for both, when the memory plan chooses it: EmitCtx.inplace)
+     * given *scratch_bytes of scratch instead of scratch_bytes(n).  NULL:
+     * never, except for FX_OPF_ELEMENTWISE ops, which need no hook. */
+    bool (*inplace)(const Node *n, size_t *scratch_bytes);
     /* Writes node n's C statements (NULL: not supported by the code
      * generator yet, which refuses the model naming the op). */
     FxStatus (*emit)(EmitCtx *c);

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fxrt_config.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

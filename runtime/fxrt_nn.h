@@ -292,6 +292,21 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
 void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
                                    const float *packed_w, const FxrtEpilogue *ep, float *y);
 
+/* The same convolution with Y written over X, for a memory plan that gives
+ * them one buffer: where it applies (X blocked; depthwise with an output
+ * plane no larger than the input's, or pointwise: 1x1, stride 1, no padding,
+ * as many output channels as input ones), with scratch of
+ * fxrt_conv_nchwc_inplace_scratch_floats(p) floats (one input plane for
+ * depthwise, one image row of every input block for pointwise).  The
+ * residual must not be X. */
+int fxrt_conv_nchwc_inplace_applies(const FxrtConvParams *p, int x_blocked);
+int64_t fxrt_conv_nchwc_inplace_scratch_floats(const FxrtConvParams *p);
+void fxrt_conv_nchwc_inplace_f32(const FxrtConvParams *p, float *xy, const float *packed_w,
+                                 const FxrtEpilogue *ep, float *scratch);
+void fxrt_conv_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
+                                           const float *packed_w, const FxrtEpilogue *ep,
+                                           float *scratch);
+
 /* The same convolution by Winograd's F(4x4, 3x3) (fxrt_nn_nchwc_winograd.c)
  * where it applies: groups 1, a 3x3 kernel, stride and dilation 1, any
  * padding, X blocked.  About 1e-5 of the outputs' magnitude from the direct

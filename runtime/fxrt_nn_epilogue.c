@@ -128,70 +128,90 @@ static void transcendental(FxrtActivation act, float *v, int64_t len, float scal
         return;
     }
 #endif
-    if (act == FXRT_ACT_GELU)
+    /* The tests of FXRT_ACTIVATION_BUILT let a build without GELU or the
+     * sigmoids drop their loops. */
+    if (act == FXRT_ACT_GELU && FXRT_ACTIVATION_BUILT(FXRT_ACT_GELU))
         gelu(v, len, scale);
-    else
+    else if (FXRT_ACTIVATION_BUILT(FXRT_ACT_SIGMOID) || FXRT_ACTIVATION_BUILT(FXRT_ACT_SILU))
         sigmoid_family(silu, v, len);
 }
 
-static void activate(const FxrtEpilogue *ep, float *v, int64_t len)
+/* int in a small build (FXRT_SMALL_KERNELS): 64-bit loop counters cost a
+ * 32-bit core extra instructions and code on every loop. */
+#if FXRT_SMALL_KERNELS
+typedef int EpIndex;
+#else
+typedef int64_t EpIndex;
+#endif
+
+static void activate(const FxrtEpilogue *ep, float *v, EpIndex len)
 {
     float a = ep->alpha, b = ep->beta;
     switch ((FxrtActivation)ep->activation) {
     case FXRT_ACT_NONE: break;
     case FXRT_ACT_RELU:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] < 0.0f ? 0.0f : v[t];
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_RELU))
+            for (EpIndex t = 0; t < len; t++)
+                v[t] = v[t] < 0.0f ? 0.0f : v[t];
         break;
     case FXRT_ACT_CLIP:
-        for (int64_t t = 0; t < len; t++) {
-            float x = v[t] < a ? a : v[t];
-            v[t] = x > b ? b : x;
-        }
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_CLIP))
+            for (EpIndex t = 0; t < len; t++) {
+                float x = v[t] < a ? a : v[t];
+                v[t] = x > b ? b : x;
+            }
         break;
     case FXRT_ACT_LEAKY_RELU:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] < 0.0f ? a * v[t] : v[t];
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_LEAKY_RELU))
+            for (EpIndex t = 0; t < len; t++)
+                v[t] = v[t] < 0.0f ? a * v[t] : v[t];
         break;
     case FXRT_ACT_HARD_SWISH:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = v[t] * hard_sigmoid(v[t], 1.0f / 6.0f, 0.5f);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_HARD_SWISH))
+            for (EpIndex t = 0; t < len; t++)
+                v[t] = v[t] * hard_sigmoid(v[t], 1.0f / 6.0f, 0.5f);
         break;
     case FXRT_ACT_HARD_SIGMOID:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = hard_sigmoid(v[t], a, b);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_HARD_SIGMOID))
+            for (EpIndex t = 0; t < len; t++)
+                v[t] = hard_sigmoid(v[t], a, b);
         break;
     case FXRT_ACT_TANH:
-        for (int64_t t = 0; t < len; t++)
-            v[t] = tanhf(v[t]);
+        if (FXRT_ACTIVATION_BUILT(FXRT_ACT_TANH))
+            for (EpIndex t = 0; t < len; t++)
+                v[t] = tanhf(v[t]);
         break;
     case FXRT_ACT_SIGMOID:
     case FXRT_ACT_SILU:
-    case FXRT_ACT_GELU: transcendental((FxrtActivation)ep->activation, v, len, a); break;
+    case FXRT_ACT_GELU:
+        if (FXRT_ACTIVATION_BUILT(ep->activation))
+            transcendental((FxrtActivation)ep->activation, v, len, a);
+        break;
     }
 }
 
 /* Adds the bias to the row segment v of row r, columns col0 on. */
-static void add_bias(const FxrtEpilogue *ep, int64_t r, int64_t col0, float *v, int64_t cols)
+static void add_bias(const FxrtEpilogue *ep, EpIndex r, EpIndex col0, float *v, EpIndex cols)
 {
     const float *b = ep->bias + r * ep->bias_row_stride + col0 * ep->bias_col_stride;
     if (ep->bias_col_stride == 0) {
         float bv = b[0];
-        for (int64_t t = 0; t < cols; t++)
+        for (EpIndex t = 0; t < cols; t++)
             v[t] += bv;
     } else if (ep->bias_col_stride == 1) {
-        for (int64_t t = 0; t < cols; t++)
+        for (EpIndex t = 0; t < cols; t++)
             v[t] += b[t];
     } else {
-        for (int64_t t = 0; t < cols; t++)
+        for (EpIndex t = 0; t < cols; t++)
             v[t] += b[t * ep->bias_col_stride];
     }
 }
 
-static void add_residual(const FxrtEpilogue *ep, int64_t r, int64_t col0, float *v, int64_t cols)
+static void add_residual(const FxrtEpilogue *ep, EpIndex r, EpIndex col0, float *v,
+                         EpIndex cols)
 {
     const float *res = ep->residual + r * ep->residual_ld + col0;
-    for (int64_t t = 0; t < cols; t++)
+    for (EpIndex t = 0; t < cols; t++)
         v[t] += res[t];
 }
 
@@ -203,17 +223,17 @@ void fxrt_epilogue_apply_f32(const FxrtEpilogue *ep, int64_t row0, int64_t col0,
     /* Rows that follow each other in memory (the NCHWc kernels' [pixels x 8]
      * blocks) take the activation in one pass: eight-float rows are too
      * short for its vector loop. */
-    int64_t pass = ldc == cols ? rows : 1;
-    for (int64_t i = 0; i < rows; i += pass) {
-        for (int64_t k = i; k < i + pass; k++) {
+    EpIndex pass = ldc == cols ? (EpIndex)rows : 1;
+    for (EpIndex i = 0; i < rows; i += pass) {
+        for (EpIndex k = i; k < i + pass; k++) {
             if (ep->bias)
-                add_bias(ep, row0 + k, col0, c + k * ldc, cols);
+                add_bias(ep, (EpIndex)row0 + k, (EpIndex)col0, c + k * ldc, (EpIndex)cols);
             if (ep->residual && !ep->residual_after)
-                add_residual(ep, row0 + k, col0, c + k * ldc, cols);
+                add_residual(ep, (EpIndex)row0 + k, (EpIndex)col0, c + k * ldc, (EpIndex)cols);
         }
-        activate(ep, c + i * ldc, pass * cols);
+        activate(ep, c + i * ldc, pass * (EpIndex)cols);
         if (ep->residual && ep->residual_after)
-            for (int64_t k = i; k < i + pass; k++)
-                add_residual(ep, row0 + k, col0, c + k * ldc, cols);
+            for (EpIndex k = i; k < i + pass; k++)
+                add_residual(ep, (EpIndex)row0 + k, (EpIndex)col0, c + k * ldc, (EpIndex)cols);
     }
 }

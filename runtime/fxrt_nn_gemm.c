@@ -340,6 +340,28 @@ static int gemm_cblas_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_
 }
 #endif
 
+/* The small build's GEMM (FXRT_SMALL_KERNELS): one dot product per element
+ * with int indices, the epilogue on each finished row; a few hundred bytes
+ * of code for the classifier layers a microcontroller model ends with. */
+static void gemm_small_f32(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                           const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                           int ldc, const FxrtEpilogue *ep)
+{
+    int a_row = trans_a ? 1 : lda, a_col = trans_a ? lda : 1;
+    int b_row = trans_b ? 1 : ldb, b_col = trans_b ? ldb : 1;
+    for (int i = 0; i < m; i++) {
+        for (int j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < k; p++)
+                s += a[i * a_row + p * a_col] * b[p * b_row + j * b_col];
+            float *cij = c + i * ldc + j;
+            *cij = alpha * s + (beta == 0.0f ? 0.0f : beta * *cij);
+        }
+        if (ep)
+            fxrt_epilogue_apply_f32(ep, i, 0, 1, n, c + i * ldc, ldc);
+    }
+}
+
 void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                       float *c, int64_t ldc, const FxrtEpilogue *ep)
@@ -348,6 +370,11 @@ void fxrt_gemm_ep_f32(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
         return;
     if (!fxrt_epilogue_active(ep))
         ep = NULL;
+    if (FXRT_SMALL_KERNELS) {
+        gemm_small_f32(trans_a, trans_b, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
+                       beta, c, (int)ldc, ep);
+        return;
+    }
 #ifdef FXRT_USE_CBLAS
     int small = !trans_b && m > 1 && (double)m * (double)n * (double)k <= GEMM_SMALL_MACS;
     if (!small && gemm_cblas_f32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,

@@ -56,6 +56,8 @@
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
+#if !FXRT_SMALL_KERNELS
+
 /* Output channel blocks per tile, and the pixels per tile for each count:
  * twelve accumulators or so, what AVX2's sixteen registers hold next to the
  * weight vectors and the broadcast.  Four blocks of three pixels would need
@@ -684,13 +686,11 @@ static void conv_band(const Conv *cv, const float *x, const float *w, float *y, 
     }
 }
 
-void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
-                         const float *packed_w, const FxrtEpilogue *ep, float *y)
+/* The convolution with Y's output blocks y_ob floats apart (0: an output
+ * plane, Y a whole NCHWc tensor); the residual has Y's layout. */
+static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
+                       const float *packed_w, const FxrtEpilogue *ep, float *y, int64_t y_ob)
 {
-    if (p->groups > 1) {
-        fxrt_conv_nchwc_depthwise_f32(p, x, packed_w, ep, y);
-        return;
-    }
     Conv cv;
     memset(&cv, 0, sizeof cv);
     cv.ep = fxrt_epilogue_active(ep) ? ep : NULL;
@@ -741,7 +741,7 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     t->w_row = cv.kernel_w * t->lanes * BLOCK;
     t->w_block = cv.kernel_h * t->w_row;
     t->w_ob = cv.in_blocks * t->w_block;
-    t->y_ob = cv.out_h * cv.out_w * BLOCK;
+    t->y_ob = y_ob ? y_ob : cv.out_h * cv.out_w * BLOCK;
     inner_range(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h, &cv.inner_row0,
                 &cv.inner_row1);
     inner_range(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &cv.inner_col0,
@@ -814,4 +814,136 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
                 }
             }
     }
+}
+#else /* FXRT_SMALL_KERNELS */
+
+void fxrt_nchwc_conv_limit_isa(int level) { (void)level; }
+
+/* The small kernel: one output row of one output block at a time, each
+ * pixel's eight sums in registers over the clipped taps, the epilogue
+ * applied to the finished row.  Indices are int (a microcontroller's
+ * image has far fewer than 2^31 floats): 64-bit arithmetic costs a core
+ * without it several instructions and library calls per operation. */
+static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
+                       const float *packed_w, const FxrtEpilogue *ep, float *y, int64_t y_ob)
+{
+    const int in_h = (int)p->in_size[1], in_w = (int)p->in_size[2];
+    const int out_h = (int)p->out_size[1], out_w = (int)p->out_size[2];
+    const int stride_h = (int)p->stride[1], stride_w = (int)p->stride[2];
+    const int dil_h = (int)p->dilation[1], dil_w = (int)p->dilation[2];
+    const int pad_h = (int)p->pad_begin[1], pad_w = (int)p->pad_begin[2];
+    const int kernel_h = (int)p->kernel[1], kernel_w = (int)p->kernel[2];
+    /* Blocked X: ICB blocks of eight lanes, a pixel 8 floats; plain X: one
+     * "block" whose lanes are the input channels, a plane apart. */
+    const int lanes = x_blocked ? BLOCK : (int)p->in_channels;
+    const int in_blocks = x_blocked ? (int)fxrt_nchwc_blocks(p->in_channels) : 1;
+    const int x_lane = x_blocked ? 1 : in_h * in_w, x_col = x_blocked ? BLOCK : 1;
+    const int x_block = in_h * in_w * BLOCK, x_image = in_blocks * in_h * in_w * (x_blocked ? BLOCK : lanes);
+    const int w_block = kernel_h * kernel_w * lanes * BLOCK, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
+    const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
+    int active = fxrt_epilogue_active(ep);
+    for (int n = 0; n < (int)p->batch; n++)
+        for (int ob = 0; ob < out_blocks; ob++)
+            for (int oh = 0; oh < out_h; oh++) {
+                int64_t r0, r1;
+                fxrt_window_range(oh, stride_h, pad_h, dil_h, in_h, kernel_h, &r0, &r1);
+                float *yr = y + n * y_image + ob * y_block + oh * out_w * BLOCK;
+                for (int ow = 0; ow < out_w; ow++) {
+                    int64_t c0, c1;
+                    fxrt_window_range(ow, stride_w, pad_w, dil_w, in_w, kernel_w, &c0, &c1);
+                    float acc[BLOCK] = {0};
+                    const float *xp = x + n * x_image + (oh * stride_h - pad_h) * in_w * x_col +
+                                      (ow * stride_w - pad_w) * x_col;
+                    for (int b = 0; b < in_blocks; b++)
+                        for (int r = (int)r0; r < (int)r1; r++)
+                            for (int c = (int)c0; c < (int)c1; c++) {
+                                const float *xs = xp + b * x_block + r * dil_h * in_w * x_col +
+                                                  c * dil_w * x_col;
+                                const float *ws = packed_w + ob * in_blocks * w_block +
+                                                  b * w_block + (r * kernel_w + c) * lanes * BLOCK;
+                                for (int l = 0; l < lanes; l++) {
+                                    float v = xs[l * x_lane];
+                                    for (int o = 0; o < BLOCK; o++)
+                                        acc[o] += v * ws[l * BLOCK + o];
+                                }
+                            }
+                    memcpy(yr + ow * BLOCK, acc, sizeof acc);
+                }
+                if (active) {
+                    FxrtEpilogue e = *ep;
+                    e.bias = ep->bias ? ep->bias + ob * BLOCK : NULL;
+                    e.bias_row_stride = 0;
+                    e.bias_col_stride = 1;
+                    e.residual = ep->residual ? ep->residual + (yr - y) : NULL;
+                    e.residual_ld = BLOCK;
+                    fxrt_epilogue_apply_f32(&e, 0, 0, out_w, BLOCK, yr, BLOCK);
+                }
+            }
+}
+
+#endif /* FXRT_SMALL_KERNELS */
+
+void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
+                         const float *packed_w, const FxrtEpilogue *ep, float *y)
+{
+    if (p->groups > 1) {
+        fxrt_conv_nchwc_depthwise_f32(p, x, packed_w, ep, y);
+        return;
+    }
+    conv_nchwc(p, x_blocked, x, packed_w, ep, y, 0);
+}
+
+static int is_pointwise(const FxrtConvParams *p)
+{
+    return p->groups == 1 && p->in_channels == p->out_channels && p->kernel[1] == 1 &&
+           p->kernel[2] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+           p->pad_begin[1] == 0 && p->pad_begin[2] == 0 && p->in_size[1] == p->out_size[1] &&
+           p->in_size[2] == p->out_size[2];
+}
+
+int fxrt_conv_nchwc_inplace_applies(const FxrtConvParams *p, int x_blocked)
+{
+    int depthwise = p->groups > 1 && p->out_size[1] * p->out_size[2] <= p->in_size[1] * p->in_size[2];
+    return x_blocked && (depthwise || is_pointwise(p));
+}
+
+int64_t fxrt_conv_nchwc_inplace_scratch_floats(const FxrtConvParams *p)
+{
+    int64_t row = p->in_size[2] * BLOCK;
+    return p->groups > 1 ? p->in_size[1] * row : fxrt_nchwc_blocks(p->in_channels) * row;
+}
+
+/* Pointwise, one image row at a time: the row's pixels of every input block
+ * are gathered into scratch (a one-row NCHWc image), then the row's outputs
+ * are computed from there into Y's blocks, a plane apart, over the input
+ * row that is no longer needed. */
+void fxrt_conv_nchwc_inplace_f32(const FxrtConvParams *p, float *xy, const float *packed_w,
+                                 const FxrtEpilogue *ep, float *scratch)
+{
+    if (p->groups > 1) {
+        fxrt_conv_nchwc_depthwise_inplace_f32(p, xy, packed_w, ep, scratch);
+        return;
+    }
+#if FXRT_SMALL_KERNELS
+    typedef int Index; /* no 64-bit arithmetic on a small build's 32-bit core */
+#else
+    typedef int64_t Index;
+#endif
+    Index blocks = (Index)fxrt_nchwc_blocks(p->in_channels), rows = (Index)p->in_size[1];
+    Index row = (Index)p->in_size[2] * BLOCK, plane = rows * row, image = blocks * plane;
+    FxrtConvParams one_row = *p;
+    one_row.batch = 1;
+    one_row.in_size[1] = one_row.out_size[1] = 1;
+    FxrtEpilogue e;
+    if (ep)
+        e = *ep;
+    for (Index n = 0; n < (Index)p->batch; n++)
+        for (Index r = 0; r < rows; r++) {
+            float *at = xy + n * image + r * row;
+            for (Index b = 0; b < blocks; b++)
+                memcpy(scratch + b * row, at + b * plane, (size_t)row * sizeof *scratch);
+            if (ep && ep->residual)
+                e.residual = ep->residual + n * image + r * row;
+            conv_nchwc(&one_row, 1, scratch, packed_w, ep ? &e : NULL, at, plane);
+        }
 }

@@ -22,7 +22,13 @@
  * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
  * Small stride-1 planes are first copied with their padding to the stack,
  * so that all their pixels are interior.
+ *
+ * In place (fxrt_conv_nchwc_depthwise_inplace_f32, where the memory plan
+ * lets Y overwrite X): each input plane is copied to a plane of scratch and
+ * read from there.
  */
+#include <string.h>
+
 #include "fxrt.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
@@ -33,12 +39,20 @@
 #define BLOCK FXRT_NCHWC_BLOCK
 
 /* The shape of one channel-block plane, from FxrtConvParams entries 1 and 2. */
+/* int in a small build (FXRT_SMALL_KERNELS): a core without 64-bit
+ * arithmetic would otherwise spend library calls on the indices. */
+#if FXRT_SMALL_KERNELS
+typedef int DwIndex;
+#else
+typedef int64_t DwIndex;
+#endif
+
 typedef struct DwGeom {
-    int64_t ih, iw, oh, ow;
-    int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+    DwIndex ih, iw, oh, ow;
+    DwIndex kh, kw, sh, sw, dh, dw, pt, pl;
     /* Output columns [col_lo, col_hi) read only input columns inside the
      * row for every kernel column; the others are border columns. */
-    int64_t col_lo, col_hi;
+    DwIndex col_lo, col_hi;
 } DwGeom;
 
 static void dw_geom(const FxrtConvParams *p, DwGeom *g)
@@ -56,9 +70,9 @@ static void dw_geom(const FxrtConvParams *p, DwGeom *g)
     g->pt = p->pad_begin[1];
     g->pl = p->pad_begin[2];
     /* ow * sw - pl >= 0 and ow * sw - pl + (kw - 1) * dw <= iw - 1. */
-    int64_t lo = (g->pl + g->sw - 1) / g->sw;
-    int64_t last = g->iw - 1 - (g->kw - 1) * g->dw + g->pl;
-    int64_t hi = last < 0 ? 0 : last / g->sw + 1;
+    DwIndex lo = (g->pl + g->sw - 1) / g->sw;
+    DwIndex last = g->iw - 1 - (g->kw - 1) * g->dw + g->pl;
+    DwIndex hi = last < 0 ? 0 : last / g->sw + 1;
     lo = lo > g->ow ? g->ow : lo;
     hi = hi > g->ow ? g->ow : hi < lo ? lo : hi;
     g->col_lo = lo;
@@ -68,7 +82,7 @@ static void dw_geom(const FxrtConvParams *p, DwGeom *g)
 /* The epilogue of one channel-block plane, seen as a matrix of pixels x 8
  * lanes with row stride 8: the bias is per lane (column), the residual is
  * the plane of Y's shape. */
-static FxrtEpilogue dw_plane_epilogue(const FxrtEpilogue *ep, int64_t cb, const float *residual)
+static FxrtEpilogue dw_plane_epilogue(const FxrtEpilogue *ep, DwIndex cb, const float *residual)
 {
     FxrtEpilogue e = *ep;
     e.bias = ep->bias ? ep->bias + cb * BLOCK : NULL;
@@ -85,14 +99,14 @@ static FxrtEpilogue dw_plane_epilogue(const FxrtEpilogue *ep, int64_t cb, const 
  * an array: compilers keep them in registers and vectorize the eight
  * statements into one or two vectors, where an array (GCC) is stored and
  * reloaded at every tap, three times slower. */
-static void dw_pixel_portable(const float *x0, const float *wp, int64_t h0, int64_t h1,
-                              int64_t row_step, int64_t kw, int64_t k0, int64_t k1, int64_t dw,
+static void dw_pixel_portable(const float *x0, const float *wp, DwIndex h0, DwIndex h1,
+                              DwIndex row_step, DwIndex kw, DwIndex k0, DwIndex k1, DwIndex dw,
                               float *out)
 {
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s4 = 0.0f, s5 = 0.0f, s6 = 0.0f, s7 = 0.0f;
-    for (int64_t kh = h0; kh < h1; kh++) {
+    for (DwIndex kh = h0; kh < h1; kh++) {
         const float *xr = x0 + (kh - h0) * row_step, *wr = wp + kh * kw * BLOCK;
-        for (int64_t k = k0; k < k1; k++) {
+        for (DwIndex k = k0; k < k1; k++) {
             const float *xv = xr + (k - k0) * dw * BLOCK, *wv = wr + k * BLOCK;
             s0 += wv[0] * xv[0];
             s1 += wv[1] * xv[1];
@@ -116,16 +130,16 @@ static void dw_pixel_portable(const float *x0, const float *wp, int64_t h0, int6
 
 /* Output row `row` of one plane into yrow (ow pixels x 8 lanes), without
  * the epilogue; border columns clip their kernel columns. */
-static void dw_row_portable(const DwGeom *g, int64_t row, const float *xp, const float *wp,
+static void dw_row_portable(const DwGeom *g, DwIndex row, const float *xp, const float *wp,
                             float *yrow)
 {
     int64_t h0, h1;
     fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
     /* Input row of kernel row h0 (only formed when there is one). */
-    int64_t ih = row * g->sh - g->pt + h0 * g->dh;
+    DwIndex ih = row * g->sh - g->pt + h0 * g->dh;
     const float *xr = h1 > h0 ? xp + ih * g->iw * BLOCK : xp;
-    int64_t row_step = g->dh * g->iw * BLOCK;
-    for (int64_t col = 0; col < g->ow; col++) {
+    DwIndex row_step = g->dh * g->iw * BLOCK;
+    for (DwIndex col = 0; col < g->ow; col++) {
         int64_t k0 = 0, k1 = g->kw;
         if (col < g->col_lo || col >= g->col_hi)
             fxrt_window_range(col, g->sw, g->pl, g->dw, g->iw, g->kw, &k0, &k1);
@@ -145,7 +159,7 @@ static void dw_plane_portable(const DwGeom *g, const float *xp, const float *wp,
                               const FxrtEpilogue *e, float *yp)
 {
     int active = fxrt_epilogue_active(e);
-    for (int64_t row = 0; row < g->oh; row++) {
+    for (DwIndex row = 0; row < g->oh; row++) {
         float *yrow = yp + row * g->ow * BLOCK;
         dw_row_portable(g, row, xp, wp, yrow);
         if (active)
@@ -484,23 +498,29 @@ static int dw_cpu_has_avx2(void)
 }
 #endif
 
-void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
-                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
+/* The planes one after the other; with `scratch`, each input plane is
+ * copied there first and read from it, so that Y may be X. */
+static void depthwise(const FxrtConvParams *p, const float *x, const float *packed_w,
+                      const FxrtEpilogue *ep, float *y, float *scratch)
 {
     DwGeom g;
     dw_geom(p, &g);
-    int64_t blocks = fxrt_nchwc_blocks(p->out_channels);
-    int64_t in_plane = g.ih * g.iw * BLOCK, out_plane = g.oh * g.ow * BLOCK;
+    DwIndex blocks = (DwIndex)fxrt_nchwc_blocks(p->out_channels);
+    DwIndex in_plane = g.ih * g.iw * BLOCK, out_plane = g.oh * g.ow * BLOCK;
     int active = fxrt_epilogue_active(ep);
 #ifdef FXRT_DW_AVX2
     int avx2 = dw_cpu_has_avx2();
 #endif
-    for (int64_t n = 0; n < p->batch; n++)
-        for (int64_t cb = 0; cb < blocks; cb++) {
-            int64_t plane = n * blocks + cb;
+    for (DwIndex n = 0; n < (DwIndex)p->batch; n++)
+        for (DwIndex cb = 0; cb < blocks; cb++) {
+            DwIndex plane = n * blocks + cb;
             const float *xp = x + plane * in_plane;
             const float *wp = packed_w + cb * g.kh * g.kw * BLOCK;
             float *yp = y + plane * out_plane;
+            if (scratch) {
+                memcpy(scratch, xp, (size_t)in_plane * sizeof *scratch);
+                xp = scratch;
+            }
             FxrtEpilogue e = {0};
             if (active)
                 e = dw_plane_epilogue(ep, cb, ep->residual ? ep->residual + plane * out_plane
@@ -513,4 +533,20 @@ void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
 #endif
             dw_plane_portable(&g, xp, wp, &e, yp);
         }
+}
+
+void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
+                                   const float *packed_w, const FxrtEpilogue *ep, float *y)
+{
+    depthwise(p, x, packed_w, ep, y, NULL);
+}
+
+/* Plane k of Y is written after plane k of X was copied out, and Y's planes
+ * are no larger than X's (fxrt_conv_nchwc_inplace_applies), so writing it
+ * never reaches an input plane still to be read. */
+void fxrt_conv_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
+                                           const float *packed_w, const FxrtEpilogue *ep,
+                                           float *scratch)
+{
+    depthwise(p, xy, packed_w, ep, xy, scratch);
 }

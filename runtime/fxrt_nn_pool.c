@@ -374,6 +374,12 @@ void fxrt_avgpool_nchwc_f32(const FxrtPoolParams *p, const float *x, float *y)
 
 void fxrt_global_avgpool_nchwc_f32(int64_t planes, int64_t size, const float *x, float *y)
 {
+#if FXRT_SMALL_KERNELS
+    /* An int conversion: int64 to float is a library routine on a 32-bit core. */
+    const float count = (float)(int)size;
+#else
+    const float count = (float)size;
+#endif
     for (int64_t i = 0; i < planes; i++) {
         const float *xp = x + i * size * LANES;
         float s[LANES] = {0};
@@ -381,6 +387,6 @@ void fxrt_global_avgpool_nchwc_f32(int64_t planes, int64_t size, const float *x,
             for (int l = 0; l < LANES; l++)
                 s[l] += xp[j * LANES + l];
         for (int l = 0; l < LANES; l++)
-            y[i * LANES + l] = s[l] / (float)size;
+            y[i * LANES + l] = s[l] / count;
     }
 }

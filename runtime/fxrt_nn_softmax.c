@@ -19,31 +19,39 @@
 #include "fxrt.h"
 #include "fxrt_math.h"
 
-static float row_max(const float *x, int64_t len, int64_t inner)
+/* int in a small build (FXRT_SMALL_KERNELS): 64-bit loop counters cost a
+ * 32-bit core extra instructions and code on every loop. */
+#if FXRT_SMALL_KERNELS
+typedef int SmIndex;
+#else
+typedef int64_t SmIndex;
+#endif
+
+static float row_max(const float *x, SmIndex len, SmIndex inner)
 {
     float m = -INFINITY;
-    for (int64_t l = 0; l < len; l++)
+    for (SmIndex l = 0; l < len; l++)
         m = x[l * inner] > m ? x[l * inner] : m;
     return m;
 }
 
 /* The sum of v[0], v[stride], ... in eight interleaved chains, combined
  * pairwise: an order that vectorizes and that does not depend on stride. */
-static float lane_sum(const float *v, int64_t len, int64_t stride)
+static float lane_sum(const float *v, SmIndex len, SmIndex stride)
 {
     float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-    int64_t whole = len / 8 * 8;
-    for (int64_t l = 0; l < whole; l += 8)
+    SmIndex whole = len / 8 * 8;
+    for (SmIndex l = 0; l < whole; l += 8)
         for (int k = 0; k < 8; k++)
             s[k] += v[(l + k) * stride];
-    for (int64_t l = whole; l < len; l++)
+    for (SmIndex l = whole; l < len; l++)
         s[0] += v[l * stride];
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-FXRT_NO_TRAPPING_MATH static void exp_row(const float *x, float *y, int64_t len, float shift)
+FXRT_NO_TRAPPING_MATH static void exp_row(const float *x, float *y, SmIndex len, float shift)
 {
-    for (int64_t l = 0; l < len; l++)
+    for (SmIndex l = 0; l < len; l++)
         y[l] = fxrt_exp_nonpositive(x[l] - shift);
 }
 
@@ -57,15 +65,16 @@ FXRT_NO_TRAPPING_MATH __attribute__((target("avx2"))) static void exp_row_avx2(c
                                                                           float *y, int64_t len,
                                                                           float shift)
 {
-    for (int64_t l = 0; l < len; l++)
+    for (SmIndex l = 0; l < len; l++)
         y[l] = fxrt_exp_nonpositive(x[l] - shift);
 }
 #endif
 
-float fxrt_softmax_exp_f32(const float *x, float *y, int64_t len, int64_t stride, float shift)
+float fxrt_softmax_exp_f32(const float *x, float *y, int64_t len64, int64_t stride64, float shift)
 {
+    SmIndex len = (SmIndex)len64, stride = (SmIndex)stride64;
     if (stride != 1)
-        for (int64_t l = 0; l < len; l++)
+        for (SmIndex l = 0; l < len; l++)
             y[l * stride] = fxrt_exp_nonpositive(x[l * stride] - shift);
 #ifdef FXRT_SOFTMAX_AVX2
     else if (__builtin_cpu_supports("avx2"))
@@ -76,47 +85,48 @@ float fxrt_softmax_exp_f32(const float *x, float *y, int64_t len, int64_t stride
     return lane_sum(y, len, stride);
 }
 
-void fxrt_softmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y)
+void fxrt_softmax_f32(int64_t outer64, int64_t len64, int64_t inner64, const float *x, float *y)
 {
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
+    SmIndex outer = (SmIndex)outer64, len = (SmIndex)len64, inner = (SmIndex)inner64;
+    for (SmIndex o = 0; o < outer; o++)
+        for (SmIndex i = 0; i < inner; i++) {
             const float *xp = x + o * len * inner + i;
             float *yp = y + o * len * inner + i;
             float m = row_max(xp, len, inner);
             float s = fxrt_softmax_exp_f32(xp, yp, len, inner, m);
             float inv = 1.0f / s;
-            for (int64_t l = 0; l < len; l++)
+            for (SmIndex l = 0; l < len; l++)
                 yp[l * inner] *= inv;
         }
 }
 
 void fxrt_logsoftmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y)
 {
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
+    for (SmIndex o = 0; o < outer; o++)
+        for (SmIndex i = 0; i < inner; i++) {
             const float *xp = x + o * len * inner + i;
             float *yp = y + o * len * inner + i;
             float m = row_max(xp, len, inner);
             float s = 0.0f;
-            for (int64_t l = 0; l < len; l++)
+            for (SmIndex l = 0; l < len; l++)
                 s += expf(xp[l * inner] - m);
             float shift = m + logf(s);
-            for (int64_t l = 0; l < len; l++)
+            for (SmIndex l = 0; l < len; l++)
                 yp[l * inner] = xp[l * inner] - shift;
         }
 }
 
 void fxrt_hardmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y)
 {
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
+    for (SmIndex o = 0; o < outer; o++)
+        for (SmIndex i = 0; i < inner; i++) {
             const float *xp = x + o * len * inner + i;
             float *yp = y + o * len * inner + i;
             int64_t best = 0;
-            for (int64_t l = 1; l < len; l++)
+            for (SmIndex l = 1; l < len; l++)
                 if (xp[l * inner] > xp[best * inner])
                     best = l;
-            for (int64_t l = 0; l < len; l++)
+            for (SmIndex l = 0; l < len; l++)
                 yp[l * inner] = l == best ? 1.0f : 0.0f;
         }
 }

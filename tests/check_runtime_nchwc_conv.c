@@ -9,6 +9,8 @@
  * hang over both edges), input-channel chunks, several output block groups
  * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
  * act(0 + residual) (act(0) + residual with the residual after).
+ * Pointwise and depthwise cases also run in place (fxrt_conv_nchwc_inplace_f32, Y over a
+ * copy of X), checked the same way.
  * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
  * links the host runtime, whose tile kernels are AVX-512 or AVX2/FMA where
  * the CPU has them, and check_runtime_nchwc_conv_portable the runtime built
@@ -140,33 +142,55 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
     for (int64_t i = 0; i < yb_n; i++)
         if ((i / (out_sp * 8)) % ocb * 8 + i % 8 >= c->out_c)
             res_b[i] = rnd();
-    for (int64_t i = 0; i < yb_n; i++)
-        yb[i] = NAN;
     FxrtEpilogue ep_k = ep;
     ep_k.residual = c->residual ? res_b : NULL;
-    fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb);
-    fxrt_from_nchwc_f32(c->batch, c->out_c, out_sp, yb, got);
+    /* Mode 0: Y apart from X; mode 1, where it applies: Y over a copy of X
+     * with exactly the scratch fxrt_conv_nchwc_inplace_f32 asks for. */
+    int modes = fxrt_conv_nchwc_inplace_applies(&p, c->x_blocked) ? 2 : 1;
+    for (int inplace = 0; inplace < modes; inplace++) {
+        if (inplace) {
+            /* A depthwise layer of stride 2 makes Y smaller than X. */
+            int64_t xb_n = c->batch * icb * in_sp * 8;
+            ck_assert_int_ge(xb_n, yb_n);
+            float *xy = malloc((size_t)xb_n * sizeof *xy);
+            float *inplace_scratch =
+                malloc((size_t)fxrt_conv_nchwc_inplace_scratch_floats(&p) * sizeof *inplace_scratch);
+            ck_assert_ptr_nonnull(xy);
+            ck_assert_ptr_nonnull(inplace_scratch);
+            memcpy(xy, xb, (size_t)xb_n * sizeof *xy);
+            fxrt_conv_nchwc_inplace_f32(&p, xy, packed, &ep_k, inplace_scratch);
+            memcpy(yb, xy, (size_t)yb_n * sizeof *yb);
+            free(xy);
+            free(inplace_scratch);
+        } else {
+            for (int64_t i = 0; i < yb_n; i++)
+                yb[i] = NAN;
+            fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb);
+        }
+        fxrt_from_nchwc_f32(c->batch, c->out_c, out_sp, yb, got);
 
-    float scale = 1.0f;
-    for (int64_t i = 0; i < y_n; i++)
-        scale = fabsf(want[i]) > scale ? fabsf(want[i]) : scale;
-    float tol = 2e-6f * scale * sqrtf((float)(c->in_c * c->kernel_h * c->kernel_w)) + 1e-6f;
-    for (int64_t i = 0; i < y_n; i++)
-        ck_assert_msg(fabsf(got[i] - want[i]) <= tol,
-                      "case %ux%ux%ux%u k%ux%u: Y[%ld] = %g, want %g (tol %g)",
-                      (unsigned)c->in_c, (unsigned)c->out_c, (unsigned)c->in_h,
-                      (unsigned)c->in_w, (unsigned)c->kernel_h, (unsigned)c->kernel_w, (long)i,
-                      (double)got[i], (double)want[i], (double)tol);
-    for (int64_t i = 0; i < yb_n; i++) {
-        if ((i / (out_sp * 8)) % ocb * 8 + i % 8 < c->out_c)
-            continue;
-        float pad = 0.0f;
-        FxrtEpilogue ep_pad = ep;
-        ep_pad.bias = NULL;
-        ep_pad.residual = c->residual ? res_b + i : NULL;
-        fxrt_epilogue_apply_f32(&ep_pad, 0, 0, 1, 1, &pad, 1);
-        ck_assert_msg(fabsf(yb[i] - pad) <= 1e-6f, "padding lane %ld = %g, want %g", (long)i,
-                      (double)yb[i], (double)pad);
+        float scale = 1.0f;
+        for (int64_t i = 0; i < y_n; i++)
+            scale = fabsf(want[i]) > scale ? fabsf(want[i]) : scale;
+        float tol = 2e-6f * scale * sqrtf((float)(c->in_c * c->kernel_h * c->kernel_w)) + 1e-6f;
+        for (int64_t i = 0; i < y_n; i++)
+            ck_assert_msg(fabsf(got[i] - want[i]) <= tol,
+                          "case %ux%ux%ux%u k%ux%u%s: Y[%ld] = %g, want %g (tol %g)",
+                          (unsigned)c->in_c, (unsigned)c->out_c, (unsigned)c->in_h,
+                          (unsigned)c->in_w, (unsigned)c->kernel_h, (unsigned)c->kernel_w,
+                          inplace ? " in place" : "", (long)i, (double)got[i], (double)want[i],
+                          (double)tol);
+        for (int64_t i = 0; i < yb_n; i++) {
+            if ((i / (out_sp * 8)) % ocb * 8 + i % 8 < c->out_c)
+                continue;
+            float pad = 0.0f;
+            FxrtEpilogue ep_pad = ep;
+            ep_pad.bias = NULL;
+            ep_pad.residual = c->residual ? res_b + i : NULL;
+            fxrt_epilogue_apply_f32(&ep_pad, 0, 0, 1, 1, &pad, 1);
+            ck_assert_msg(fabsf(yb[i] - pad) <= 1e-6f, "padding lane %ld = %g, want %g", (long)i,
+                          (double)yb[i], (double)pad);
+        }
     }
     free(x);
     free(w);

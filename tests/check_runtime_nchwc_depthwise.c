@@ -9,7 +9,9 @@
  * activation with the residual before and after it.  The padding lanes of
  * the output must be written too: Y starts as NaN, and those lanes must
  * come out as the activation of zero even when the padding lanes of X hold
- * something else.
+ * something else.  Where the in-place form applies (output planes no
+ * larger than the input's), fxrt_conv_nchwc_inplace_f32 runs each case too,
+ * Y written over a copy of X with exactly the scratch it asks for.
  */
 #include <check.h>
 #include <math.h>
@@ -24,10 +26,15 @@
  * AVX2 the library's kernel never runs its plain C loop. */
 void portable_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
                                   const float *packed_w, const FxrtEpilogue *ep, float *y);
+void portable_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
+                                          const float *packed_w, const FxrtEpilogue *ep,
+                                          float *scratch);
 #undef FXRT_USE_CBLAS
 #define fxrt_conv_nchwc_depthwise_f32 portable_nchwc_depthwise_f32
+#define fxrt_conv_nchwc_depthwise_inplace_f32 portable_nchwc_depthwise_inplace_f32
 #include "runtime/fxrt_nn_nchwc_depthwise.c"
 #undef fxrt_conv_nchwc_depthwise_f32
+#undef fxrt_conv_nchwc_depthwise_inplace_f32
 
 #undef BLOCK
 #define BLOCK FXRT_NCHWC_BLOCK
@@ -205,8 +212,26 @@ static void check_kernel(DwKernel kernel, const DwCase *c, const DwEpilogue *de,
     free(got);
 }
 
+/* The in-place form as a DwKernel: X copied into a buffer that then also
+ * holds Y, scratch allocated to exactly the size asked for (ASan sees an
+ * overrun). */
+static void inplace_depthwise(const FxrtConvParams *p, const float *x, const float *packed_w,
+                              const FxrtEpilogue *ep, float *y)
+{
+    int64_t blocks = p->batch * fxrt_nchwc_blocks(p->in_channels);
+    int64_t in = blocks * p->in_size[1] * p->in_size[2] * BLOCK;
+    int64_t out = blocks * p->out_size[1] * p->out_size[2] * BLOCK;
+    float *xy = alloc_floats(in);
+    float *scratch = alloc_floats(fxrt_conv_nchwc_inplace_scratch_floats(p));
+    memcpy(xy, x, (size_t)in * sizeof *xy);
+    fxrt_conv_nchwc_inplace_f32(p, xy, packed_w, ep, scratch);
+    memcpy(y, xy, (size_t)out * sizeof *y);
+    free(xy);
+    free(scratch);
+}
+
 /* Both builds of the kernel: the library's (AVX2 when the CPU has it) and
- * the portable one. */
+ * the portable one; and the library's in place where that applies. */
 static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const char *label)
 {
     char full[160];
@@ -214,6 +239,11 @@ static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const c
     check_kernel(fxrt_conv_nchwc_depthwise_f32, c, de, no_ep, full);
     snprintf(full, sizeof full, "%s [portable]", label);
     check_kernel(portable_nchwc_depthwise_f32, c, de, no_ep, full);
+    FxrtConvParams p = dw_params(c);
+    if (fxrt_conv_nchwc_inplace_applies(&p, 1)) {
+        snprintf(full, sizeof full, "%s [in place]", label);
+        check_kernel(inplace_depthwise, c, de, no_ep, full);
+    }
 }
 
 /* batch, channels, h, w, kh, kw, sh, sw, dh, dw, pad top, left, bottom, right */

@@ -562,7 +562,7 @@ done:
 /* --- compile ------------------------------------------------------------- */
 
 static const char compile_help[] =
-    "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable]\n"
+    "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable|cortex-m]\n"
     "                    [--weights c|incbin] [--weights-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
     "                    [--budget flash=SIZE,ram=SIZE]\n"
@@ -577,6 +577,8 @@ static const char compile_help[] =
     "  --name NAME         C prefix of every generated symbol (default: the model's file name)\n"
     "  --target host       GEMM through OpenBLAS (default)\n"
     "  --target portable   pure C99, no OpenBLAS: builds for a microcontroller\n"
+    "  --target cortex-m   portable with the runtime's small kernels and only the\n"
+    "                      activations the model uses (fxrt/fxrt_config.h): less flash\n"
     "  --weights incbin    weights above 4 KiB as raw bytes in NAME_weights.bin, embedded by\n"
     "                      NAME_weights.S with .incbin (GNU as, Clang, arm-none-eabi-gcc);\n"
     "                      the default when they total more than 256 KiB\n"
@@ -616,8 +618,11 @@ static int parse_target(const char *cmd, const char *v, FxTarget *t)
         *t = FX_TARGET_HOST;
     else if (v && strcmp(v, "portable") == 0)
         *t = FX_TARGET_PORTABLE;
+    else if (v && strcmp(v, "cortex-m") == 0)
+        *t = FX_TARGET_CORTEX_M;
     else
-        return cli_usage_error(cmd, "--target is host or portable, not '%s'", v ? v : "");
+        return cli_usage_error(cmd, "--target is host, portable or cortex-m, not '%s'",
+                               v ? v : "");
     return 0;
 }
 
@@ -730,7 +735,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     co.name = name;
     co.source = model;
-    c.portable = co.target == FX_TARGET_PORTABLE;
+    c.portable = co.target != FX_TARGET_HOST;
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
@@ -744,7 +749,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             cg_plan_report(&plan, stdout);
             if (c.quantize)
                 quantize_report_print(&quant_report, stdout);
-            if (co.target == FX_TARGET_PORTABLE) {
+            if (co.target != FX_TARGET_HOST) {
                 if (cg_plan_memory(&plan, &memory, &d) == FX_OK) {
                     cg_memory_report(&memory, stdout);
                     cg_memory_free(&memory);
@@ -770,7 +775,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
 /* --- verify -------------------------------------------------------------- */
 
 static const char verify_help[] =
-    "usage: fxcc verify MODEL.onnx [INPUT...] [--per-node] [--target host|portable]\n"
+    "usage: fxcc verify MODEL.onnx [INPUT...] [--per-node] [--target host|portable|cortex-m]\n"
     "                   [--weights c|incbin] [--rtol R] [--atol A] [--keep DIR]\n"
     "                   [--shape NAME=DIMS]...\n"
     "\n"
@@ -860,7 +865,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     vo.cg.source = model;
     vo.build.target = vo.cg.target;
     vo.build.cc = getenv("CC");
-    c.portable = vo.cg.target == FX_TARGET_PORTABLE;
+    c.portable = vo.cg.target != FX_TARGET_HOST;
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;

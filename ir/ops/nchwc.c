@@ -298,9 +298,29 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
         return FX_OK;
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     nn_conv_emit_params(c, &p);
-    emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked, c->in[0],
-              c->in[1], ep, c->out[0]);
+    if (c->inplace)
+        emit_line(c, "fxrt_conv_nchwc_inplace_f32(&p, %s, %s, %s, (float *)(%s));", c->out[0],
+                  c->in[1], ep, c->scratch);
+    else
+        emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked,
+                  c->in[0], c->in[1], ep, c->out[0]);
     return FX_OK;
+}
+
+/* Depthwise and pointwise layers can write over their input with a plane or
+ * a row of scratch (fxrt_conv_nchwc_inplace_f32). */
+static bool conv_nchwc_inplace(const Node *n, size_t *scratch_bytes)
+{
+    Diag quiet;
+    diag_init(&quiet);
+    FxrtConvParams p;
+    int blocked;
+    FxStatus st = conv_nchwc_params(n, &quiet, node_input_type(n, 0), &p, &blocked);
+    diag_free(&quiet);
+    if (st != FX_OK || !fxrt_conv_nchwc_inplace_applies(&p, blocked))
+        return false;
+    *scratch_bytes = (size_t)fxrt_conv_nchwc_inplace_scratch_floats(&p) * sizeof(float);
+    return true;
 }
 
 static FxStatus conv_nchwc_infer(InferCtx *c) { return conv_nchwc_infer_kind(c, false); }
@@ -375,6 +395,7 @@ const OpDef fx_op_ConvNCHWc = {
     .infer = conv_nchwc_infer,
     .eval = conv_nchwc_eval,
     .emit = conv_nchwc_emit,
+    .inplace = conv_nchwc_inplace,
 };
 
 const OpDef fx_op_ConvNCHWcWinograd = {
@@ -424,6 +445,28 @@ static const char *pool_kernel(const Node *n)
     return n->op == &fx_op_MaxPoolNCHWc ? "fxrt_maxpool_nchwc_f32" : "fxrt_avgpool_nchwc_f32";
 }
 
+/* An average pool whose one window is the whole unpadded image (the
+ * DS-CNN's classifier head) is a global average pool: its kernel is a sum
+ * per plane, a fraction of the general pool's code. */
+static bool pool_is_global(const Node *n, const FxrtPoolParams *p)
+{
+    if (n->op != &fx_op_AveragePoolNCHWc)
+        return false;
+    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++)
+        if (p->kernel[i] != p->in_size[i] || p->out_size[i] != 1 || p->pad_begin[i] ||
+            p->pad_end[i] || p->dilation[i] != 1)
+            return false;
+    return true;
+}
+
+static int64_t pool_window(const FxrtPoolParams *p)
+{
+    int64_t size = 1;
+    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++)
+        size *= p->kernel[i];
+    return size;
+}
+
 static FxStatus pool_nchwc_eval(EvalCtx *c)
 {
     FxrtPoolParams p;
@@ -431,7 +474,9 @@ static FxStatus pool_nchwc_eval(EvalCtx *c)
     FxStatus st = pool_nchwc_params(c->node, c->diag, &c->in[0]->type, &p, &out);
     if (st != FX_OK)
         return st;
-    if (c->node->op == &fx_op_MaxPoolNCHWc)
+    if (pool_is_global(c->node, &p))
+        fxrt_global_avgpool_nchwc_f32(p.planes, pool_window(&p), c->in[0]->data, c->out[0]->data);
+    else if (c->node->op == &fx_op_MaxPoolNCHWc)
         fxrt_maxpool_nchwc_f32(&p, c->in[0]->data, c->out[0]->data);
     else
         fxrt_avgpool_nchwc_f32(&p, c->in[0]->data, c->out[0]->data);
@@ -445,6 +490,11 @@ static FxStatus pool_nchwc_emit(EmitCtx *c)
     FxStatus st = pool_nchwc_params(c->node, c->diag, node_input_type(c->node, 0), &p, &out);
     if (st != FX_OK)
         return st;
+    if (pool_is_global(c->node, &p)) {
+        emit_line(c, "fxrt_global_avgpool_nchwc_f32(/*planes=*/%lld, /*size=*/%lld, %s, %s);",
+                  (long long)p.planes, (long long)pool_window(&p), c->in[0], c->out[0]);
+        return FX_OK;
+    }
     nn_pool_emit_params(c, &p);
     emit_line(c, "%s(&p, %s, %s);", pool_kernel(c->node), c->in[0], c->out[0]);
     return FX_OK;

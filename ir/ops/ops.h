@@ -24,7 +24,10 @@
 
 /* Which runtime the generated code links: host (GEMM through OpenBLAS) or
  * portable (pure C99, for microcontrollers). */
-typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE } FxTarget;
+/* host: OpenBLAS and the x86 kernels; portable: C99, no OpenBLAS; cortex-m:
+ * portable with the runtime's small kernels and only the activations the
+ * model uses (fxrt_config.h), for the least flash. */
+typedef enum FxTarget { FX_TARGET_HOST, FX_TARGET_PORTABLE, FX_TARGET_CORTEX_M } FxTarget;
 
 /* A growable text buffer.  A failed allocation sets `failed` and drops
  * everything appended afterwards, so writers need not check each call; the
@@ -49,6 +52,9 @@ struct EmitCtx {
     int num_outputs;
     const char *const *out;
     const char *scratch; /* `void *` to op->scratch_bytes(node) bytes, 64-aligned, or NULL */
+    /* out[0] is in[0]'s buffer (op->inplace said it can be); scratch then has
+     * the bytes op->inplace asked for. */
+    bool inplace;
     FxTarget target;
     Diag *diag;
     EmitText text; /* the node's block, filled by emit_line; the caller frees it */
