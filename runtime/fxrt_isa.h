@@ -14,5 +14,8 @@ void fxrt_nchwc_conv_limit_isa(int level);
 /* The same for the 8-bit GEMM tiles (fxrt_nn_qgemm.c): 2 AVX-512 VNNI,
  * 1 AVX2, 0 portable C. */
 void fxrt_qgemm_limit_isa(int level);
+/* The same for the float GEMM on packed weights (fxrt_nn_gemm_packed.c):
+ * 2 AVX-512, 1 AVX2/FMA, 0 portable. */
+void fxrt_gemm_packed_limit_isa(int level);
 
 #endif
