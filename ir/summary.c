@@ -54,7 +54,7 @@ int64_t node_macs(const Node *n)
         return axis >= 0 && axis < a->rank ? type_numel(y) * a->dims[axis] : 0;
     }
     if (strcmp(op, "MatMul") == 0 || strcmp(op, "MatMulInteger") == 0 ||
-        strcmp(op, "FusedGemm") == 0) {
+        strcmp(op, "FusedGemm") == 0 || strcmp(op, "GemmPacked") == 0) {
         int64_t k = a->rank >= 1 ? a->dims[a->rank - 1] : 1;
         return type_numel(y) * k;
     }

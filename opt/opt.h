@@ -342,6 +342,7 @@ FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_cse(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_gemm_pack(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_winograd(Graph *g, PassResult *r, Diag *d);

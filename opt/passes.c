@@ -37,6 +37,9 @@ static const PassDef pass_defs[] = {
      "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
+    {"gemm-pack", 2, pass_gemm_pack,
+     "float Gemm/MatMul/FusedGemm with constant weights onto the GEMM on packed weights "
+     "(host only)", true},
     {"elementwise-fusion", 2, pass_elementwise_fusion,
      "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
      "Reduce*), into one loop nest", false},

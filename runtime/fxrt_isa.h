@@ -22,5 +22,8 @@ void fxrt_epilogue_limit_isa(int level);
  * kernel (2 AVX-512, 1 AVX2, 0 portable C) and, through
  * fxrt_qgemm_limit_isa, the GEMM tiles of its group-1 path. */
 void fxrt_qconv_limit_isa(int level);
+/* The same for the float GEMM on packed weights (fxrt_nn_gemm_packed.c):
+ * 2 AVX-512, 1 AVX2/FMA, 0 portable. */
+void fxrt_gemm_packed_limit_isa(int level);
 
 #endif

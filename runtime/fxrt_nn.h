@@ -384,6 +384,23 @@ void fxrt_gemm_integer_strided(int64_t m, int64_t n, int64_t k, FxrtDType a_type
                                int64_t b_zp_count, int32_t *y);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_gemm_packed.c: the float GEMM against weights packed at compile time */
+/* ------------------------------------------------------------------------- */
+
+/* Floats of B (k x n) packed by fxrt_gemm_pack_b_f32: panels of 16 columns,
+ * each k rows of 16 floats, zeros past n. */
+int64_t fxrt_gemm_packed_floats(int64_t n, int64_t k);
+/* Packs B (k x n, or n x k with trans_b; row stride ldb) into packed,
+ * fxrt_gemm_packed_floats(n, k) floats.  The compiler does this once. */
+void fxrt_gemm_pack_b_f32(int trans_b, int64_t n, int64_t k, const float *b, int64_t ldb,
+                          float *packed);
+/* C (m x n, row stride ldc) = epilogue ep (NULL: none) of alpha * A B, A
+ * row-major m x k (row stride lda), B as packed.  C is only written. */
+void fxrt_gemm_packed_f32(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                          int64_t lda, const float *packed, float *c, int64_t ldc,
+                          const FxrtEpilogue *ep);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_qgemm.c: the packed 8-bit GEMM, requantized in fixed point         */
 /* ------------------------------------------------------------------------- */
 

@@ -212,6 +212,12 @@ class TorchGraph:
             return i[0] / i[1]
         return self.t.div(i[0], i[1], rounding_mode="trunc")
 
+    def op_Mod(self, i, a, n):
+        # fmod=0 (integers only) takes the divisor's sign, as torch.remainder
+        if a.get("fmod", 0):
+            return self.t.fmod(i[0], i[1])
+        return self.t.remainder(i[0], i[1])
+
     def op_Pow(self, i, a, n): return self.t.pow(i[0], i[1]).to(i[0].dtype)
     def op_Sqrt(self, i, a, n): return self.t.sqrt(i[0])
     def op_Exp(self, i, a, n): return self.t.exp(i[0])
@@ -402,6 +408,20 @@ class TorchGraph:
 
     def op_Concat(self, i, a, n):
         return self.t.cat([x for x in i if x is not None], a["axis"])
+
+    def op_Slice(self, i, a, n):
+        if self.opset < 10:
+            raise ReplayError("Slice before opset 10 not in the torch replay")
+        starts, ends = self._ints(i[1]), self._ints(i[2])
+        axes = self._axes(i, a, 3) or list(range(len(starts)))
+        steps = self._ints(i[4]) if len(i) > 4 and i[4] is not None else [1] * len(starts)
+        index = [slice(None)] * i[0].dim()
+        for s, e, ax, st in zip(starts, ends, axes, steps):
+            if st <= 0:
+                raise ReplayError(f"Slice with step {st} not in the torch replay")
+            # Python's slice clamps out-of-range bounds as ONNX does (INT64_MAX ends)
+            index[ax % i[0].dim()] = slice(s, e, st)
+        return i[0][tuple(index)]
 
     def op_Split(self, i, a, n):
         axis = a.get("axis", 0)

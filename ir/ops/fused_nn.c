@@ -8,6 +8,7 @@
  *   FusedConv(X, W, B?, R?)  = act(conv(X, W) + B + R)   (residual_after 0)
  *                            = act(conv(X, W) + B) + R   (residual_after 1)
  *   FusedGemm(A, B, C?, R?)  likewise with alpha * op(A) op(B) + C
+ *   GemmPacked(A, P, C?, R?) the same with B packed at compile time (gemm-pack)
  *
  * FusedConv has Conv's attributes and shape rules (nn_conv.c); B is per
  * output channel.  FusedGemm covers Gemm (A and B matrices, transA, transB,
@@ -324,4 +325,108 @@ const OpDef fx_op_FusedGemm = {
     .infer = fused_gemm_infer,
     .eval = fused_gemm_eval,
     .emit = fused_gemm_emit,
+};
+
+/* --- GemmPacked ------------------------------------------------------------- */
+
+/* The gemm-pack pass's form of a FusedGemm, Gemm or MatMul whose B is a
+ * constant matrix: GemmPacked(A, packed, C?, R?) = FusedGemm(A, B, C?, R?)
+ * without transA, where packed (float32, 1-D) is fxrt_gemm_pack_b_f32 of B
+ * made at compile time, run by fxrt_gemm_packed_f32.  Attributes: n (B's
+ * columns), alpha and the epilogue's; A [.., K] has every leading axis
+ * folded into the rows, C and R follow FusedGemm's rules. */
+
+static FxStatus gemm_packed_shape(const Node *n, Diag *d, const TensorType *a,
+                                  const TensorType *w, const TensorType *bias,
+                                  const TensorType *res, FusedGemmShape *s)
+{
+    int64_t cols = node_attr_int(n, "n", 0);
+    if (a->rank < 2 || cols < 1)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "GemmPacked needs A of rank >= 2 and n >= 1, "
+                               "got rank %d and n %lld", a->rank, (long long)cols);
+    int64_t k = a->dims[a->rank - 1];
+    if (w->dtype != FXRT_DTYPE_FLOAT32 || w->rank != 1 ||
+        w->dims[0] != fxrt_gemm_packed_floats(cols, k))
+        return diag_node_error(d, FX_ERR_SHAPE, n, "GemmPacked: the packed B does not hold "
+                               "%lld x %lld weights", (long long)k, (long long)cols);
+    TensorType b = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 2, .dims = {k, cols}};
+    return fused_gemm_shape(n, d, a, &b, bias, res, s);
+}
+
+static FxStatus gemm_packed_node_shape(const Node *n, Diag *d, FusedGemmShape *s)
+{
+    return gemm_packed_shape(n, d, node_input_type(n, 0), node_input_type(n, 1),
+                             n->num_args > 2 ? node_input_type(n, 2) : NULL,
+                             n->num_args > 3 ? node_input_type(n, 3) : NULL, s);
+}
+
+static FxStatus gemm_packed_infer(InferCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue e;
+    FxStatus st = gemm_packed_shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
+                                    infer_input(c, 3), &s);
+    if (st != FX_OK || (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
+        return st;
+    c->out[0] = s.out;
+    return FX_OK;
+}
+
+static FxStatus gemm_packed_eval(EvalCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue ep;
+    FxStatus st;
+    if ((st = gemm_packed_node_shape(c->node, c->diag, &s)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+        return st;
+    ep.bias = f32_data(eval_input(c, 2));
+    ep.bias_row_stride = s.bias_row_stride;
+    ep.bias_col_stride = s.bias_col_stride;
+    ep.residual = f32_data(eval_input(c, 3));
+    ep.residual_ld = s.n;
+    fxrt_gemm_packed_f32(s.m, s.n, s.k, node_attr_float(c->node, "alpha", 1.0f), c->in[0]->data,
+                         s.k, c->in[1]->data, c->out[0]->data, s.n, &ep);
+    return FX_OK;
+}
+
+static FxStatus gemm_packed_emit(EmitCtx *c)
+{
+    FusedGemmShape s;
+    FxrtEpilogue shape;
+    FxStatus st;
+    if ((st = gemm_packed_node_shape(c->node, c->diag, &s)) != FX_OK ||
+        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+        return st;
+    if (s.m == 0)
+        return FX_OK;
+    shape.bias_row_stride = s.bias_row_stride;
+    shape.bias_col_stride = s.bias_col_stride;
+    shape.residual_ld = s.n;
+    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
+    char alpha[48];
+    c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
+    emit_line(c,
+              "fxrt_gemm_packed_f32(/*m=*/%lld, /*n=*/%lld, /*k=*/%lld, /*alpha=*/%s, %s, "
+              "/*lda=*/%lld, %s, %s, /*ldc=*/%lld, %s);",
+              (long long)s.m, (long long)s.n, (long long)s.k, alpha, c->in[0], (long long)s.k,
+              c->in[1], c->out[0], (long long)s.n, ep);
+    return FX_OK;
+}
+
+static const AttrSpec gemm_packed_attrs[] = {
+    {"n", FX_ATTR_INT, NULL, true},
+    {"alpha", FX_ATTR_FLOAT, "1.0", false},
+    FUSED_NN_EPILOGUE_ATTRS,
+    {NULL},
+};
+
+const OpDef fx_op_GemmPacked = {
+    .name = "GemmPacked",
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = gemm_packed_attrs,
+    .infer = gemm_packed_infer,
+    .eval = gemm_packed_eval,
+    .emit = gemm_packed_emit,
 };
