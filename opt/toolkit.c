@@ -310,6 +310,14 @@ Graph *graph_clone(const Graph *src, Diag *d)
     const Node *src_out = graph_output_node(src);
     if (st == FX_OK && src_out)
         st = copy_metadata(out, src_out, d);
+    /* A constant's target is its qualified name (linear.weight), which a
+     * copy into an empty graph cannot clash with: keep it. */
+    for (const Node *n = src->root.next; st == FX_OK && n != &src->root; n = n->next) {
+        Node *copy = n->opcode == FX_OPCODE_GET_ATTR ? value_map_get(&m, n) : NULL;
+        if (copy && strcmp(copy->target, n->target) != 0 &&
+            !(copy->target = arena_strdup(&g->arena, n->target)))
+            st = diag_error(d, FX_ERR_NOMEM, "out of memory copying a graph");
+    }
     free(results);
     value_map_free(&m);
     if (st != FX_OK) {
