@@ -4,6 +4,7 @@
 # build, then again under AddressSanitizer + UndefinedBehaviorSanitizer, then a
 # short smoke run of each fuzzer.  The first two builds treat warnings as
 # errors.
+# Tests run as many at a time as there are cores (each is single-threaded).
 # The sanitizer build also has fault injection (a counter per allocation,
 # idle unless FXCC_FAIL_ALLOC_AT is set), which adds the alloc_failure test:
 # every allocation of a compile fails in turn, leak-checked.
@@ -14,13 +15,13 @@ jobs=$(nproc)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFXCC_WERROR=ON > /dev/null
 cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure
+ctest --test-dir build -j"$jobs" --output-on-failure
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DFXCC_SANITIZE=ON -DFXCC_FAULT_INJECTION=ON \
   -DFXCC_WERROR=ON > /dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure
 
 if command -v clang > /dev/null; then
   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DFXCC_FUZZ=ON > /dev/null
