@@ -6,6 +6,8 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -106,9 +108,14 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Sorted .c and .S files of dir, as "dir/name" (a .S embeds the weights'
- * blob, found through the -I of dir). */
-static int list_c_files(const char *dir, char ***out)
+static bool is_source(const char *name) { return has_suffix(name, ".c") || has_suffix(name, ".S"); }
+static bool is_object(const char *name) { return has_suffix(name, ".o"); }
+static bool is_source_or_header(const char *name) { return is_source(name) || has_suffix(name, ".h"); }
+static bool is_source_or_object(const char *name) { return is_source(name) || is_object(name); }
+
+/* Sorted files of dir that `wanted` accepts, as "dir/name" (a .S embeds the
+ * weights' blob, found through the -I of dir). */
+static int list_files(const char *dir, bool (*wanted)(const char *), char ***out)
 {
     DIR *dp = opendir(dir);
     int n = 0;
@@ -116,51 +123,180 @@ static int list_c_files(const char *dir, char ***out)
     if (!dp)
         return 0;
     struct dirent *e;
-    char **files = NULL;
     while ((e = readdir(dp))) {
-        if (!has_suffix(e->d_name, ".c") && !has_suffix(e->d_name, ".S"))
+        if (!wanted(e->d_name))
             continue;
-        char **grown = fx_realloc_array(files, (size_t)(n + 1), sizeof *files);
+        char **grown = fx_realloc_array(*out, (size_t)(n + 1), sizeof **out);
         if (!grown)
             break;
-        files = grown;
+        *out = grown;
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
-        files[n] = fx_malloc(len);
-        if (!files[n])
+        (*out)[n] = fx_malloc(len);
+        if (!(*out)[n])
             break;
-        snprintf(files[n++], len, "%s/%s", dir, e->d_name);
+        snprintf((*out)[n++], len, "%s/%s", dir, e->d_name);
     }
     closedir(dp);
+    char **files = *out;
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && strcmp(files[j - 1], files[j]) > 0; j--) {
             char *t = files[j];
             files[j] = files[j - 1];
             files[j - 1] = t;
         }
-    *out = files;
     return n;
+}
+
+static void free_files(char **files, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(files[i]);
+    free(files);
+}
+
+/* FNV-1a over n bytes, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static uint64_t fnv1a_str(uint64_t h, const char *s) { return fnv1a(h, s, strlen(s) + 1); }
+
+/* h continued over the file's name (not its folder) and bytes; false if it
+ * cannot be read. */
+static bool hash_file(uint64_t *h, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    *h = fnv1a_str(*h, slash ? slash + 1 : path);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    unsigned char buf[8192];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        *h = fnv1a(*h, buf, got);
+    bool ok = !ferror(f);
+    fclose(f);
+    return ok;
+}
+
+/* The compiler and flags every file is built with: cc, cflags, the include
+ * folders, the host's BLAS definitions. */
+static void add_compile_words(Argv *a, const CgBuildOptions *b, const char *inc,
+                              const char *inc_rt)
+{
+    argv_add_words(a, b->cc && *b->cc ? b->cc : "cc");
+    argv_add_words(a, b->cflags ? b->cflags : "-std=c99 -O2 -Wall -Wextra -Werror -pedantic");
+    argv_add(a, inc);
+    argv_add(a, inc_rt);
+    if (b->target == FX_TARGET_HOST) {
+        argv_add(a, "-DFXRT_USE_CBLAS");
+        argv_add_words(a, FXCC_OPENBLAS_CFLAGS);
+    }
+}
+
+static void remove_tree_of_files(const char *dir)
+{
+    char **files;
+    int n = list_files(dir, is_source_or_object, &files);
+    for (int i = 0; i < n; i++)
+        unlink(files[i]);
+    free_files(files, n);
+    rmdir(dir);
+}
+
+/* The runtime of DIR/fxrt as object files in the cache folder
+ * $FXCC_RUNTIME_CACHE, built once per set of runtime sources (names and
+ * bytes, headers included), compiler, flags and target: the runtime is the
+ * same for every model compiled by one fxcc, and compiling it is most of a
+ * build (the tests build hundreds of small models).  Fills objdir with the
+ * folder holding NAME.o per runtime source; false when there is no cache
+ * or it cannot be used, and the sources are then compiled with the model.
+ * A folder is complete once it has its name: it is built under a temporary
+ * name and renamed, so concurrent builds of the same key agree. */
+static bool cached_runtime(const char *rt, const CgBuildOptions *b, const char *inc,
+                           const char *inc_rt, const char *log, char *objdir, size_t cap,
+                           FxStatus *st, Diag *d)
+{
+    const char *cache = getenv("FXCC_RUNTIME_CACHE");
+    if (!cache || !*cache)
+        return false;
+    char **all;
+    int n = list_files(rt, is_source_or_header, &all);
+    uint64_t h = 1469598103934665603u;
+    h = fnv1a_str(h, b->cc ? b->cc : "");
+    h = fnv1a_str(h, b->cflags ? b->cflags : "");
+    h = fnv1a(h, &b->target, sizeof b->target);
+    bool ok = n > 0;
+    for (int i = 0; ok && i < n; i++)
+        ok = hash_file(&h, all[i]);
+    free_files(all, n);
+    if (!ok || (mkdir(cache, 0777) != 0 && errno != EEXIST))
+        return false;
+    snprintf(objdir, cap, "%s/fxrt-%016llx", cache, (unsigned long long)h);
+    struct stat sb;
+    if (stat(objdir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return true;
+
+    char tmp[4400];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", objdir, (long)getpid()) >= (int)sizeof tmp)
+        return false;
+    remove_tree_of_files(tmp);
+    if (mkdir(tmp, 0777) != 0)
+        return false;
+    char **sources;
+    int ns = list_files(rt, is_source, &sources);
+    for (int i = 0; i < ns && *st == FX_OK; i++) {
+        const char *name = strrchr(sources[i], '/') + 1;
+        char obj[4700];
+        if (snprintf(obj, sizeof obj, "%s/%.*s.o", tmp, (int)(strlen(name) - 2), name) >=
+            (int)sizeof obj) {
+            *st = diag_error(d, FX_ERR_INVALID, "path too long: %s/%s", tmp, name);
+            break;
+        }
+        Argv a = {0};
+        add_compile_words(&a, b, inc, inc_rt);
+        argv_add(&a, "-c");
+        argv_add(&a, sources[i]);
+        argv_add(&a, "-o");
+        argv_add(&a, obj);
+        int rc = cg_spawn(a.v, log, NULL);
+        argv_free(&a);
+        if (rc != 0) {
+            *st = diag_error(d, FX_ERR_RUNTIME, "building the runtime's %s failed (exit %d); "
+                             "see %s", name, rc, log);
+            report_log_tail(log, d);
+        }
+    }
+    free_files(sources, ns);
+    if (*st == FX_OK && rename(tmp, objdir) == 0)
+        return true;
+    remove_tree_of_files(tmp);
+    /* a concurrent build of the same runtime may have won the rename */
+    return *st == FX_OK && stat(objdir, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
 {
-    char log[4200], exe[4200], inc[4200], inc_rt[4200], rt[4200];
+    char log[4200], exe[4200], inc[4200], inc_rt[4200], rt[4200], objdir[4300];
     snprintf(log, sizeof log, "%s/build.log", dir);
     snprintf(exe, sizeof exe, "%s/main", dir);
     snprintf(inc, sizeof inc, "-I%s", dir);
     snprintf(inc_rt, sizeof inc_rt, "-I%s/fxrt", dir);
     snprintf(rt, sizeof rt, "%s/fxrt", dir);
     unlink(log);
+    FxStatus st = FX_OK;
+    bool cached = cached_runtime(rt, b, inc, inc_rt, log, objdir, sizeof objdir, &st, d);
+    if (st != FX_OK)
+        return st;
     char **model_files, **rt_files;
-    int nm = list_c_files(dir, &model_files), nr = list_c_files(rt, &rt_files);
+    int nm = list_files(dir, is_source, &model_files);
+    int nr = cached ? list_files(objdir, is_object, &rt_files) : list_files(rt, is_source, &rt_files);
     Argv a = {0};
-    argv_add_words(&a, b->cc && *b->cc ? b->cc : "cc");
-    argv_add_words(&a, b->cflags ? b->cflags : "-std=c99 -O2 -Wall -Wextra -Werror -pedantic");
-    argv_add(&a, inc);
-    argv_add(&a, inc_rt);
-    if (b->target == FX_TARGET_HOST) {
-        argv_add(&a, "-DFXRT_USE_CBLAS");
-        argv_add_words(&a, FXCC_OPENBLAS_CFLAGS);
-    }
+    add_compile_words(&a, b, inc, inc_rt);
     for (int i = 0; i < nm; i++)
         argv_add(&a, model_files[i]);
     for (int i = 0; i < nr; i++)
@@ -170,7 +306,6 @@ FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
     if (b->target == FX_TARGET_HOST)
         argv_add_words(&a, FXCC_OPENBLAS_LIBS);
     argv_add(&a, "-lm");
-    FxStatus st = FX_OK;
     if (a.n >= MAX_ARGS)
         st = diag_error(d, FX_ERR_INVALID, "too many source files in %s", dir);
     else {
@@ -181,12 +316,8 @@ FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
             report_log_tail(log, d);
         }
     }
-    for (int i = 0; i < nm; i++)
-        free(model_files[i]);
-    for (int i = 0; i < nr; i++)
-        free(rt_files[i]);
-    free(model_files);
-    free(rt_files);
+    free_files(model_files, nm);
+    free_files(rt_files, nr);
     argv_free(&a);
     return st;
 }

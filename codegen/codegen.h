@@ -202,7 +202,11 @@ typedef struct CgBuildOptions {
 } CgBuildOptions;
 
 /* Compiles the .c and .S files of DIR and DIR/fxrt (a `--emit-main` output)
- * into DIR/main, with -I DIR so that NAME_weights.S finds its blob; the compiler's output goes to DIR/build.log. */
+ * into DIR/main, with -I DIR so that NAME_weights.S finds its blob; the
+ * compiler's output goes to DIR/build.log.  With FXCC_RUNTIME_CACHE set in
+ * the environment, the runtime's objects are built once into that folder
+ * (one subfolder per runtime sources, compiler, flags and target) and
+ * linked from there. */
 FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d);
 /* Runs DIR/main -o OUT_DIR INPUT...; its stderr goes to DIR/run.stderr. */
 FxStatus cg_run_main(const char *dir, const char *const *inputs, int num_inputs,
