@@ -246,60 +246,81 @@ static FxStatus fused_gemm_shape(const Node *n, Diag *d, const TensorType *a,
     return check_residual(n, d, res, &s->out);
 }
 
-static FxStatus fused_gemm_node_shape(const Node *n, Diag *d, FusedGemmShape *s)
+/* The shape rules of FusedGemm (fused_gemm_shape) or GemmPacked
+ * (gemm_packed_shape) on A, B, C? and R?. */
+typedef FxStatus (*GemmShapeFn)(const Node *n, Diag *d, const TensorType *a, const TensorType *b,
+                                const TensorType *bias, const TensorType *res, FusedGemmShape *s);
+
+/* n's shape and its epilogue, with the bias's strides and the residual's
+ * row length filled in (the data pointers are the caller's). */
+static FxStatus gemm_node_plan(const Node *n, Diag *d, GemmShapeFn shape, FusedGemmShape *s,
+                               FxrtEpilogue *ep)
 {
-    return fused_gemm_shape(n, d, node_input_type(n, 0), node_input_type(n, 1),
-                            n->num_args > 2 ? node_input_type(n, 2) : NULL,
-                            n->num_args > 3 ? node_input_type(n, 3) : NULL, s);
+    FxStatus st = shape(n, d, node_input_type(n, 0), node_input_type(n, 1),
+                        n->num_args > 2 ? node_input_type(n, 2) : NULL,
+                        n->num_args > 3 ? node_input_type(n, 3) : NULL, s);
+    if (st != FX_OK || (st = fused_nn_node_epilogue(n, d, ep)) != FX_OK)
+        return st;
+    ep->bias_row_stride = s->bias_row_stride;
+    ep->bias_col_stride = s->bias_col_stride;
+    ep->residual_ld = s->n;
+    return FX_OK;
 }
 
-static FxStatus fused_gemm_infer(InferCtx *c)
+static FxStatus gemm_infer(InferCtx *c, GemmShapeFn shape)
 {
     FusedGemmShape s;
     FxrtEpilogue e;
-    FxStatus st = fused_gemm_shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
-                                   infer_input(c, 3), &s);
+    FxStatus st = shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
+                        infer_input(c, 3), &s);
     if (st != FX_OK || (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
         return st;
     c->out[0] = s.out;
     return FX_OK;
 }
 
+/* The epilogue's data for eval: the bias and the residual read from their
+ * inputs. */
+static void gemm_eval_epilogue(EvalCtx *c, FxrtEpilogue *ep)
+{
+    ep->bias = f32_data(eval_input(c, 2));
+    ep->residual = f32_data(eval_input(c, 3));
+}
+
+static FxStatus fused_gemm_infer(InferCtx *c) { return gemm_infer(c, fused_gemm_shape); }
+
 static FxStatus fused_gemm_eval(EvalCtx *c)
 {
     FusedGemmShape s;
     FxrtEpilogue ep;
-    FxStatus st;
-    if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+    FxStatus st = gemm_node_plan(c->node, c->diag, fused_gemm_shape, &s, &ep);
+    if (st != FX_OK)
         return st;
-    ep.bias = f32_data(eval_input(c, 2));
-    ep.bias_row_stride = s.bias_row_stride;
-    ep.bias_col_stride = s.bias_col_stride;
-    ep.residual = f32_data(eval_input(c, 3));
-    ep.residual_ld = s.n;
+    gemm_eval_epilogue(c, &ep);
     float alpha = node_attr_float(c->node, "alpha", 1.0f);
     fxrt_gemm_ep_f32(s.trans_a, s.trans_b, s.m, s.n, s.k, alpha, c->in[0]->data, s.lda,
                      c->in[1]->data, s.ldb, 0.0f, c->out[0]->data, s.n, &ep);
     return FX_OK;
 }
 
+/* Emits the epilogue's block and returns its name (or "NULL"); *alpha gets
+ * the node's alpha as a C literal. */
+static const char *gemm_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, char *alpha,
+                                      size_t cap)
+{
+    c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, cap);
+    return nn_emit_epilogue(c, shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
+}
+
 static FxStatus fused_gemm_emit(EmitCtx *c)
 {
     FusedGemmShape s;
     FxrtEpilogue shape;
-    FxStatus st;
-    if ((st = fused_gemm_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+    FxStatus st = gemm_node_plan(c->node, c->diag, fused_gemm_shape, &s, &shape);
+    if (st != FX_OK || s.m == 0 || s.n == 0)
         return st;
-    if (s.m == 0 || s.n == 0)
-        return FX_OK;
-    shape.bias_row_stride = s.bias_row_stride;
-    shape.bias_col_stride = s.bias_col_stride;
-    shape.residual_ld = s.n;
-    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     char alpha[48];
-    c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
+    const char *ep = gemm_emit_epilogue(c, &shape, alpha, sizeof alpha);
     emit_line(c,
               "fxrt_gemm_ep_f32(/*trans_a=*/%d, /*trans_b=*/%d, /*m=*/%lld, /*n=*/%lld, "
               "/*k=*/%lld, /*alpha=*/%s, %s, /*lda=*/%lld, %s, /*ldb=*/%lld, /*beta=*/0.0f, %s, "
@@ -353,38 +374,16 @@ static FxStatus gemm_packed_shape(const Node *n, Diag *d, const TensorType *a,
     return fused_gemm_shape(n, d, a, &b, bias, res, s);
 }
 
-static FxStatus gemm_packed_node_shape(const Node *n, Diag *d, FusedGemmShape *s)
-{
-    return gemm_packed_shape(n, d, node_input_type(n, 0), node_input_type(n, 1),
-                             n->num_args > 2 ? node_input_type(n, 2) : NULL,
-                             n->num_args > 3 ? node_input_type(n, 3) : NULL, s);
-}
-
-static FxStatus gemm_packed_infer(InferCtx *c)
-{
-    FusedGemmShape s;
-    FxrtEpilogue e;
-    FxStatus st = gemm_packed_shape(c->node, c->diag, c->in[0], c->in[1], infer_input(c, 2),
-                                    infer_input(c, 3), &s);
-    if (st != FX_OK || (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
-        return st;
-    c->out[0] = s.out;
-    return FX_OK;
-}
+static FxStatus gemm_packed_infer(InferCtx *c) { return gemm_infer(c, gemm_packed_shape); }
 
 static FxStatus gemm_packed_eval(EvalCtx *c)
 {
     FusedGemmShape s;
     FxrtEpilogue ep;
-    FxStatus st;
-    if ((st = gemm_packed_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = fused_nn_node_epilogue(c->node, c->diag, &ep)) != FX_OK)
+    FxStatus st = gemm_node_plan(c->node, c->diag, gemm_packed_shape, &s, &ep);
+    if (st != FX_OK)
         return st;
-    ep.bias = f32_data(eval_input(c, 2));
-    ep.bias_row_stride = s.bias_row_stride;
-    ep.bias_col_stride = s.bias_col_stride;
-    ep.residual = f32_data(eval_input(c, 3));
-    ep.residual_ld = s.n;
+    gemm_eval_epilogue(c, &ep);
     fxrt_gemm_packed_f32(s.m, s.n, s.k, node_attr_float(c->node, "alpha", 1.0f), c->in[0]->data,
                          s.k, c->in[1]->data, c->out[0]->data, s.n, &ep);
     return FX_OK;
@@ -394,18 +393,11 @@ static FxStatus gemm_packed_emit(EmitCtx *c)
 {
     FusedGemmShape s;
     FxrtEpilogue shape;
-    FxStatus st;
-    if ((st = gemm_packed_node_shape(c->node, c->diag, &s)) != FX_OK ||
-        (st = fused_nn_node_epilogue(c->node, c->diag, &shape)) != FX_OK)
+    FxStatus st = gemm_node_plan(c->node, c->diag, gemm_packed_shape, &s, &shape);
+    if (st != FX_OK || s.m == 0)
         return st;
-    if (s.m == 0)
-        return FX_OK;
-    shape.bias_row_stride = s.bias_row_stride;
-    shape.bias_col_stride = s.bias_col_stride;
-    shape.residual_ld = s.n;
-    const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 2), nn_emit_input(c, 3));
     char alpha[48];
-    c_float_literal(node_attr_float(c->node, "alpha", 1.0f), alpha, sizeof alpha);
+    const char *ep = gemm_emit_epilogue(c, &shape, alpha, sizeof alpha);
     emit_line(c,
               "fxrt_gemm_packed_f32(/*m=*/%lld, /*n=*/%lld, /*k=*/%lld, /*alpha=*/%s, %s, "
               "/*lda=*/%lld, %s, %s, /*ldc=*/%lld, %s);",
