@@ -39,6 +39,12 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
  * read it, so no one else sees the value once it lives inside the user.
  * Every pass that merges a value into its reader asks this. */
 Node *node_fusable_user(const Node *v);
+/* Completes a single-output node a pass made with graph_create_op and gave
+ * its own attributes (attrs_set: whether setting them succeeded): the op's
+ * defaults for the rest, one output, types inferred.  On failure the node
+ * is erased and the status says why ("out of memory" naming `origin`, the
+ * node it stands for, when attrs_set is false). */
+FxStatus node_finish_created(Node *n, bool attrs_set, const Node *origin, Diag *d);
 /* Replaces uses of `old` by `repl` in n's arguments only; returns how many,
  * -1 when memory ran out. */
 __attribute__((warn_unused_result)) int node_replace_input_with(Node *n, Node *old, Node *repl);

@@ -41,22 +41,16 @@ static FxStatus depthwise_conv(Graph *g, Node *bn, FoldAffine *a, Node **out, Di
     Node *args[3] = {bn->args[0], w, b};
     snprintf(hint, sizeof hint, "%s_conv", bn->name);
     Node *conv = graph_create_op(g, bn, &fx_op_Conv, hint, args, 3);
-    const int64_t ones[2] = {1, 1}, zeros[4] = {0, 0, 0, 0};
-    if (!conv || !node_set_attr_int(conv, "group", channels) ||
-        !node_set_attr_ints(conv, "kernel_shape", ones, 2) ||
-        !node_set_attr_ints(conv, "strides", ones, 2) ||
-        !node_set_attr_ints(conv, "dilations", ones, 2) ||
-        !node_set_attr_ints(conv, "pads", zeros, 4) || !node_set_num_outputs(conv, 1)) {
-        if (conv)
-            graph_erase_node(g, conv);
+    if (!conv)
         return diag_node_error(d, FX_ERR_NOMEM, bn, "out of memory");
-    }
-    FxStatus st = op_apply_attr_specs(conv->op, conv, d);
+    const int64_t ones[2] = {1, 1}, zeros[4] = {0, 0, 0, 0};
+    bool ok = node_set_attr_int(conv, "group", channels) &&
+              node_set_attr_ints(conv, "kernel_shape", ones, 2) &&
+              node_set_attr_ints(conv, "strides", ones, 2) &&
+              node_set_attr_ints(conv, "dilations", ones, 2) &&
+              node_set_attr_ints(conv, "pads", zeros, 4);
+    FxStatus st = node_finish_created(conv, ok, bn, d);
     if (st == FX_OK)
-        st = node_infer_shapes(conv, d);
-    if (st != FX_OK)
-        graph_erase_node(g, conv);
-    else
         *out = conv;
     return st;
 }

@@ -64,8 +64,9 @@ static FxStatus packed_product(Graph *g, Node *n, const Tensor *b, Node **out, D
                      n->num_args > 3 ? n->args[3] : NULL};
     int num_args = n->num_args < 4 ? n->num_args : 4;
     Node *q = graph_create_op(g, n, &fx_op_GemmPacked, n->name, args, num_args);
-    bool ok = q && node_set_attr_int(q, "n", cols) &&
-              node_set_num_outputs(q, 1);
+    if (!q)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    bool ok = node_set_attr_int(q, "n", cols);
     /* alpha and the epilogue's attributes as they are; Gemm's beta is 1 */
     static const char *const kept[] = {"alpha", "activation", "act_alpha", "act_beta",
                                        "residual_after"};
@@ -73,17 +74,8 @@ static FxStatus packed_product(Graph *g, Node *n, const Tensor *b, Node **out, D
         for (size_t j = 0; j < sizeof kept / sizeof kept[0]; j++)
             if (strcmp(n->attrs[i].name, kept[j]) == 0)
                 ok = node_copy_attr(q, &n->attrs[i], d);
-    if (!ok) {
-        if (q)
-            graph_erase_node(g, q);
-        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    }
-    FxStatus st = op_apply_attr_specs(q->op, q, d);
+    FxStatus st = node_finish_created(q, ok, n, d);
     if (st == FX_OK)
-        st = node_infer_shapes(q, d);
-    if (st != FX_OK)
-        graph_erase_node(g, q);
-    else
         *out = q;
     return st;
 }

@@ -54,8 +54,9 @@ static bool convertible(const Node *n, FxrtConvParams *p)
            (p->groups == 1 || (p->groups == p->in_channels && p->groups == p->out_channels));
 }
 
-/* A node of op `op` before `before`, to be completed by finish_op once
- * its attributes are set; NULL (d filled) on failure. */
+/* A node of op `op` before `before`, to be completed by
+ * node_finish_created once its attributes are set; NULL (d filled) on
+ * failure. */
 static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint,
                        Node *const *args, int num_args, Diag *d)
 {
@@ -64,20 +65,6 @@ static Node *create_op(Graph *g, Node *before, const OpDef *op, const char *hint
     if (!n)
         diag_error(d, FX_ERR_NOMEM, "out of memory creating %s", op->name);
     return n;
-}
-
-
-/* Completes n (attributes set) and infers its types, or erases it. */
-static FxStatus finish_op(Graph *g, Node *n, Diag *d)
-{
-    FxStatus st = op_apply_attr_specs(n->op, n, d);
-    if (st == FX_OK && !node_set_num_outputs(n, 1))
-        st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
-    if (st == FX_OK)
-        st = node_infer_shapes(n, d);
-    if (st != FX_OK)
-        graph_erase_node(g, n);
-    return st;
 }
 
 /* v in NCHWc, read by `reader`: FromNCHWc(b) gives b, an existing ToNCHWc
@@ -92,7 +79,7 @@ static Node *blocked(Graph *g, Node *v, Node *reader, Diag *d)
     char hint[200];
     snprintf(hint, sizeof hint, "%s_nchwc", v->name);
     Node *b = create_op(g, reader, &fx_op_ToNCHWc, hint, &v, 1, d);
-    return b && finish_op(g, b, d) == FX_OK ? b : NULL;
+    return b && node_finish_created(b, true, NULL, d) == FX_OK ? b : NULL;
 }
 
 /* The packed weights [OCB][ICB][KH][KW][8][8], [OCB][KH][KW][C][8] (plain
@@ -200,7 +187,7 @@ static FxStatus replace_by_blocked(Graph *g, Node *old, Node *blocked_value, int
         graph_erase_node(g, y);
         return diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     }
-    FxStatus st = finish_op(g, y, d);
+    FxStatus st = node_finish_created(y, true, NULL, d);
     if (st == FX_OK && node_replace_all_uses_with(old, y) < 0)
         st = diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
     return st;
@@ -230,7 +217,7 @@ static FxStatus convert_conv(Graph *g, Node *conv, const FxrtConvParams *p, Diag
         graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
     }
-    if ((st = finish_op(g, f, d)) != FX_OK)
+    if ((st = node_finish_created(f, true, NULL, d)) != FX_OK)
         return st;
     return replace_by_blocked(g, conv, f, p->out_channels, d);
 }
@@ -262,7 +249,7 @@ static FxStatus convert_pool(Graph *g, Node *pool, const OpDef *op, Diag *d)
         graph_erase_node(g, f);
         return diag_node_error(d, FX_ERR_NOMEM, pool, "out of memory");
     }
-    FxStatus st = finish_op(g, f, d);
+    FxStatus st = node_finish_created(f, true, NULL, d);
     if (st != FX_OK)
         return st;
     return replace_by_blocked(g, pool, f, node_input_type(pool, 0)->dims[1], d);
@@ -464,7 +451,7 @@ static FxStatus convert_in_place(Graph *g, Node *n, bool concat, bool *converted
         if (st == FX_OK && !node_set_attr_int(y, "channels", channels))
             st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         if (st == FX_OK)
-            st = finish_op(g, y, d);
+            st = node_finish_created(y, true, NULL, d);
         for (int r = 0; r < num_readers && st == FX_OK; r++)
             for (int i = 0; i < readers[r]->num_args && st == FX_OK; i++)
                 if (readers[r]->args[i] == n && !node_set_arg(readers[r], i, y))

@@ -35,6 +35,20 @@ Node *ip_create_op(InsertPoint *ip, const OpDef *op, const char *name_hint, Node
     return n;
 }
 
+FxStatus node_finish_created(Node *n, bool attrs_set, const Node *origin, Diag *d)
+{
+    FxStatus st = FX_OK;
+    if (!attrs_set || !node_set_num_outputs(n, 1))
+        st = diag_node_error(d, FX_ERR_NOMEM, origin ? origin : n, "out of memory");
+    if (st == FX_OK)
+        st = op_apply_attr_specs(n->op, n, d);
+    if (st == FX_OK)
+        st = node_infer_shapes(n, d);
+    if (st != FX_OK)
+        graph_erase_node(n->graph, n);
+    return st;
+}
+
 Node *node_fusable_user(const Node *v)
 {
     if (v->num_users != 1 || v->users[0]->opcode == FX_OPCODE_OUTPUT)
