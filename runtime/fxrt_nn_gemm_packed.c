@@ -105,6 +105,11 @@ static void tile_portable(const PackedGemm *g, int64_t row0, int rows, int64_t c
 typedef void (*TileFn)(const PackedGemm *, int64_t, int, int64_t, int);
 
 #ifdef FXRT_GEMM_PACKED_X86
+/* The accumulators stay in registers only if the loops over a tile's rows
+ * are unrolled, which gcc does at -O3 but not at -O2 (there the tiles ran
+ * at half speed, the arrays spilled to the stack): asked for explicitly. */
+#define UNROLL_ROWS _Pragma("GCC unroll 8")
+
 /* 6 x 16 with AVX2/FMA: per step one panel row in two ymm, one broadcast
  * per row. */
 __attribute__((target("avx2,fma"))) static void tile_avx2(const PackedGemm *g, int64_t row0,
@@ -112,6 +117,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const PackedGemm *g, i
 {
     __m256 acc[MR_AVX2][2];
     const float *arow[MR_AVX2];
+    UNROLL_ROWS
     for (int r = 0; r < MR_AVX2; r++) {
         arow[r] = g->a + (row0 + (r < rows ? r : rows - 1)) * g->lda;
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -119,6 +125,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const PackedGemm *g, i
     const float *b = g->panels + col0 / PANEL * g->k * PANEL;
     for (int64_t p = 0; p < g->k; p++, b += PANEL) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        UNROLL_ROWS
         for (int r = 0; r < MR_AVX2; r++) {
             __m256 x = _mm256_broadcast_ss(arow[r] + p);
             acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
@@ -126,6 +133,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(const PackedGemm *g, i
         }
     }
     __m256 va = _mm256_set1_ps(g->alpha);
+    UNROLL_ROWS
     for (int r = 0; r < MR_AVX2; r++) {
         if (r >= rows)
             break;
@@ -150,6 +158,7 @@ __attribute__((target("avx512f"))) static void tile_avx512(const PackedGemm *g, 
 {
     __m512 acc[MR_AVX512][2];
     const float *arow[MR_AVX512];
+    UNROLL_ROWS
     for (int r = 0; r < MR_AVX512; r++) {
         arow[r] = g->a + (row0 + (r < rows ? r : rows - 1)) * g->lda;
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -159,6 +168,7 @@ __attribute__((target("avx512f"))) static void tile_avx512(const PackedGemm *g, 
         const float *b1p = b0p + g->k * PANEL;
         for (int64_t p = 0; p < g->k; p++) {
             __m512 b0 = _mm512_loadu_ps(b0p + p * PANEL), b1 = _mm512_loadu_ps(b1p + p * PANEL);
+            UNROLL_ROWS
             for (int r = 0; r < MR_AVX512; r++) {
                 __m512 x = _mm512_set1_ps(arow[r][p]);
                 acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
@@ -168,6 +178,7 @@ __attribute__((target("avx512f"))) static void tile_avx512(const PackedGemm *g, 
     } else {
         for (int64_t p = 0; p < g->k; p++) {
             __m512 b0 = _mm512_loadu_ps(b0p + p * PANEL);
+            UNROLL_ROWS
             for (int r = 0; r < MR_AVX512; r++)
                 acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(arow[r][p]), b0, acc[r][0]);
         }
@@ -177,6 +188,7 @@ __attribute__((target("avx512f"))) static void tile_avx512(const PackedGemm *g, 
     __mmask16 m1 = (__mmask16)(cols >= 2 * PANEL ? 0xFFFF
                                : cols > PANEL    ? (1u << (cols - PANEL)) - 1u
                                                  : 0u);
+    UNROLL_ROWS
     for (int r = 0; r < MR_AVX512; r++) {
         if (r >= rows)
             break;
