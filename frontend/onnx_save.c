@@ -194,6 +194,48 @@ static Onnx__AttributeProto *attribute(Saver *s, const Attr *a)
     return ap;
 }
 
+/* a holds what ONNX assumes when the attribute is absent: its spec's
+ * default, or dilations of all ones (filled at import; AveragePool only
+ * has the attribute from opset 19, so it is left out rather than written). */
+static bool attr_is_default(const Node *n, const Attr *a)
+{
+    if (strcmp(a->name, "dilations") == 0 && a->kind == FX_ATTR_INTS) {
+        for (int64_t k = 0; k < a->count; k++)
+            if (a->ints[k] != 1)
+                return false;
+        return true;
+    }
+    const AttrSpec *spec = n->op->attrs;
+    while (spec && spec->name && strcmp(spec->name, a->name) != 0)
+        spec++;
+    if (!spec || !spec->name || !spec->dflt || spec->kind != a->kind)
+        return false;
+    const char *t = spec->dflt;
+    char *end;
+    switch (a->kind) {
+    case FX_ATTR_INT:
+        return strtoll(t, &end, 10) == a->i && !*end;
+    case FX_ATTR_FLOAT:
+        return (float)strtod(t, &end) == a->f && !*end;
+    case FX_ATTR_STRING:
+        return strcmp(t, a->s) == 0;
+    case FX_ATTR_INTS: {
+        int64_t k = 0;
+        for (const char *p = t; *p; p++) {
+            if (*p == '[' || *p == ']' || *p == ',' || *p == ' ')
+                continue;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || k >= a->count || a->ints[k++] != v)
+                return false;
+            p = end - 1;
+        }
+        return k == a->count;
+    }
+    default:
+        return false;
+    }
+}
+
 /* The name of output k of node n (getitem reads them). */
 static const char *output_name(Saver *s, const Node *n, int k)
 {
@@ -230,8 +272,10 @@ static Onnx__NodeProto *node_proto(Saver *s, const Node *n, const char *const *o
     for (int i = 0; i < num_in; i++)
         if (!(in[i] = (char *)arg_name(s, n->args[i])))
             return NULL;
+    int num_attrs = 0;
     for (int k = 0; k < n->num_attrs; k++)
-        if (!(attrs[k] = attribute(s, &n->attrs[k])))
+        if (!attr_is_default(n, &n->attrs[k]) &&
+            !(attrs[num_attrs++] = attribute(s, &n->attrs[k])))
             return NULL;
     np->n_input = (size_t)num_in;
     np->input = in;
@@ -243,7 +287,7 @@ static Onnx__NodeProto *node_proto(Saver *s, const Node *n, const char *const *o
         np->domain = "com.microsoft";
         s->uses_microsoft = true;
     }
-    np->n_attribute = (size_t)n->num_attrs;
+    np->n_attribute = (size_t)num_attrs;
     np->attribute = attrs;
     return np;
 }
