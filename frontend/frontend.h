@@ -59,6 +59,18 @@ FxStatus onnx_load_buffer(const uint8_t *data, size_t len, const char *name,
                           Diag *d);
 
 /* ------------------------------------------------------------------------- */
+/* onnx_save.c                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* Writes g, whose nodes must all be plain ONNX ops (the imported form, e.g.
+ * after pruning), as an ONNX model at the graph's opset: constants as
+ * initializers, inputs and outputs with their shapes and ONNX names.  A
+ * fused, internal or leaf node is refused naming it; the file is written
+ * only on success (file_write_all). */
+FxStatus onnx_save(const Graph *g, const char *path, Diag *d);
+FxStatus onnx_save_buffer(const Graph *g, uint8_t **data, size_t *len, Diag *d);
+
+/* ------------------------------------------------------------------------- */
 /* tensor_file.c: dispatch on the file's extension                            */
 /* ------------------------------------------------------------------------- */
 

@@ -49,7 +49,12 @@ Graph *graph_new_like(const Graph *src)
         return NULL;
     g->opset = src->opset;
     g->ir_version = src->ir_version;
-    g->source = src->source;
+    /* a copy: the new graph may outlive src (a pruned or quantized clone
+     * replaces the graph it was made from) and messages name the file */
+    if (src->source && !(g->source = arena_strdup(&g->arena, src->source))) {
+        graph_free(g);
+        return NULL;
+    }
     g->leaf_libraries = src->leaf_libraries;
     return g;
 }

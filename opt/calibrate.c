@@ -265,8 +265,10 @@ static FxStatus add_file_samples(CalibData *c, const char *path, Tensor *t, cons
         }
         one[0] = t;
         FxStatus st = add_sample(c, one, d);
-        if (st != FX_OK)
-            calib_data_free(&(CalibData){.samples = &one, .num_samples = 1, .num_inputs = 1});
+        if (st != FX_OK) {
+            tensor_free(one[0]);
+            free(one);
+        }
         return st;
     }
     size_t bytes = type_nbytes(want);
@@ -279,8 +281,10 @@ static FxStatus add_file_samples(CalibData *c, const char *path, Tensor *t, cons
             break;
         }
         memcpy(one[0]->data, (const char *)t->data + (size_t)s * bytes, bytes);
-        if ((st = add_sample(c, one, d)) != FX_OK)
-            calib_data_free(&(CalibData){.samples = &one, .num_samples = 1, .num_inputs = 1});
+        if ((st = add_sample(c, one, d)) != FX_OK) {
+            tensor_free(one[0]);
+            free(one);
+        }
     }
     tensor_free(t);
     return st;

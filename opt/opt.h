@@ -537,4 +537,85 @@ FxStatus quantize_graph(Graph **g, const QuantizeConfig *cfg, QuantizeReport *re
 /* The report as a table: one row per layer, then outputs, top-1, weights. */
 void quantize_report_print(const QuantizeReport *r, FILE *out);
 
+/* ------------------------------------------------------------------------- */
+/* Pruning (pass_prune_channels.c, pass_prune_magnitude.c, prune.c)           */
+/* ------------------------------------------------------------------------- */
+
+/* One group of channels pruned together: the output channels of `layers`
+ * (comma-separated node names), united by residual Adds and the like. */
+typedef struct PruneGroup {
+    const char *layers;    /* heap */
+    int64_t channels, kept;
+    const char *why_whole; /* static; NULL when the group could be pruned */
+    const char *why_node;  /* heap: the node that kept it whole, or NULL */
+} PruneGroup;
+
+typedef struct PruneChannelsResult {
+    PruneGroup *groups; /* heap, in graph order of their first producer */
+    int num_groups;
+    int64_t channels_before, channels_after; /* summed over the groups */
+    int edits; /* constants cut */
+} PruneChannelsResult;
+
+void prune_channels_result_free(PruneChannelsResult *r);
+/* Structured pruning of the imported graph g (plain ONNX ops, shapes known):
+ * every group of output channels of Conv/Gemm/MatMul layers that can lose
+ * channels keeps ceil((1 - fraction) * C) of them, at least one, those of
+ * the largest L1 norm over the group's weights; readers lose the matching
+ * inputs through BatchNormalization, activations, pools, depthwise Convs,
+ * residual Adds, Concat and Flatten.  Graph outputs, inputs and the
+ * channels reaching ops it does not understand stay whole.  Shapes are
+ * re-inferred.  fraction in [0, 1). */
+FxStatus pass_prune_channels(Graph *g, double fraction, PruneChannelsResult *r, Diag *d);
+
+typedef struct PruneMagnitudeResult {
+    int layers;           /* Conv/Gemm/MatMul with constant float weights */
+    int64_t weights;      /* their weights */
+    int64_t zeros_before, zeros_after;
+} PruneMagnitudeResult;
+
+/* Unstructured pruning: the smallest |w| of those layers' weights become 0,
+ * a fraction `sparsity` in [0, 1) of each layer, or of all of them when
+ * global.  The weights stay dense. */
+FxStatus pass_prune_magnitude(Graph *g, double sparsity, bool global, PruneMagnitudeResult *r,
+                              Diag *d);
+
+/* --prune channels:FRACTION, --prune magnitude:SPARSITY[:global]; NAN: off. */
+typedef struct PruneConfig {
+    double channels;
+    double sparsity;
+    bool sparsity_global;
+    /* samples and labels to measure the pruned model on (as --calibrate and
+     * --labels take them for quantization); may be none */
+    const char *const *calib_paths;
+    int num_calib_paths;
+    const char *labels;
+} PruneConfig;
+
+/* Parses one --prune SPEC into c (the other kind is left as it was); a bad
+ * spec is FX_ERR_INVALID naming it. */
+FxStatus prune_spec_parse(const char *spec, PruneConfig *c, Diag *d);
+
+typedef struct PruneReport {
+    bool did_channels, did_magnitude;
+    PruneChannelsResult channels;
+    PruneMagnitudeResult magnitude;
+    GraphSummary before, after;
+    int num_samples; /* 0: no data given */
+    int num_outputs;
+    double *output_max_abs, *output_sqnr_db; /* [num_outputs], pruned vs unpruned */
+    double top1_agreement;
+    bool have_labels;
+    double accuracy_before, accuracy_after;
+} PruneReport;
+
+void prune_report_free(PruneReport *r);
+/* Prunes *g (the imported graph) as cfg says and measures the result
+ * against the unpruned graph on cfg's samples (report may be NULL).  On
+ * failure *g is left as it was. */
+FxStatus prune_graph(Graph **g, const PruneConfig *cfg, PruneReport *report, Diag *d);
+void prune_report_print(const PruneReport *r, FILE *out);
+/* A .npy of integer labels, one per sample (quantize.c). */
+FxStatus calib_labels_read(const char *path, int num_samples, Tensor **out, Diag *d);
+
 #endif

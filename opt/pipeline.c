@@ -127,6 +127,10 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
     PassOptions po = {.bindings = o->bindings, .num_bindings = o->num_bindings,
                       .check = o->check_passes, .print_after = o->print_after,
                       .dot_after = o->dot_after, .portable = o->portable};
+    if (st == FX_OK && o->prune) {
+        r->failed = PIPELINE_PASSES;
+        st = prune_graph(&g, o->prune, o->prune_report, d);
+    }
     if (st == FX_OK && o->quantize) {
         r->failed = PIPELINE_PASSES;
         st = quantize_and_optimize(o, &g, &r->reference, &po, d);

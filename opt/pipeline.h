@@ -54,6 +54,11 @@ typedef struct PipelineOptions {
      * is then the QDQ graph.  `passes` must be NULL. */
     const QuantizeConfig *quantize;
     QuantizeReport *quantize_report; /* may be NULL */
+    /* --prune: right after shapes, before anything else (the passes, or
+     * quantization), the imported graph is pruned (prune_graph); the
+     * reference is then the pruned graph. */
+    const PruneConfig *prune;
+    PruneReport *prune_report; /* may be NULL */
     /* Also hand back a copy of the graph as it was before the passes (what
      * `verify` runs as its reference). */
     bool want_reference;

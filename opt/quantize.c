@@ -239,7 +239,7 @@ static FxStatus measure(const Graph *fg, const Graph *qg, const QuantizeResult *
 
 /* --- the flow ------------------------------------------------------------------ */
 
-static FxStatus read_labels(const char *path, int num_samples, Tensor **out, Diag *d)
+FxStatus calib_labels_read(const char *path, int num_samples, Tensor **out, Diag *d)
 {
     *out = NULL;
     if (!path)
@@ -326,7 +326,7 @@ FxStatus quantize_graph(Graph **g, const QuantizeConfig *cfg, QuantizeReport *re
     bool keep = !isnan(cfg->keep_float_below);
     FxStatus st = calib_data_read(*g, cfg->calib_paths, cfg->num_calib_paths, &c, d);
     if (st == FX_OK)
-        st = read_labels(cfg->labels, c.num_samples, &labels, d);
+        st = calib_labels_read(cfg->labels, c.num_samples, &labels, d);
     if (st == FX_OK)
         st = calib_run(*g, &c, &cfg->calib, &ranges, d);
     if (st == FX_OK)

@@ -34,6 +34,13 @@ typedef struct CommonArgs {
     const char *calib_paths[MAX_BINDINGS];
     QuantizeConfig quant;
     QuantizeReport *quant_report; /* the command's, when it prints the report */
+    /* an option only quantization takes (--calibrate-method, ...) was given */
+    bool quant_only_flag;
+    /* --prune channels:F / magnitude:S[:global], measured on --calibrate's
+     * samples with --labels */
+    bool prune;
+    PruneConfig prune_cfg;
+    PruneReport *prune_report; /* the command's, when it prints the report */
 } CommonArgs;
 
 /* ------------------------------------------------------------------------- */
@@ -41,7 +48,7 @@ typedef struct CommonArgs {
 /* ------------------------------------------------------------------------- */
 
 /* The help paragraphs on -O/--passes and on leaf ops, shared by the commands. */
-extern const char cli_opt_help[], cli_leaf_help[], cli_quantize_help[];
+extern const char cli_opt_help[], cli_leaf_help[], cli_quantize_help[], cli_prune_help[];
 
 /* Prints "fxcc: error: " fmt (with arg) and the --help hint; returns EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, const char *arg);

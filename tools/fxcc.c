@@ -31,6 +31,20 @@ const char cli_opt_help[] =
     "                      the outputs beyond rtol 1e-4, atol 1e-5 (scaled by the\n"
     "                      largest output magnitude above 1)\n";
 
+const char cli_prune_help[] =
+    "\n"
+    "pruning (on the imported model, before the passes; see 'fxcc prune --help'):\n"
+    "  --prune channels:FRACTION\n"
+    "                      remove FRACTION of the output channels of every Conv/Gemm/\n"
+    "                      MatMul group that can lose them (least L1 norm), and the\n"
+    "                      matching inputs of their readers\n"
+    "  --prune magnitude:SPARSITY[:global]\n"
+    "                      zero the SPARSITY fraction of smallest weights of each layer\n"
+    "                      (or of all layers against one threshold); stored dense\n"
+    "  --calibrate PATH, --labels FILE\n"
+    "                      samples (and labels) on which the report compares the pruned\n"
+    "                      model with the unpruned one\n";
+
 const char cli_leaf_help[] =
     "\n"
     "leaf ops (an op fxcc does not implement becomes a call of fxcc_leaf_OP):\n"
@@ -63,7 +77,7 @@ const char cli_quantize_help[] =
     "  --activation-type uint8|int8\n"
     "                      the activations' type (default uint8)\n"
     "  --labels FILE       compile --report: .npy of integer labels, one per sample,\n"
-    "                      for top-1 accuracy float vs int8\n"
+    "                      for top-1 accuracy float vs int8 (or unpruned vs pruned)\n"
     "  --keep-float-below DB\n"
     "                      leave float the layers whose SQNR against the float model\n"
     "                      is below DB dB\n";
@@ -104,6 +118,9 @@ static int parse_quantize_flag(const char *cmd, int argc, char **argv, int *i, C
         c->quant.activation_type = FXRT_DTYPE_UINT8;
         c->quant.keep_float_below = NAN;
     }
+    if (strcmp(a, "--calibrate-method") == 0 || strcmp(a, "--activation-type") == 0 ||
+        strcmp(a, "--keep-float-below") == 0)
+        c->quant_only_flag = true;
     if (strcmp(a, "--quantize") == 0) {
         if (strcmp(v, "int8") != 0) {
             cli_usage_error(cmd, "--quantize takes int8, not '%s'", v);
@@ -211,6 +228,22 @@ int cli_parse_common(const char *cmd, int argc, char **argv, int *i, CommonArgs 
         c->check_passes = true;
         return 1;
     }
+    if (strcmp(a, "--prune") == 0) {
+        if (*i + 1 >= argc) {
+            cli_usage_error(cmd, "%s needs channels:FRACTION or magnitude:SPARSITY", a);
+            return -1;
+        }
+        if (!c->prune) {
+            c->prune_cfg.channels = NAN;
+            c->prune_cfg.sparsity = NAN;
+            c->prune = true;
+        }
+        if (prune_spec_parse(argv[++*i], &c->prune_cfg, d) != FX_OK) {
+            diag_print(d, stderr);
+            return -1;
+        }
+        return 1;
+    }
     int q = parse_quantize_flag(cmd, argc, argv, i, c, d);
     if (q)
         return q;
@@ -244,9 +277,16 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
 {
     if (c->quantize && c->quant.num_calib_paths == 0)
         return diag_error(d, FX_ERR_INVALID, "--quantize needs calibration data (--calibrate PATH)");
-    if (!c->quantize && c->quant.activation_type)
-        return diag_error(d, FX_ERR_INVALID, "--calibrate and the other quantization options "
-                                             "need --quantize int8");
+    if (!c->quantize && c->quant_only_flag)
+        return diag_error(d, FX_ERR_INVALID, "--calibrate-method, --activation-type and "
+                                             "--keep-float-below need --quantize int8");
+    if (!c->quantize && !c->prune && c->quant.activation_type)
+        return diag_error(d, FX_ERR_INVALID, "--calibrate and --labels need --quantize int8 "
+                                             "or --prune");
+    PruneConfig prune = c->prune_cfg;
+    prune.calib_paths = c->quant.calib_paths;
+    prune.num_calib_paths = c->quant.num_calib_paths;
+    prune.labels = c->quant.labels;
     PipelineOptions po = {
         .model = path,
         .load = {.keep_input_defaults = c->keep_defaults,
@@ -262,7 +302,8 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
         .print_after = c->print_after, .dot_after = c->dot_after,
         .check_passes = c->check_passes, .portable = c->portable,
         .want_reference = reference != NULL,
-        .quantize = c->quantize ? &c->quant : NULL, .quantize_report = c->quant_report};
+        .quantize = c->quantize ? &c->quant : NULL, .quantize_report = c->quant_report,
+        .prune = c->prune ? &prune : NULL, .prune_report = c->prune_report};
     PipelineResult r;
     FxStatus st = pipeline_load(&po, &r, d);
     *g = r.graph;
@@ -692,6 +733,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             fputs(compile_help, stdout);
             fputs(cli_opt_help, stdout);
             fputs(cli_quantize_help, stdout);
+            fputs(cli_prune_help, stdout);
             fputs(cli_leaf_help, stdout);
             return 0;
         } else if (strcmp(a, "-o") == 0 && next) {
@@ -740,13 +782,18 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     int rc = 1;
     CgPlan plan;
     QuantizeReport quant_report = {0};
+    PruneReport prune_report = {0};
     if (report && c.quantize)
         c.quant_report = &quant_report;
+    if (report && c.prune)
+        c.prune_report = &prune_report;
     if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && cg_compile(g, &co, out_dir, &plan, &d) == FX_OK) {
         CgMemory memory;
         rc = 0;
         if (report) {
             cg_plan_report(&plan, stdout);
+            if (c.prune)
+                prune_report_print(&prune_report, stdout);
             if (c.quantize)
                 quantize_report_print(&quant_report, stdout);
             if (co.target != FX_TARGET_HOST) {
@@ -767,6 +814,88 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         cli_fail(&d);
     }
     quantize_report_free(&quant_report);
+    prune_report_free(&prune_report);
+    graph_free(g);
+    diag_free(&d);
+    return rc;
+}
+
+/* --- prune --------------------------------------------------------------- */
+
+static const char prune_help[] =
+    "usage: fxcc prune MODEL.onnx --prune SPEC [--prune SPEC] [-o PRUNED.onnx]\n"
+    "                  [--calibrate PATH]... [--labels FILE]\n"
+    "\n"
+    "Prunes MODEL.onnx as imported (no other pass runs), prints parameters and MACs\n"
+    "before and after and, on the --calibrate samples, the pruned model's outputs\n"
+    "against the unpruned one's (SQNR, max abs error, top-1 agreement; accuracy of\n"
+    "both with --labels), and with -o writes the pruned model as ONNX, to fine-tune\n"
+    "elsewhere.  Nothing is written unless everything succeeded.\n"
+    "\n"
+    "  --prune channels:FRACTION\n"
+    "                      structured: each group of output channels of Conv/Gemm/MatMul\n"
+    "                      layers pruned together (through BatchNormalization, activations,\n"
+    "                      pools, depthwise Convs, residual Adds, Concat, Flatten) keeps\n"
+    "                      ceil((1 - FRACTION) * C) channels, those of largest L1 norm;\n"
+    "                      channels reaching a graph output or an op it does not look\n"
+    "                      through are kept\n"
+    "  --prune magnitude:SPARSITY[:global]\n"
+    "                      unstructured: the smallest |w| of each layer (or of all, with\n"
+    "                      :global) become 0; the weights stay dense\n"
+    "  -o PRUNED.onnx      write the pruned model\n"
+    "  --calibrate PATH    samples, as for --quantize (repeatable)\n"
+    "  --labels FILE       .npy of integer labels, one per sample\n"
+    "  --shape, --const, --keep-input-defaults\n"
+    "                      as for `fxcc inspect`\n";
+
+static int cmd_prune(int argc, char **argv, LeafLibraries *leaf_libraries)
+{
+    CommonArgs c = {.leaf_libraries = leaf_libraries};
+    const char *model = NULL, *out = NULL;
+    Diag d;
+    diag_init(&d);
+    for (int i = 2; i < argc; i++) {
+        int r = cli_parse_common("prune", argc, argv, &i, &c, &d);
+        if (r < 0) {
+            diag_free(&d);
+            return EXIT_USAGE;
+        }
+        if (r)
+            continue;
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(prune_help, stdout);
+            return 0;
+        } else if (strcmp(a, "-o") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("prune", "%s needs a file name", "-o");
+            out = argv[++i];
+        } else if (a[0] == '-') {
+            return cli_usage_error("prune", "unknown option '%s'", a);
+        } else if (!model) {
+            model = a;
+        } else {
+            return cli_usage_error("prune", "unexpected argument '%s'", a);
+        }
+    }
+    if (!model)
+        return cli_usage_error("prune", "%s", "no model given");
+    if (!c.prune)
+        return cli_usage_error("prune", "%s", "no --prune channels:FRACTION or "
+                                              "magnitude:SPARSITY given");
+    PruneReport report = {0};
+    c.prune_report = &report;
+    Graph *g = NULL;
+    int rc = 1;
+    if (cli_load_model(model, &c, &g, NULL, &d) == FX_OK && (!out || onnx_save(g, out, &d) == FX_OK)) {
+        prune_report_print(&report, stdout);
+        if (out)
+            printf("fxcc: wrote %s\n", out);
+        rc = 0;
+    } else {
+        cli_fail(&d);
+    }
+    prune_report_free(&report);
     graph_free(g);
     diag_free(&d);
     return rc;
@@ -940,6 +1069,7 @@ static const char main_help[] =
     "  verify    compile, build and run a model and compare it with the interpreter\n"
     "  bench     time the generated C, the interpreter, ONNX Runtime and PyTorch on a model\n"
     "  passes    list the optimization passes and their -O levels\n"
+    "  prune     prune a model's channels or weights, report, write it as ONNX\n"
     "\n"
     "'fxcc COMMAND --help' describes each command.\n";
 
@@ -962,6 +1092,8 @@ static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
         return cmd_bench(argc, argv, leaf_libraries);
     if (strcmp(cmd, "passes") == 0)
         return cmd_passes(argc, argv);
+    if (strcmp(cmd, "prune") == 0)
+        return cmd_prune(argc, argv, leaf_libraries);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(main_help, stdout);
         return 0;
