@@ -344,6 +344,7 @@ FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_bn_to_conv(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_qgemm_pack(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_qconv_pack(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_qconv_nhwc(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_linear_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_cse(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_dce(Graph *g, PassResult *r, Diag *d);

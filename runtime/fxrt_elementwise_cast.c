@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "fxrt.h"
+#include "fxrt_isa.h"
 
 static bool cast_type_ok(FxrtDType t)
 {
@@ -168,9 +169,135 @@ int fxrt_cast(FxrtDType from, const void *x, FxrtDType to, void *y, size_t n)
 
 /* --- linear quantization ------------------------------------------------ */
 
+/* The rows of QuantizeLinear (float32 -> 8 bits) and DequantizeLinear (8
+ * bits -> float32) run on AVX-512 or AVX2 on host builds (the widest the
+ * CPU has, chosen by CPUID at each call and capped by
+ * fxrt_quantize_limit_isa), portable C elsewhere.  The vector forms give
+ * the scalar loop's bytes and floats exactly: the division x / scale is
+ * IEEE's correctly rounded one on every path (never a multiplication by
+ * the reciprocal, which differs in the last bit), rounding is half to even
+ * by an explicit rounding-mode operand (not MXCSR), the clamp to
+ * [lo - zp, hi - zp] before rounding equals the clamp after it because the
+ * bounds are integers, and a NaN becomes the zero point as in the scalar
+ * loop.  Dequantizing is (x - zp) * scale, the subtraction exact in float,
+ * one rounded multiplication, as in the scalar loop. */
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_QUANT_ROWS_X86 1
+#include "fxrt_quant_x86.h"
+
+#define QROW_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define QROW_AVX2_TARGET __attribute__((target("avx2")))
+
+/* 2 AVX-512, 1 AVX2, 0 the portable loops. */
+static int quant_isa_cap = 2;
+
+void fxrt_quantize_limit_isa(int level) { quant_isa_cap = level; }
+
+static int quant_isa(void)
+{
+    if (quant_isa_cap >= 2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return 2;
+    return quant_isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
+/* y[i] = clamp(rint(x[i] / s)) + z for i < n, 16 at a time (masked tail). */
+QROW_AVX512_TARGET static void quantize_row_avx512(const float *x, size_t n, float s, int32_t z,
+                                                   int32_t lo, int32_t hi, uint8_t *y)
+{
+    const __m512 scale = _mm512_set1_ps(s);
+    const __m512 min = _mm512_set1_ps((float)(lo - z)), max = _mm512_set1_ps((float)(hi - z));
+    const __m512i zp = _mm512_set1_epi32(z);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 live = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(live, x + i), scale);
+        /* NaN -> 0 (the zero point once z is added); max/min would pass it on */
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+        v = _mm512_min_ps(_mm512_max_ps(v, min), max);
+        __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm512_mask_cvtepi32_storeu_epi8(y + i, live, _mm512_add_epi32(q, zp));
+    }
+}
+
+QROW_AVX2_TARGET static size_t quantize_row_avx2(const float *x, size_t n, float s, int32_t z,
+                                                 int32_t lo, int32_t hi, uint8_t *y)
+{
+    const __m256 scale = _mm256_set1_ps(s);
+    const __m256 min = _mm256_set1_ps((float)(lo - z)), max = _mm256_set1_ps((float)(hi - z));
+    const __m256i zp = _mm256_set1_epi32(z);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), scale);
+        v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+        v = _mm256_min_ps(_mm256_max_ps(v, min), max);
+        v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i q = _mm256_add_epi32(_mm256_cvttps_epi32(v), zp);
+        _mm_storel_epi64((__m128i *)(y + i), fxrt_quant_low_bytes_avx2(q));
+    }
+    return i; /* the scalar loop does the rest */
+}
+
+/* y[i] = (x[i] - z) * s for 8-bit x, 16 at a time (masked tail). */
+QROW_AVX512_TARGET static void dequantize_row_avx512(int is_int8, const uint8_t *x, size_t n,
+                                                     float s, float z, float *y)
+{
+    const __m512 scale = _mm512_set1_ps(s), zp = _mm512_set1_ps(z);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 live = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
+        __m128i bytes = _mm_maskz_loadu_epi8(live, x + i);
+        __m512i v = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+        __m512 f = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(v), zp), scale);
+        _mm512_mask_storeu_ps(y + i, live, f);
+    }
+}
+
+QROW_AVX2_TARGET static size_t dequantize_row_avx2(int is_int8, const uint8_t *x, size_t n,
+                                                   float s, float z, float *y)
+{
+    const __m256 scale = _mm256_set1_ps(s), zp = _mm256_set1_ps(z);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i bytes = _mm_loadl_epi64((const __m128i *)(x + i));
+        __m256i v = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(v), zp), scale));
+    }
+    return i;
+}
+#else
+void fxrt_quantize_limit_isa(int level) { (void)level; }
+#endif
+
 static int64_t zero_point_at(FxrtDType t, const void *zp, size_t c)
 {
     return zp ? fxrt_load_i64(t, zp, c) : 0;
+}
+
+/* One row of QuantizeLinear from float32: the vector kernel, then the scalar
+ * loop for what it left (all of it in portable builds). */
+static void quantize_row_f32(const float *x, size_t n, float s, int32_t z, FxrtDType yt, void *y)
+{
+    const int32_t lo = yt == FXRT_DTYPE_UINT8 ? 0 : -128;
+    const int32_t hi = yt == FXRT_DTYPE_UINT8 ? 255 : 127;
+    size_t from = 0;
+#ifdef FXRT_QUANT_ROWS_X86
+    int isa = quant_isa();
+    if (isa == 2) {
+        quantize_row_avx512(x, n, s, z, lo, hi, (uint8_t *)y);
+        return;
+    }
+    if (isa == 1)
+        from = quantize_row_avx2(x, n, s, z, lo, hi, (uint8_t *)y);
+#endif
+    for (size_t i = from; i < n; i++) {
+        double q = (double)fxrt_round_half_even_f32(x[i] / s) + (double)z;
+        if (!(q == q))
+            q = z;
+        q = q < lo ? lo : (q > hi ? hi : q);
+        if (yt == FXRT_DTYPE_UINT8)
+            ((uint8_t *)y)[i] = (uint8_t)q;
+        else
+            ((int8_t *)y)[i] = (int8_t)q;
+    }
 }
 
 int fxrt_quantize_linear(FxrtDType xt, const void *x, size_t outer, size_t channels,
@@ -185,17 +312,21 @@ int fxrt_quantize_linear(FxrtDType xt, const void *x, size_t outer, size_t chann
     for (size_t o = 0; o < outer; o++) {
         for (size_t c = 0; c < channels; c++) {
             const float s = scale[c];
-            const double z = (double)zero_point_at(yt, zero_point, c);
             size_t base = (o * channels + c) * inner;
+            if (xt == FXRT_DTYPE_FLOAT32) {
+                /* The reference divides in float32 for float32 data. */
+                quantize_row_f32((const float *)x + base, inner, s,
+                                 (int32_t)zero_point_at(yt, zero_point, c), yt,
+                                 (uint8_t *)y + base);
+                continue;
+            }
+            const double z = (double)zero_point_at(yt, zero_point, c);
             for (size_t i = 0; i < inner; i++) {
-                /* The reference divides in the input's precision: float32
-                 * for float32 data, double for int32 (NumPy's promotion). */
-                double q = xt == FXRT_DTYPE_FLOAT32
-                               ? (double)fxrt_round_half_even_f32(((const float *)x)[base + i] / s)
-                               : fxrt_round_half_even_f64(
-                                     (double)((const int32_t *)x)[base + i] / (double)s);
+                /* int32 data divides in double (NumPy's promotion). */
+                double q = fxrt_round_half_even_f64((double)((const int32_t *)x)[base + i] /
+                                                    (double)s);
                 q += z;
-                if (!(q == q))
+                if (!(q == q)) /* 0 / 0 */
                     q = z;
                 q = q < lo ? lo : (q > hi ? hi : q);
                 if (yt == FXRT_DTYPE_UINT8)
@@ -214,23 +345,35 @@ int fxrt_dequantize_linear(FxrtDType xt, const void *x, size_t outer, size_t cha
 {
     if (xt != FXRT_DTYPE_UINT8 && xt != FXRT_DTYPE_INT8 && xt != FXRT_DTYPE_INT32)
         return FXRT_EW_ERR_TYPE;
+#ifdef FXRT_QUANT_ROWS_X86
+    int isa = xt == FXRT_DTYPE_INT32 ? 0 : quant_isa();
+#endif
     for (size_t o = 0; o < outer; o++) {
         for (size_t c = 0; c < channels; c++) {
             const float s = scale[c];
             const float z = (float)zero_point_at(xt, zero_point, c);
-            size_t base = (o * channels + c) * inner;
+            size_t base = (o * channels + c) * inner, from = 0;
             float *yc = y + base;
+#ifdef FXRT_QUANT_ROWS_X86
+            const uint8_t *xb = (const uint8_t *)x + base;
+            if (isa == 2) {
+                dequantize_row_avx512(xt == FXRT_DTYPE_INT8, xb, inner, s, z, yc);
+                continue;
+            }
+            if (isa == 1)
+                from = dequantize_row_avx2(xt == FXRT_DTYPE_INT8, xb, inner, s, z, yc);
+#endif
             if (xt == FXRT_DTYPE_UINT8) {
                 const uint8_t *xc = (const uint8_t *)x + base;
-                for (size_t i = 0; i < inner; i++)
+                for (size_t i = from; i < inner; i++)
                     yc[i] = ((float)xc[i] - z) * s;
             } else if (xt == FXRT_DTYPE_INT8) {
                 const int8_t *xc = (const int8_t *)x + base;
-                for (size_t i = 0; i < inner; i++)
+                for (size_t i = from; i < inner; i++)
                     yc[i] = ((float)xc[i] - z) * s;
             } else {
                 const int32_t *xc = (const int32_t *)x + base;
-                for (size_t i = 0; i < inner; i++)
+                for (size_t i = from; i < inner; i++)
                     yc[i] = ((float)xc[i] - z) * s;
             }
         }

@@ -26,4 +26,10 @@ void fxrt_qconv_limit_isa(int level);
  * 2 AVX-512, 1 AVX2/FMA, 0 portable. */
 void fxrt_gemm_packed_limit_isa(int level);
 
+/* The same for QuantizeLinear and DequantizeLinear of 8-bit data
+ * (fxrt_elementwise_cast.c): 2 AVX-512, 1 AVX2, 0 portable C. */
+void fxrt_quantize_limit_isa(int level);
+/* The same for QLinearAdd and QLinearMul (fxrt_nn_qlinear.c). */
+void fxrt_qlinear_limit_isa(int level);
+
 #endif

@@ -487,21 +487,35 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
  * out channels).  Group 1 runs fxrt_qgemm over im2col rows built a band of
  * output rows at a time in scratch (NHWC inside the band; none for 1x1
  * stride 1 unpadded); depthwise a direct kernel per channel (AVX-512, AVX2
- * or portable C, chosen by CPUID at each call). */
+ * or portable C, chosen by CPUID at each call).
+ *
+ * x_nhwc / y_nhwc say that X / Y are NHWC ([N, H, W, C], 2-D only) rather
+ * than NCHW, so that consecutive 8-bit layers pass their activations on
+ * without transposing them at every boundary: group 1 then reads the NHWC
+ * rows as they are (a 1x1 stride-1 unpadded layer takes X itself as the
+ * GEMM's A) and writes the GEMM's pixel-major rows straight into Y;
+ * depthwise needs both sides the same and, NHWC, walks the output pixels
+ * with the channels in the vector lanes (no phase planes). */
 typedef struct FxrtQConv {
     int32_t x_type; /* FxrtDType UINT8 or INT8 */
     int32_t x_zp;
     int32_t y_type; /* FxrtDType UINT8, INT8 or INT32 */
     int32_t y_zp;
     int32_t y_min, y_max; /* inclusive, quantized; ignored for INT32 */
+    int32_t x_nhwc, y_nhwc; /* 0: NCHW (the default), 1: NHWC */
 } FxrtQConv;
 
 int fxrt_qconv_applies(const FxrtConvParams *p);
 int fxrt_qconv_is_depthwise(const FxrtConvParams *p);
+/* Whether NHWC activations (x_nhwc, y_nhwc) are allowed: group 1 always,
+ * depthwise up to 64 taps (the kernel keeps their addresses on the stack). */
+int fxrt_qconv_nhwc_applies(const FxrtConvParams *p);
 /* The packed weights (any alignment): group 1, fxrt_qgemm_pack_b's blob
  * for the (kernel_h, kernel_w, C) x out_channels matrix; depthwise, per
  * channel the int32 seed (bias - x_zp x sum(w)), multiplier and shift, then
- * W's int8 taps as given. */
+ * W's int8 taps as given, then (4-byte aligned in the blob) the taps again
+ * tap-major [tap][C] as int32 lanes holding the int16 weight in their low
+ * half, the NHWC kernel's order. */
 int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p);
 int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p);
 /* w is W [out_channels][in_channels / groups][kernel_h][kernel_w]; bias
@@ -513,7 +527,8 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
                     const int32_t *bias, const float *scale, int64_t scale_count, void *packed,
                     void *scratch);
 /* Scratch of fxrt_qconv, any alignment: one band (group 1) or one
- * channel's padded planes (depthwise), never the whole image. */
+ * channel's padded planes (depthwise NCHW; NHWC: one row of C zero
+ * points), never the whole image. */
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch);

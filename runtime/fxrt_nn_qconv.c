@@ -75,17 +75,27 @@ int fxrt_qconv_applies(const FxrtConvParams *p)
            p->out_channels >= 1 && (p->groups == 1 || fxrt_qconv_is_depthwise(p));
 }
 
-/* The per-channel int32 arrays of a depthwise blob, then its int8 taps. */
+/* The per-channel int32 arrays of a depthwise blob, then its int8 taps
+ * [c][tap], then the taps [tap][c] as int32 lanes (the NHWC kernel's). */
 static int32_t *dw_columns(const void *packed) { return (int32_t *)(uintptr_t)packed; }
 static const int8_t *dw_taps(const FxrtConvParams *p, const void *packed)
 {
     return (const int8_t *)packed + 3 * p->out_channels * (int64_t)sizeof(int32_t);
 }
+static int64_t dw_lanes_offset(const FxrtConvParams *p)
+{
+    int64_t taps_end = p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
+    return (taps_end + 3) / 4 * 4;
+}
+static int32_t *dw_lanes(const FxrtConvParams *p, const void *packed)
+{
+    return (int32_t *)(uintptr_t)((const uint8_t *)packed + dw_lanes_offset(p));
+}
 
 int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p)
 {
     if (fxrt_qconv_is_depthwise(p))
-        return p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
+        return dw_lanes_offset(p) + p->out_channels * kernel_taps(p) * (int64_t)sizeof(int32_t);
     return fxrt_qgemm_packed_bytes(p->out_channels, kernel_taps(p) * p->in_channels);
 }
 
@@ -111,7 +121,13 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
                                  (FxrtDType)q->x_type, q->x_zp, packed);
     }
     int32_t *seed = dw_columns(packed), *mult = seed + m, *shift = mult + m;
+    int32_t *lanes = dw_lanes(p, packed);
     memcpy((int8_t *)packed + 3 * m * (int64_t)sizeof(int32_t), w, (size_t)(m * taps));
+    /* The int16 weight in the low half, 0 in the high one: vpmaddwd then
+     * multiplies the activation's (possibly sign-filled) high half by 0. */
+    for (int64_t o = 0; o < m; o++)
+        for (int64_t t = 0; t < taps; t++)
+            lanes[t * m + o] = (int32_t)(uint16_t)(int16_t)w[o * taps + t];
     for (int64_t o = 0; o < m; o++) {
         int64_t sum = 0;
         for (int64_t t = 0; t < taps; t++)
@@ -182,6 +198,8 @@ static Phases phase_plan(const FxrtConvParams *p, const FxrtQConv *q)
 
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
+    if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
+        return align64(p->in_channels + SLACK);
     if (fxrt_qconv_is_depthwise(p)) {
         Phases f = phase_plan(p, q);
         return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
@@ -254,8 +272,8 @@ static void transpose_bytes(const uint8_t *src, int64_t src_stride, uint8_t *dst
 /* Input rows [iy0, iy0 + b->in_rows) of image x (NCHW bytes), NHWC into
  * band with pad_begin[2] columns of x_zp on the left and x_zp wherever the
  * window leaves the image. */
-static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, const uint8_t *x,
-                         int64_t iy0, uint8_t *band)
+static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int x_nhwc,
+                         const uint8_t *x, int64_t iy0, uint8_t *band)
 {
     int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
     int64_t row_bytes = b->padded_w * c, left = p->pad_begin[2];
@@ -268,8 +286,10 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, con
         }
         memset(dst, zp, (size_t)(left * c));
         memset(dst + (left + w) * c, zp, (size_t)((b->padded_w - left - w) * c));
-        /* The row of every channel, a C x W matrix of stride H x W. */
-        transpose_bytes(x + iy * w, h * w, dst + left * c, c, c, w);
+        if (x_nhwc) /* the row as it is */
+            memcpy(dst + left * c, x + iy * w * c, (size_t)(w * c));
+        else /* the row of every channel, a C x W matrix of stride H x W */
+            transpose_bytes(x + iy * w, h * w, dst + left * c, c, c, w);
     }
 }
 
@@ -325,16 +345,23 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t oy0 = 0; oy0 < oh; oy0 += b.rows) {
             int64_t rows = oh - oy0 < b.rows ? oh - oy0 : b.rows;
-            band_to_nhwc(p, &b, (uint8_t)q->x_zp, x + n * in_image,
-                         oy0 * p->stride[1] - p->pad_begin[1], band);
             const uint8_t *a = band;
+            if (b.pointwise && q->x_nhwc) /* the NHWC rows are A already */
+                a = x + n * in_image + oy0 * ow * c;
+            else
+                band_to_nhwc(p, &b, (uint8_t)q->x_zp, q->x_nhwc, x + n * in_image,
+                             oy0 * p->stride[1] - p->pad_begin[1], band);
             if (!b.pointwise) {
                 band_im2col(p, &b, band, rows, col);
                 a = col;
             }
+            uint8_t *image = y + n * m * out_plane * size;
+            if (q->y_nhwc) { /* pixel-major rows are NHWC's */
+                fxrt_qgemm(&g, rows * ow, a, b.k, packed, image + oy0 * ow * m * size, m);
+                continue;
+            }
             fxrt_qgemm(&g, rows * ow, a, b.k, packed, out, m);
-            pixels_to_nchw(out, rows * ow, m, size, y + n * m * out_plane * size, oy0 * ow,
-                           out_plane);
+            pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
         }
 }
 
@@ -457,7 +484,7 @@ static void dw_channel_portable(const DwChannel *d)
 }
 
 #ifdef FXRT_QCONV_X86
-#define DW_AVX512_TARGET __attribute__((target("avx512f,avx512bw")))
+#define DW_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define DW_AVX2_TARGET __attribute__((target("avx2")))
 
 DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
@@ -530,7 +557,8 @@ static int dw_isa(const FxrtConvParams *p)
 {
     if (kernel_taps(p) > DW_MAX_TAPS)
         return 0;
-    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
         return 2;
     return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
 }
@@ -581,10 +609,152 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
     }
 }
 
+/* --- depthwise, NHWC: channels in the vector lanes ------------------------------ */
+
+int fxrt_qconv_nhwc_applies(const FxrtConvParams *p)
+{
+    return !fxrt_qconv_is_depthwise(p) || kernel_taps(p) <= DW_MAX_TAPS;
+}
+
+/* One output pixel of the NHWC depthwise convolution: src[t] is the input
+ * pixel (C bytes) tap t reads, or a row of zero points where the window
+ * leaves the image (the padding, which the seed's - x_zp x sum(w) cancels
+ * as in the reference). */
+typedef struct DwPixel {
+    const FxrtQConv *q;
+    int64_t c, taps;
+    const int32_t *seed, *mult, *shift; /* [C] */
+    const int8_t *w;                    /* [C][taps] */
+    const int32_t *lanes;               /* [taps][C], the int16 weight in the low half */
+} DwPixel;
+
+/* Channels [from, c) of one pixel in portable C. */
+static void dw_pixel_portable(const DwPixel *d, const uint8_t *const *src, int64_t from,
+                              uint8_t *y)
+{
+    const FxrtQConv *q = d->q;
+    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    for (int64_t ch = from; ch < d->c; ch++) {
+        uint32_t acc = (uint32_t)d->seed[ch];
+        for (int64_t t = 0; t < d->taps; t++) {
+            uint8_t byte = src[t][ch];
+            int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
+            acc += (uint32_t)(xv * d->w[ch * d->taps + t]);
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            int32_t v = (int32_t)acc;
+            memcpy(y + ch * 4, &v, sizeof v);
+            continue;
+        }
+        int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult[ch], d->shift[ch]) + q->y_zp;
+        v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
+        y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
+    }
+}
+
+#ifdef FXRT_QCONV_X86
+DW_AVX512_TARGET static void dw_pixel_avx512(const DwPixel *d, const uint8_t *const *src,
+                                             uint8_t *y)
+{
+    const FxrtQConv *q = d->q;
+    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    for (int64_t c0 = 0; c0 < d->c; c0 += 16) {
+        int64_t left = d->c - c0;
+        __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        __m512i acc = _mm512_maskz_loadu_epi32(live, d->seed + c0);
+        for (int64_t t = 0; t < d->taps; t++) {
+            __m128i bytes = _mm_maskz_loadu_epi8(live, src[t] + c0);
+            __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+            __m512i wv = _mm512_maskz_loadu_epi32(live, d->lanes + t * d->c + c0);
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, wv));
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            _mm512_mask_storeu_epi32(y + c0 * 4, live, acc);
+            continue;
+        }
+        __m512i mult = _mm512_maskz_loadu_epi32(live, d->mult + c0);
+        __m512i shift = _mm512_mask_loadu_epi32(_mm512_set1_epi32(31), live, d->shift + c0);
+        __m512i v = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        _mm512_mask_cvtepi32_storeu_epi8(y + c0, live, v);
+    }
+}
+
+/* Whole groups of 8 channels; returns where the portable tail starts. */
+DW_AVX2_TARGET static int64_t dw_pixel_avx2(const DwPixel *d, const uint8_t *const *src,
+                                            uint8_t *y)
+{
+    const FxrtQConv *q = d->q;
+    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    int64_t c0 = 0;
+    for (; c0 + 8 <= d->c; c0 += 8) {
+        __m256i acc = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
+        for (int64_t t = 0; t < d->taps; t++) {
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(src[t] + c0));
+            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(d->lanes + t * d->c + c0));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            _mm256_storeu_si256((__m256i *)(y + c0 * 4), acc);
+            continue;
+        }
+        __m256i mult = _mm256_loadu_si256((const __m256i *)(d->mult + c0));
+        __m256i shift = _mm256_loadu_si256((const __m256i *)(d->shift + c0));
+        __m256i v = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        _mm_storel_epi64((__m128i *)(y + c0), fxrt_quant_low_bytes_avx2(v));
+    }
+    return c0;
+}
+#endif
+
+static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
+                                 const void *packed, uint8_t *y, uint8_t *scratch)
+{
+    int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
+    int64_t oh = p->out_size[1], ow = p->out_size[2], taps = kernel_taps(p), size = y_bytes(q);
+    const int32_t *columns = dw_columns(packed);
+    DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
+                 .shift = columns + 2 * c, .w = dw_taps(p, packed), .lanes = dw_lanes(p, packed)};
+    uint8_t *zp_row = scratch;
+    memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
+#ifdef FXRT_QCONV_X86
+    int isa = dw_isa(p);
+#endif
+    const uint8_t *src[DW_MAX_TAPS];
+    for (int64_t n = 0; n < p->batch; n++) {
+        const uint8_t *image = x + n * h * w * c;
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t ox = 0; ox < ow; ox++) {
+                for (int64_t t = 0; t < taps; t++) {
+                    int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
+                                 (t / p->kernel[2]) * p->dilation[1];
+                    int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
+                                 (t % p->kernel[2]) * p->dilation[2];
+                    src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? image + (iy * w + ix) * c
+                                                                    : zp_row;
+                }
+                uint8_t *dst = y + ((n * oh + oy) * ow + ox) * c * size;
+#ifdef FXRT_QCONV_X86
+                if (isa == 2) {
+                    dw_pixel_avx512(&d, src, dst);
+                    continue;
+                }
+                if (isa == 1) {
+                    dw_pixel_portable(&d, src, dw_pixel_avx2(&d, src, dst), dst);
+                    continue;
+                }
+#endif
+                dw_pixel_portable(&d, src, 0, dst);
+            }
+    }
+}
+
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch)
 {
-    if (fxrt_qconv_is_depthwise(p))
+    if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
+        qconv_depthwise_nhwc(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+    else if (fxrt_qconv_is_depthwise(p))
         qconv_depthwise(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
     else
         qconv_gemm(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);

@@ -6,7 +6,10 @@
  * for both targets against the interpreter on the unpacked graph, must be
  * equal (rtol and atol 0).  The packed graphs of a small network and of
  * the clamps folded into the kernel are golden files
- * (tests/golden/opt/qconv).
+ * (tests/golden/opt/qconv).  The qconv-nhwc pass after it: which packed
+ * convolutions and QLinearAdds pass NHWC activations on, where the region
+ * ends (a graph output, a depthwise layer feeding one), and the same bytes
+ * compiled for both targets.
  */
 #include "opt_check_util.h"
 
@@ -292,6 +295,126 @@ START_TEST(test_left_alone)
 }
 END_TEST
 
+/* --- qconv-nhwc ------------------------------------------------------------ */
+
+static Node *qlinear_add(Graph *g, Node *a, Node *b, DType t)
+{
+    int64_t (*zp)(int64_t) = t == FXRT_DTYPE_UINT8 ? zp_u8 : zp_i8;
+    Node *args[8] = {a, const_of(g, "add_a_scale", FXRT_DTYPE_FLOAT32, 0, NULL, y_scale),
+                     const_of(g, "add_a_zp", t, 0, NULL, zp),
+                     b, const_of(g, "add_b_scale", FXRT_DTYPE_FLOAT32, 0, NULL, y_scale),
+                     const_of(g, "add_b_zp", t, 0, NULL, zp),
+                     const_of(g, "add_y_scale", FXRT_DTYPE_FLOAT32, 0, NULL, big_scale),
+                     const_of(g, "add_y_zp", t, 0, NULL, zp)};
+    return tu_op(g, "QLinearAdd", args, 8);
+}
+
+/* stem 3x3 -> dw 3x3 -> pw 1x1 -> output A, dw -> down 1x1 stride 2 ->
+ * output B: the region is stem's output to pw's and down's inputs.  With
+ * `collapse`, a depthwise 5x5 on stem feeds output C: it keeps NCHW, so
+ * stem must write NCHW, and so must dw (a depthwise layer keeps its
+ * layout): nothing is left in NHWC. */
+static Graph *build_nhwc_network(DType t, int collapse)
+{
+    Graph *g = graph_new();
+    const int64_t dims[4] = {1, 3, 13, 11};
+    Node *x = tu_input(g, "x", t, 4, dims);
+    QConv stem = {8, 3, 1, 1, 1, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *s = qlinear_conv(g, "stem", x, &stem);
+    QConv dw = {8, 3, 1, 1, 8, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *y = qlinear_conv(g, "dw", s, &dw);
+    QConv pw = {8, 1, 0, 1, 1, t, 0, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *a = qlinear_conv(g, "pw", y, &pw);
+    QConv down = {6, 1, 0, 2, 1, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *b = qlinear_conv(g, "down", y, &down);
+    QConv dw5 = {8, 5, 2, 1, 8, t, 0, 0, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *results[3] = {a, b, collapse ? qlinear_conv(g, "dw5", s, &dw5) : NULL};
+    tu_finish(g, results, collapse ? 3 : 2);
+    return g;
+}
+
+/* Attribute attr of the k-th QConvPacked in execution order (the order the
+ * builders create the convolutions in). */
+static int64_t attr_of(const Graph *g, int k, const char *attr)
+{
+    graph_for_each(g, n) if (node_is_op(n, &fx_op_QConvPacked) && k-- == 0) return node_attr_int(
+        n, attr, -1);
+    ck_abort_msg("fewer QConvPacked nodes than expected");
+    return -1;
+}
+
+static void check_nhwc_network(DType t, int collapse)
+{
+    Graph *g = build_nhwc_network(t, collapse), *ref = build_nhwc_network(t, collapse);
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_pack, 0.0, 0.0), collapse ? 5 : 4);
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_nhwc, 0.0, 0.0), collapse ? 0 : 4);
+    int in_region = !collapse;
+    ck_assert_int_eq(attr_of(g, 0, "x_nhwc"), 0);
+    ck_assert_int_eq(attr_of(g, 0, "y_nhwc"), in_region);
+    ck_assert_int_eq(attr_of(g, 1, "x_nhwc"), in_region);
+    ck_assert_int_eq(attr_of(g, 1, "y_nhwc"), in_region);
+    for (int k = 2; k < 4; k++) { /* pw and down: NHWC in, NCHW out (graph outputs) */
+        ck_assert_int_eq(attr_of(g, k, "x_nhwc"), in_region);
+        ck_assert_int_eq(attr_of(g, k, "y_nhwc"), 0);
+    }
+    tu_assert_compiled_matches(g, ref, collapse ? "qconv_nhwc_collapse" : "qconv_nhwc", 0.0,
+                               0.0);
+    graph_free(g);
+    graph_free(ref);
+}
+
+/* The same without the NCHW branch: everything but the edges NHWC. */
+static Graph *build_nhwc_chain(DType t)
+{
+    Graph *g = graph_new();
+    const int64_t dims[4] = {1, 5, 12, 9};
+    Node *x = tu_input(g, "x", t, 4, dims);
+    QConv stem = {16, 3, 1, 1, 1, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *s = qlinear_conv(g, "stem", x, &stem);
+    QConv dw = {16, 3, 1, 2, 16, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *y = qlinear_conv(g, "dw", s, &dw);
+    QConv pw = {16, 1, 0, 1, 1, t, 0, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *p = qlinear_conv(g, "pw", y, &pw);
+    y = qlinear_add(g, y, p, t);
+    QConv down = {7, 3, 1, 1, 1, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    y = qlinear_conv(g, "down", y, &down);
+    tu_finish(g, &y, 1);
+    return g;
+}
+
+static void check_nhwc_chain(DType t)
+{
+    Graph *g = build_nhwc_chain(t), *ref = build_nhwc_chain(t);
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_pack, 0.0, 0.0), 4);
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_nhwc, 0.0, 0.0), 4);
+    ck_assert_int_eq(attr_of(g, 0, "x_nhwc"), 0);
+    ck_assert_int_eq(attr_of(g, 0, "y_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 1, "x_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 1, "y_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 2, "y_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 3, "x_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 3, "y_nhwc"), 0); /* the graph's output */
+    tu_assert_compiled_matches(g, ref, t == FXRT_DTYPE_UINT8 ? "qconv_chain" : "qconv_chain_i8",
+                               0.0, 0.0);
+    graph_free(g);
+    graph_free(ref);
+}
+
+START_TEST(test_nhwc_network)
+{
+    check_nhwc_network(FXRT_DTYPE_UINT8, 0);
+    check_nhwc_network(FXRT_DTYPE_INT8, 0);
+    check_nhwc_network(FXRT_DTYPE_UINT8, 1);
+}
+END_TEST
+
+START_TEST(test_nhwc_chain)
+{
+    check_nhwc_chain(FXRT_DTYPE_UINT8);
+    check_nhwc_chain(FXRT_DTYPE_INT8);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("opt_qconv");
@@ -303,6 +426,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_1d);
     tcase_add_test(t, test_clamps);
     tcase_add_test(t, test_left_alone);
+    tcase_add_test(t, test_nhwc_network);
+    tcase_add_test(t, test_nhwc_chain);
     suite_add_tcase(s, t);
     return s;
 }

@@ -15,7 +15,10 @@
  * per-channel scales, a bias, uint8, int8 and int32 outputs, and clamp
  * bounds tighter than the type (a fused Relu).  Built twice
  * (tests/CMakeLists.txt); the host build runs every case with the kernels
- * capped at AVX-512, AVX2 and portable C (fxrt_qconv_limit_isa).
+ * capped at AVX-512, AVX2 and portable C (fxrt_qconv_limit_isa).  Every
+ * case runs with NCHW and with NHWC activations (x_nhwc, y_nhwc: all four
+ * combinations for group 1, both sides NHWC for depthwise), the NHWC
+ * tensors made from and compared through the NCHW reference.
  */
 #include <check.h>
 #include <math.h>
@@ -79,7 +82,22 @@ static FxrtConvParams params_of(const Shape *s)
 typedef struct Quant {
     FxrtDType x_type, y_type;
     int per_channel, with_bias, relu;
+    int x_nhwc, y_nhwc;
 } Quant;
+
+/* NCHW <-> NHWC of n images of c planes of hw elements of `size` bytes:
+ * to_nhwc 1 reads NCHW src and writes NHWC dst, 0 the other way. */
+static void relayout(int to_nhwc, const uint8_t *src, uint8_t *dst, int64_t n, int64_t c,
+                     int64_t hw, size_t size)
+{
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t i = 0; i < hw; i++) {
+                int64_t nchw = (b * c + ch) * hw + i, nhwc = (b * hw + i) * c + ch;
+                memcpy(dst + (to_nhwc ? nhwc : nchw) * (int64_t)size,
+                       src + (to_nhwc ? nchw : nhwc) * (int64_t)size, size);
+            }
+}
 
 /* Runs one case through fxrt_qconv and the reference and compares. */
 static void check_case(const Shape *s, const Quant *o)
@@ -106,7 +124,8 @@ static void check_case(const Shape *s, const Quant *o)
     w[0] = -128;
     w[w_n - 1] = 127;
     FxrtQConv q = {.x_type = o->x_type, .y_type = o->y_type,
-                   .x_zp = is_int8 ? rnd_range(-128, 127) : rnd_range(0, 255)};
+                   .x_zp = is_int8 ? rnd_range(-128, 127) : rnd_range(0, 255),
+                   .x_nhwc = o->x_nhwc, .y_nhwc = o->y_nhwc};
     int quantized = o->y_type != FXRT_DTYPE_INT32;
     int32_t type_lo = o->y_type == FXRT_DTYPE_UINT8 ? 0 : -128;
     q.y_zp = quantized ? rnd_range(type_lo, type_lo + 255) : 0;
@@ -136,10 +155,23 @@ static void check_case(const Shape *s, const Quant *o)
     memset(y, 0xa5, y_size + 64);
     /* The scratch's last byte too. */
     scratch[scratch_n] = 0x5a;
-    fxrt_qconv(&p, &q, x, packed, y, scratch);
+    uint8_t *x_in = x;
+    if (o->x_nhwc) {
+        x_in = xmalloc((size_t)x_n);
+        relayout(1, x, x_in, s->batch, s->c, s->h * s->w, 1);
+    }
+    fxrt_qconv(&p, &q, x_in, packed, y, scratch);
     ck_assert_int_eq(scratch[scratch_n], 0x5a);
     for (int i = 0; i < 64; i++)
         ck_assert_int_eq(y[y_size + i], 0xa5);
+    if (x_in != x)
+        free(x_in);
+    if (o->y_nhwc) { /* back to NCHW for the comparison */
+        uint8_t *nchw = xmalloc(y_size);
+        relayout(0, y, nchw, s->batch, m, out_pixels, quantized ? 1 : 4);
+        memcpy(y, nchw, y_size);
+        free(nchw);
+    }
 
     int32_t wzp = 0;
     fxrt_conv_integer(&p, o->x_type, x, q.x_zp, FXRT_DTYPE_INT8, w, &wzp, 1, acc);
@@ -158,13 +190,13 @@ static void check_case(const Shape *s, const Quant *o)
         if (y[i] != want[i])
             ck_abort_msg("byte %zu of %zu differs (%d, want %d): c %lld m %lld %lldx%lld k "
                          "%lldx%lld s %lldx%lld d %lldx%lld pads %lld %lld %lld %lld %s, x %s, y "
-                         "type %d",
+                         "type %d, nhwc x %d y %d",
                          i, y_size, y[i], want[i], (long long)s->c, (long long)m,
                          (long long)s->h, (long long)s->w, (long long)s->kh, (long long)s->kw,
                          (long long)s->sh, (long long)s->sw, (long long)s->dh, (long long)s->dw,
                          (long long)s->pt, (long long)s->pl, (long long)s->pb, (long long)s->pr,
                          s->depthwise ? "depthwise" : "group 1", is_int8 ? "int8" : "uint8",
-                         (int)o->y_type);
+                         (int)o->y_type, o->x_nhwc, o->y_nhwc);
     free(x);
     free(w);
     free(bias);
@@ -182,12 +214,19 @@ static void check_options(const Shape *s)
 {
     const FxrtDType xs[] = {FXRT_DTYPE_UINT8, FXRT_DTYPE_INT8};
     const FxrtDType ys[] = {FXRT_DTYPE_UINT8, FXRT_DTYPE_INT8, FXRT_DTYPE_INT32};
-    for (int xi = 0; xi < 2; xi++)
-        for (int yi = 0; yi < 3; yi++) {
-            Quant o = {.x_type = xs[xi], .y_type = ys[yi], .per_channel = (xi + yi) % 2,
-                       .with_bias = yi != 1, .relu = xi == 1 && yi == 0};
-            check_case(s, &o);
-        }
+    for (int layout = 0; layout < 4; layout++) {
+        int x_nhwc = layout & 1, y_nhwc = layout >> 1;
+        FxrtConvParams p = params_of(s);
+        if ((s->depthwise && x_nhwc != y_nhwc) || (layout && !fxrt_qconv_nhwc_applies(&p)))
+            continue; /* depthwise keeps its layout; no NHWC past 64 taps */
+        for (int xi = 0; xi < 2; xi++)
+            for (int yi = 0; yi < 3; yi++) {
+                Quant o = {.x_type = xs[xi], .y_type = ys[yi], .per_channel = (xi + yi) % 2,
+                           .with_bias = yi != 1, .relu = xi == 1 && yi == 0,
+                           .x_nhwc = x_nhwc, .y_nhwc = y_nhwc};
+                check_case(s, &o);
+            }
+    }
 }
 
 /* batch c m h w kh kw sh sw dh dw pt pl pb pr depthwise */
@@ -226,6 +265,8 @@ static const Shape depthwise_shapes[] = {
     {1, 2, 0, 3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},      /* one output */
     {1, 3, 0, 9, 9, 9, 9, 1, 1, 1, 1, 4, 4, 4, 4, 1},      /* 9x9: more taps than SIMD holds */
     {1, 96, 0, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* MobileNet-sized */
+    {1, 37, 0, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     /* channels past 2 vectors */
+    {1, 64, 0, 25, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    /* DS-CNN's layer */
 };
 
 START_TEST(test_group1)
@@ -254,11 +295,13 @@ START_TEST(test_large)
         {1, 128, 256, 14, 14, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},
         {1, 3, 24, 49, 49, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0},
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        Quant o = {.x_type = i % 2 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8,
-                   .y_type = FXRT_DTYPE_UINT8, .per_channel = 1, .with_bias = 1};
-        check_case(&shapes[i], &o);
-    }
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int nhwc = 0; nhwc < 2; nhwc++) {
+            Quant o = {.x_type = i % 2 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8,
+                       .y_type = FXRT_DTYPE_UINT8, .per_channel = 1, .with_bias = 1,
+                       .x_nhwc = nhwc, .y_nhwc = nhwc};
+            check_case(&shapes[i], &o);
+        }
 }
 END_TEST
 

@@ -9,8 +9,12 @@
  * float, as ORT does, so a value within 1e-3 of a .5 tie may round either
  * way: those may differ by one, every other value must be equal.  The
  * strided integer GEMM (QGemm's transA/transB) is compared exactly with
- * fxrt_gemm_integer on explicitly transposed copies.  Built for the host
- * and the portable runtime.
+ * fxrt_gemm_integer on explicitly transposed copies.  QLinearAdd and
+ * QLinearMul's vector rows (AVX-512, AVX2; fxrt_qlinear_limit_isa) are
+ * compared exactly, at every level, with ORT's float C path written out
+ * here, on broadcast shapes that give contiguous rows, rows broadcast from
+ * one element, strided odometer walks, vector tails, ties and NaN.  Built
+ * for the host and the portable runtime.
  */
 #include <check.h>
 #include <math.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
 
 static uint32_t rng_state;
 
@@ -149,6 +154,108 @@ START_TEST(test_binary_broadcast_random)
 }
 END_TEST
 
+/* ORT's C path for one element, float operations in order (this file is
+ * built without contraction into fused multiply-adds). */
+static int32_t ort_binary(FxrtQLinearOp op, int lo, int hi, int32_t qa, float as, int32_t az,
+                          int32_t qb, float bs, int32_t bz, float ys, int32_t yz)
+{
+    float va = as * (float)(qa - az), vb = bs * (float)(qb - bz);
+    float q = nearbyintf((op == FXRT_QLINEAR_MUL ? va * vb : va + vb) / ys) + (float)yz;
+    q = q > (float)hi ? (float)hi : q >= (float)lo ? q : (float)lo;
+    return (int32_t)q;
+}
+
+/* y = a op b on the broadcast of adims and bdims (rank 3, output dims). */
+static void check_binary_exact(const int64_t *dims, const int64_t *adims, const int64_t *bdims,
+                               float as, float bs, float ys)
+{
+    enum { MAXN = 512 };
+    int64_t sa[3], sb[3], na = 1, nb = 1, n = dims[0] * dims[1] * dims[2];
+    fxrt_broadcast_strides(3, dims, 3, adims, sa);
+    fxrt_broadcast_strides(3, dims, 3, bdims, sb);
+    for (int d = 0; d < 3; d++) {
+        na *= adims[d];
+        nb *= bdims[d];
+    }
+    ck_assert(n <= MAXN && na <= MAXN && nb <= MAXN);
+    uint8_t a[MAXN], b[MAXN], y[MAXN + 16];
+    static const int levels[] = {2, 1, 0};
+    for (int variant = 0; variant < 4; variant++) {
+        FxrtDType t = variant & 1 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+        FxrtQLinearOp op = variant & 2 ? FXRT_QLINEAR_MUL : FXRT_QLINEAR_ADD;
+        int lo = t == FXRT_DTYPE_UINT8 ? 0 : -128, hi = lo + 255;
+        for (int64_t i = 0; i < na; i++)
+            a[i] = (uint8_t)rnd_range(0, 255);
+        for (int64_t i = 0; i < nb; i++)
+            b[i] = (uint8_t)rnd_range(0, 255);
+        int32_t az = rnd_range(lo, hi), bz = rnd_range(lo, hi), yz = rnd_range(lo, hi);
+        for (int l = 0; l < 3; l++) {
+            fxrt_qlinear_limit_isa(levels[l]);
+            memset(y, 0xA5, sizeof y);
+            fxrt_qlinear_binary(op, t, 3, dims, a, sa, as, az, b, sb, bs, bz, ys, yz, y);
+            for (int64_t i0 = 0, i = 0; i0 < dims[0]; i0++)
+                for (int64_t i1 = 0; i1 < dims[1]; i1++)
+                    for (int64_t i2 = 0; i2 < dims[2]; i2++, i++) {
+                        uint8_t ra = a[i0 * sa[0] + i1 * sa[1] + i2 * sa[2]];
+                        uint8_t rb = b[i0 * sb[0] + i1 * sb[1] + i2 * sb[2]];
+                        int32_t qa = t == FXRT_DTYPE_UINT8 ? ra : (int8_t)ra;
+                        int32_t qb = t == FXRT_DTYPE_UINT8 ? rb : (int8_t)rb;
+                        int32_t want = ort_binary(op, lo, hi, qa, as, az, qb, bs, bz, ys, yz);
+                        int32_t got = t == FXRT_DTYPE_UINT8 ? y[i] : (int8_t)y[i];
+                        ck_assert_msg(got == want,
+                                      "isa %d op %d type %d dims %lldx%lldx%lld [%lld]: %d, "
+                                      "want %d",
+                                      levels[l], (int)op, (int)t, (long long)dims[0],
+                                      (long long)dims[1], (long long)dims[2], (long long)i, got,
+                                      want);
+                    }
+            for (int64_t i = n; i < n + 16; i++)
+                ck_assert_int_eq(y[i], 0xA5);
+        }
+    }
+    fxrt_qlinear_limit_isa(2);
+}
+
+START_TEST(test_binary_isa_levels)
+{
+    rng_state = 21;
+    /* scales with many exact ties, and ordinary ones */
+    static const float scales[][3] = {{0.5f, 0.25f, 0.5f}, {0.037f, 0.021f, 0.043f},
+                                      {0.0625f, 0.125f, 1.0f}, {0.011f, 0.7f, 0.29f}};
+    for (int s = 0; s < 4; s++) {
+        float as = scales[s][0], bs = scales[s][1], ys = scales[s][2];
+        for (int64_t n = 1; n <= 70; n++) { /* same shape: one row, every tail */
+            int64_t d[3] = {1, 1, n};
+            check_binary_exact(d, d, d, as, bs, ys);
+        }
+        {
+            int64_t d[3] = {2, 3, 37}, ad[3] = {2, 3, 37}, bd[3] = {1, 1, 37};
+            check_binary_exact(d, ad, bd, as, bs, ys); /* a row broadcast */
+        }
+        {
+            int64_t d[3] = {1, 5, 19}, ad[3] = {1, 5, 19}, bd[3] = {1, 5, 1};
+            check_binary_exact(d, ad, bd, as, bs, ys); /* one element per row */
+            check_binary_exact(d, bd, ad, as, bs, ys);
+        }
+        {
+            int64_t d[3] = {4, 3, 6}, ad[3] = {4, 1, 6}, bd[3] = {1, 3, 1};
+            check_binary_exact(d, ad, bd, as, bs, ys);
+        }
+        {
+            int64_t d[3] = {3, 17, 2}, ad[3] = {3, 17, 2}, bd[3] = {1, 17, 1};
+            check_binary_exact(d, ad, bd, as, bs, ys); /* rows of 2, odometer */
+        }
+        {
+            int64_t d[3] = {1, 1, 40}, ad[3] = {1, 1, 40}, bd[3] = {1, 1, 1};
+            check_binary_exact(d, ad, bd, as, bs, ys); /* a scalar operand */
+        }
+    }
+    /* an infinite scale: inf x 0 is NaN, which saturates to the lower bound */
+    int64_t d[3] = {1, 1, 33};
+    check_binary_exact(d, d, d, INFINITY, 0.5f, 0.25f);
+}
+END_TEST
+
 START_TEST(test_global_avgpool_random)
 {
     rng_state = 9;
@@ -209,6 +316,7 @@ static Suite *qlinear_suite(void)
     tcase_add_test(tc, test_global_avgpool_hand);
     tcase_add_test(tc, test_concat_hand);
     tcase_add_test(tc, test_binary_broadcast_random);
+    tcase_add_test(tc, test_binary_isa_levels);
     tcase_add_test(tc, test_global_avgpool_random);
     tcase_add_test(tc, test_gemm_strided_transposes);
     suite_add_tcase(s, tc);

@@ -13,7 +13,10 @@
  * `strides`, `dilations`, `pad_begin` and `out_size`, two values each, plus
  * `in_channels`, `out_channels` and `group` (1 or depthwise).  The
  * quantization is `x_zero_point`, `y_type` (UINT8, INT8 or INT32),
- * `y_zero_point` and the clamp `y_min`, `y_max`.
+ * `y_zero_point` and the clamp `y_min`, `y_max`.  `x_nhwc` and `y_nhwc`
+ * (default 0) make X and Y NHWC, [N, H, W, C] and [N, OH, OW, M] (2-D
+ * only; depthwise both or neither), which the qconv-nhwc pass sets between
+ * consecutive 8-bit layers.
  *
  * Refused (FX_ERR_SHAPE / FX_ERR_INVALID): an X that does not match
  * in_channels, a geometry fxrt_qconv_applies refuses, a blob of the wrong
@@ -38,6 +41,8 @@ static const AttrSpec qconv_packed_attrs[] = {
     {"y_zero_point", FX_ATTR_INT, NULL, true},
     {"y_min", FX_ATTR_INT, NULL, true},
     {"y_max", FX_ATTR_INT, NULL, true},
+    {"x_nhwc", FX_ATTR_INT, "0", false},
+    {"y_nhwc", FX_ATTR_INT, "0", false},
     {NULL},
 };
 
@@ -72,12 +77,23 @@ static FxStatus qconv_packed_plan(const Node *n, Diag *d, const TensorType *x,
         (st = read_pair(n, d, "pad_begin", 0, pad)) != FX_OK ||
         (st = read_pair(n, d, "out_size", 1, out)) != FX_OK)
         return st;
+    int x_nhwc = node_attr_int(n, "x_nhwc", 0) != 0, y_nhwc = node_attr_int(n, "y_nhwc", 0) != 0;
+    if ((x_nhwc || y_nhwc) && x->rank != 4)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "QConvPacked: NHWC needs a 2-D convolution");
+    /* X's dims as NCHW */
+    int64_t xd[4] = {x->dims[0], x->dims[1], x->rank == 4 ? x->dims[2] : 1,
+                     x->dims[x->rank - 1]};
+    if (x_nhwc) {
+        xd[1] = x->dims[3];
+        xd[2] = x->dims[1];
+        xd[3] = x->dims[2];
+    }
     *p = (FxrtConvParams){.batch = x->dims[0], .in_channels = node_attr_int(n, "in_channels", 0),
                           .out_channels = node_attr_int(n, "out_channels", 0),
                           .groups = node_attr_int(n, "group", 0)};
     p->in_size[0] = p->out_size[0] = p->kernel[0] = p->stride[0] = p->dilation[0] = 1;
-    p->in_size[1] = x->rank == 4 ? x->dims[2] : 1;
-    p->in_size[2] = x->dims[x->rank - 1];
+    p->in_size[1] = xd[2];
+    p->in_size[2] = xd[3];
     for (int i = 0; i < 2; i++) {
         p->kernel[1 + i] = kernel[i];
         p->stride[1 + i] = stride[i];
@@ -85,16 +101,20 @@ static FxStatus qconv_packed_plan(const Node *n, Diag *d, const TensorType *x,
         p->pad_begin[1 + i] = pad[i];
         p->out_size[1 + i] = out[i];
     }
-    if (x->dims[1] != p->in_channels || !fxrt_qconv_applies(p) ||
+    if (xd[1] != p->in_channels || !fxrt_qconv_applies(p) ||
         (x->rank == 3 && (kernel[0] != 1 || out[0] != 1 || pad[0] != 0)))
         return diag_node_error(d, FX_ERR_SHAPE, n, "QConvPacked: X [%lld, %lld, ...] does not "
                                "fit a group-1 or depthwise convolution of %lld to %lld channels",
-                               (long long)x->dims[0], (long long)x->dims[1],
+                               (long long)xd[0], (long long)xd[1],
                                (long long)p->in_channels, (long long)p->out_channels);
     int64_t y_type = node_attr_int(n, "y_type", 0);
     if (y_type != FXRT_DTYPE_UINT8 && y_type != FXRT_DTYPE_INT8 && y_type != FXRT_DTYPE_INT32)
         return diag_node_error(d, FX_ERR_INVALID, n, "QConvPacked: y_type %lld is not uint8, "
                                "int8 or int32", (long long)y_type);
+    if ((x_nhwc || y_nhwc) &&
+        (!fxrt_qconv_nhwc_applies(p) || (fxrt_qconv_is_depthwise(p) && x_nhwc != y_nhwc)))
+        return diag_node_error(d, FX_ERR_INVALID, n, "QConvPacked: this convolution cannot "
+                               "take these NHWC layouts");
     if (w->dtype != FXRT_DTYPE_UINT8 || type_numel(w) != fxrt_qconv_packed_bytes(p))
         return diag_node_error(d, FX_ERR_SHAPE, n, "QConvPacked: the packed W does not hold the "
                                "weights of this convolution");
@@ -102,7 +122,8 @@ static FxStatus qconv_packed_plan(const Node *n, Diag *d, const TensorType *x,
                      .y_type = (int32_t)y_type,
                      .y_zp = (int32_t)node_attr_int(n, "y_zero_point", 0),
                      .y_min = (int32_t)node_attr_int(n, "y_min", INT32_MIN),
-                     .y_max = (int32_t)node_attr_int(n, "y_max", INT32_MAX)};
+                     .y_max = (int32_t)node_attr_int(n, "y_max", INT32_MAX),
+                     .x_nhwc = x_nhwc, .y_nhwc = y_nhwc};
     return FX_OK;
 }
 
@@ -116,6 +137,12 @@ static FxStatus qconv_packed_infer(InferCtx *c)
     TensorType *y = &c->out[0];
     *y = *c->in[0];
     y->dtype = (DType)q.y_type;
+    if (q.y_nhwc) {
+        y->dims[1] = p.out_size[1];
+        y->dims[2] = p.out_size[2];
+        y->dims[3] = p.out_channels;
+        return FX_OK;
+    }
     y->dims[1] = p.out_channels;
     if (y->rank == 4)
         y->dims[2] = p.out_size[1];
@@ -159,9 +186,9 @@ static FxStatus qconv_packed_emit(EmitCtx *c)
         return st;
     nn_conv_emit_params(c, &p);
     emit_line(c, "static const FxrtQConv q = {%s, /*x_zp=*/%d, %s, /*y_zp=*/%d, /*y_min=*/%d, "
-                 "/*y_max=*/%d};",
+                 "/*y_max=*/%d, /*x_nhwc=*/%d, /*y_nhwc=*/%d};",
               c_dtype_enum((DType)q.x_type), (int)q.x_zp, c_dtype_enum((DType)q.y_type),
-              (int)q.y_zp, (int)q.y_min, (int)q.y_max);
+              (int)q.y_zp, (int)q.y_min, (int)q.y_max, (int)q.x_nhwc, (int)q.y_nhwc);
     emit_line(c, "fxrt_qconv(&p, &q, %s, %s, %s, %s);", c->in[0], c->in[1], c->out[0],
               c->scratch);
     return FX_OK;
