@@ -698,6 +698,233 @@ static void write_io_tables(EmitText *t, const Gen *gen, const Node *out)
     emit_text_printf(t, "\n");
 }
 
+/* --- shared constants ------------------------------------------------------ */
+
+/* Emitters declare their kernels' parameters as `static const` objects
+ * inside the node's block.  Nodes of the same shape (DS-CNN's four
+ * depthwise layers, its four pointwise ones) then write byte-identical
+ * objects, which the compiler keeps apart (each has its own address); on a
+ * microcontroller every copy is flash.  So a declaration whose text occurs
+ * in two or more blocks moves to file scope once, named NAME_shared_LOCAL_K,
+ * and each block reads that object instead.  Only declarations that stand
+ * alone move: their initializers hold numbers, designators, FXRT_ enum
+ * names or shared objects moved before them, never a block's own
+ * variables nor a weight (the weights a body names are the ones
+ * declared). */
+
+/* One `static const` declaration at a block's top level. */
+typedef struct ConstDecl {
+    size_t start, end;   /* the statement in the body: from its indent to past its newline */
+    size_t name_at, name_len; /* the declared identifier */
+    size_t block_end;    /* where its node's block closes */
+    int group;           /* index of the first declaration with the same text */
+    int count;           /* a group's first: how many share its text; once
+                          * moved, the shared object's number */
+    bool movable;
+} ConstDecl;
+
+static bool ident_char(char ch)
+{
+    return isalnum((unsigned char)ch) || ch == '_';
+}
+
+/* The statement's text from the type on, without the name: two
+ * declarations are the same object when these agree. */
+static bool const_decl_same(const char *s, const ConstDecl *a, const ConstDecl *b)
+{
+    size_t a_head = a->name_at - a->start, b_head = b->name_at - b->start;
+    size_t a_tail = a->end - (a->name_at + a->name_len), b_tail = b->end - (b->name_at + b->name_len);
+    return a_head == b_head && a_tail == b_tail &&
+           memcmp(s + a->start, s + b->start, a_head) == 0 &&
+           memcmp(s + a->name_at + a->name_len, s + b->name_at + b->name_len, a_tail) == 0;
+}
+
+/* Whether every identifier of s[from, to) outside comments may be read at
+ * file scope: a designator (after '.'), part of a number, an FXRT_ name or
+ * a shared constant (NAME_shared_). */
+static bool initializer_standalone(const char *s, size_t from, size_t to, const char *N)
+{
+    size_t nlen = strlen(N);
+    for (size_t i = from; i < to;) {
+        if (s[i] == '/' && s[i + 1] == '*') {
+            const char *end = strstr(s + i + 2, "*/");
+            i = end ? (size_t)(end - s) + 2 : to;
+            continue;
+        }
+        if (isdigit((unsigned char)s[i])) { /* 0x1.8p+3f, 1e-05f, 64u */
+            while (i < to && (ident_char(s[i]) || s[i] == '.' ||
+                              ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))))
+                i++;
+            continue;
+        }
+        if (!(isalpha((unsigned char)s[i]) || s[i] == '_')) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < to && ident_char(s[j]))
+            j++;
+        size_t k = i;
+        while (k > from && s[k - 1] == ' ')
+            k--;
+        bool designator = k > from && s[k - 1] == '.';
+        bool fxrt = j - i > 5 && memcmp(s + i, "FXRT_", 5) == 0;
+        bool shared = j - i > nlen + 8 && memcmp(s + i, N, nlen) == 0 &&
+                      memcmp(s + i + nlen, "_shared_", 8) == 0;
+        if (!designator && !fxrt && !shared)
+            return false;
+        i = j;
+    }
+    return true;
+}
+
+/* The declarations `        static const TYPE NAME... = ...;` of the
+ * body's blocks (statements at a block's top level are indented 8 spaces;
+ * the block closes at a line of 4 spaces and '}'). */
+static ConstDecl *find_const_decls(const char *s, const char *N, int *count)
+{
+    static const char head[] = "\n        static const ";
+    ConstDecl *decls = NULL;
+    int n = 0;
+    for (const char *p = strstr(s, head); p; p = strstr(p + 1, head)) {
+        size_t start = (size_t)(p - s) + 1;
+        const char *semi = strstr(s + start, ";\n");
+        const char *eq = strstr(s + start, " = ");
+        const char *close = strstr(s + start, "\n    }\n");
+        if (!semi || !eq || eq > semi || !close)
+            break;
+        /* The name: the last identifier before " = " (or before its "[N]"). */
+        const char *q = eq;
+        if (q[-1] == ']')
+            while (q > s + start && *q != '[')
+                q--;
+        const char *name_end = q;
+        while (q > s + start && ident_char(q[-1]))
+            q--;
+        ConstDecl *grown = fx_realloc_array(decls, (size_t)n + 1, sizeof *decls);
+        if (!grown) {
+            free(decls);
+            *count = -1;
+            return NULL;
+        }
+        decls = grown;
+        decls[n] = (ConstDecl){.start = start, .end = (size_t)(semi - s) + 2,
+                               .name_at = (size_t)(q - s), .name_len = (size_t)(name_end - q),
+                               .block_end = (size_t)(close - s) + 1, .group = n};
+        decls[n].movable = decls[n].name_len > 0 &&
+                           initializer_standalone(s, (size_t)(eq - s), decls[n].end, N);
+        n++;
+    }
+    *count = n;
+    return decls;
+}
+
+/* Moves the declarations that two or more blocks share out of gen->body
+ * into *shared, renaming their uses.  One declaration per block moves in a
+ * round (its renaming runs to the block's end, so a second one's offsets
+ * would be stale); rounds repeat until nothing moves, which also lets an
+ * object that reads shared ones (a table of pointers) move later. */
+static FxStatus hoist_shared_constants(Gen *gen, EmitText *shared)
+{
+    const char *N = gen->o->name;
+    int num_shared = 0;
+    for (;;) {
+        const char *s = gen->body.data ? gen->body.data : "";
+        int n;
+        ConstDecl *d = find_const_decls(s, N, &n);
+        if (n < 0)
+            return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < i && d[i].movable; j++)
+                if (d[j].movable && d[j].group == j && const_decl_same(s, &d[i], &d[j])) {
+                    d[i].group = j;
+                    break;
+                }
+        for (int i = 0; i < n; i++)
+            d[d[i].group].count += d[i].movable;
+        /* This round's: shared, and the first such in its block. */
+        size_t block_end = 0;
+        for (int i = 0; i < n; i++) {
+            d[i].movable = d[i].movable && d[d[i].group].count >= 2 && d[i].start >= block_end;
+            if (d[i].movable)
+                block_end = d[i].block_end;
+        }
+        EmitText out = {0};
+        size_t at = 0;
+        bool moved = false;
+        for (int i = 0; i < n; i++) {
+            if (!d[i].movable)
+                continue;
+            moved = true;
+            /* The group's first moved member writes the object; the id
+             * goes into its count field, no longer needed. */
+            int lead = i;
+            for (int j = d[i].group; j < i; j++)
+                if (d[j].movable && const_decl_same(s, &d[j], &d[i])) {
+                    lead = j;
+                    break;
+                }
+            if (lead == i)
+                d[i].count = num_shared++;
+            char shared_name[200];
+            snprintf(shared_name, sizeof shared_name, "%s_shared_%.*s%d", N, (int)d[i].name_len,
+                     s + d[i].name_at, d[lead].count);
+            if (lead == i) {
+                /* At file scope: the block's 8 columns of indentation off
+                 * every line. */
+                emit_text_append(shared, s + d[i].start + 8, d[i].name_at - d[i].start - 8);
+                emit_text_printf(shared, "%s", shared_name);
+                for (size_t k = d[i].name_at + d[i].name_len; k < d[i].end;) {
+                    const char *nl = memchr(s + k, '\n', d[i].end - k);
+                    size_t line_end = nl ? (size_t)(nl - s) + 1 : d[i].end;
+                    emit_text_append(shared, s + k, line_end - k);
+                    for (k = line_end; k < d[i].end && k < line_end + 8 && s[k] == ' '; k++)
+                        ;
+                }
+            }
+            emit_text_append(&out, s + at, d[i].start - at);
+            /* Rename in the rest of the block, outside comments and not
+             * after '.' or "->" (a member of that name is another thing). */
+            const char *name = s + d[i].name_at;
+            size_t len = d[i].name_len, from = d[i].end;
+            for (size_t k = from; k < d[i].block_end;) {
+                if (s[k] == '/' && s[k + 1] == '*') {
+                    const char *end = strstr(s + k + 2, "*/");
+                    k = end ? (size_t)(end - s) + 2 : d[i].block_end;
+                    continue;
+                }
+                if (!ident_char(s[k])) {
+                    k++;
+                    continue;
+                }
+                size_t e = k;
+                while (ident_char(s[e]))
+                    e++;
+                bool member = s[k - 1] == '.' || (s[k - 1] == '>' && s[k - 2] == '-');
+                if (e - k == len && memcmp(s + k, name, len) == 0 && !member) {
+                    emit_text_append(&out, s + from, k - from);
+                    emit_text_printf(&out, "%s", shared_name);
+                    from = e;
+                }
+                k = e;
+            }
+            at = from;
+        }
+        emit_text_append(&out, s + at, strlen(s + at));
+        free(d);
+        if (out.failed || shared->failed) {
+            emit_text_free(&out);
+            return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+        }
+        if (!moved) {
+            emit_text_free(&out);
+            return FX_OK;
+        }
+        emit_text_free(&gen->body);
+        gen->body = out;
+    }
+}
+
 static FxStatus write_source(Gen *gen, EmitText *src)
 {
     const CgPlan *p = gen->plan;
@@ -720,8 +947,16 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                     p->copies[c].src->bytes);
     }
     emit_text_printf(&gen->body, "\n    PROFILE_MARK(%s_NUM_NODES);\n", N);
-    if (gen->body.failed || gen->timed_failed || !name_set_build(&gen->used, &gen->body))
+    if (gen->body.failed || gen->timed_failed)
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+    EmitText shared = {0};
+    FxStatus st = hoist_shared_constants(gen, &shared);
+    if (st == FX_OK && !name_set_build(&gen->used, &gen->body))
+        st = diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+    if (st != FX_OK) {
+        emit_text_free(&shared);
+        return st;
+    }
 
     emit_text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
                      " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
@@ -737,7 +972,11 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                      " * nothing else when no caller times the nodes. */\n"
                      "#define PROFILE_MARK(k) do { if (%s_node_hook) %s_node_hook(k); } while (0)\n\n",
                      N, N, N, N);
-    FxStatus st = plan_weights(gen, src);
+    st = plan_weights(gen, src);
+    if (st == FX_OK && shared.data)
+        emit_text_printf(src, "/* Kernel parameters that several nodes share (identical objects, kept\n"
+                              " * once). */\n%s", shared.data);
+    emit_text_free(&shared);
     if (st != FX_OK)
         return st;
     emit_text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
