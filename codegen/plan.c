@@ -301,8 +301,8 @@ static void plan_inplace_kernels(const Graph *g, CgPlan *p)
             name_value(s);
             p->node_scratch[pos] = s;
         }
-        if (s->bytes < scratch_bytes)
-            s->bytes = scratch_bytes;
+        /* The in-place kernel runs instead: its scratch, not the other's. */
+        s->bytes = scratch_bytes;
     }
 }
 
@@ -373,7 +373,9 @@ FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
             name_value(v);
         }
         if (n->op && n->op->scratch_bytes && !is_constant(n)) {
-            size_t bytes = n->op->scratch_bytes(n);
+            size_t bytes = target == FX_TARGET_CORTEX_M && n->op->small_scratch_bytes
+                               ? n->op->small_scratch_bytes(n)
+                               : n->op->scratch_bytes(n);
             if (bytes) {
                 CgValue *s = &p->values[p->num_values++];
                 s->node = n;
