@@ -867,8 +867,10 @@ static FxStatus hoist_shared_constants(Gen *gen, EmitText *shared)
             if (lead == i)
                 d[i].count = num_shared++;
             char shared_name[200];
-            snprintf(shared_name, sizeof shared_name, "%s_shared_%.*s%d", N, (int)d[i].name_len,
-                     s + d[i].name_at, d[lead].count);
+            /* Named after the first's local name: the others may call the
+             * same object otherwise. */
+            snprintf(shared_name, sizeof shared_name, "%s_shared_%.*s%d", N, (int)d[lead].name_len,
+                     s + d[lead].name_at, d[lead].count);
             if (lead == i) {
                 /* At file scope: the block's 8 columns of indentation off
                  * every line. */
