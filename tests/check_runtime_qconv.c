@@ -82,6 +82,9 @@ typedef struct Quant {
 } Quant;
 
 /* Runs one case through fxrt_qconv and the reference and compares. */
+/* How many cases also ran in place (some must). */
+static int inplace_cases;
+
 static void check_case(const Shape *s, const Quant *o)
 {
     FxrtConvParams p = params_of(s);
@@ -165,6 +168,28 @@ static void check_case(const Shape *s, const Quant *o)
                          (long long)s->pt, (long long)s->pl, (long long)s->pb, (long long)s->pr,
                          s->depthwise ? "depthwise" : "group 1", is_int8 ? "int8" : "uint8",
                          (int)o->y_type);
+    /* The small path (firmware's) gives the same bytes in its own scratch,
+     * and in place where it applies. */
+    int64_t small_n = fxrt_qconv_small_scratch_bytes(&p, &q);
+    size_t y2_size = (size_t)x_n > y_size ? (size_t)x_n : y_size; /* in place: X's too */
+    uint8_t *small_scratch = xmalloc((size_t)small_n + 1), *y2 = xmalloc(y2_size + 64);
+    small_scratch[small_n] = 0x5a;
+    memset(y2, 0xa5, y2_size + 64);
+    fxrt_qconv_small(&p, &q, x, packed, y2, small_scratch);
+    ck_assert_int_eq(small_scratch[small_n], 0x5a);
+    ck_assert_int_eq(memcmp(y2, y, y_size), 0);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(y2[y_size + i], 0xa5);
+    if (fxrt_qconv_inplace_applies(&p, &q)) {
+        ck_assert((size_t)x_n >= y_size);
+        memcpy(y2, x, (size_t)x_n);
+        fxrt_qconv_inplace(&p, &q, y2, packed, small_scratch);
+        ck_assert_int_eq(small_scratch[small_n], 0x5a);
+        ck_assert_int_eq(memcmp(y2, y, y_size), 0);
+        inplace_cases++;
+    }
+    free(small_scratch);
+    free(y2);
     free(x);
     free(w);
     free(bias);
@@ -210,6 +235,9 @@ static const Shape group1_shapes[] = {
     {1, 6, 11, 1, 25, 1, 5, 1, 2, 1, 1, 0, 2, 0, 2, 0},    /* 1-D */
     {1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* one output */
     {1, 1, 1, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* one channel */
+    {1, 1, 64, 49, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 1, 0},  /* DS-CNN's first layer */
+    {1, 64, 64, 25, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},   /* DS-CNN pointwise: in place */
+    {1, 12, 9, 5, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* fewer outputs: in place */
 };
 
 static const Shape depthwise_shapes[] = {
@@ -231,16 +259,20 @@ static const Shape depthwise_shapes[] = {
 START_TEST(test_group1)
 {
     rng_state = 31;
+    inplace_cases = 0;
     for (size_t i = 0; i < sizeof group1_shapes / sizeof group1_shapes[0]; i++)
         check_options(&group1_shapes[i]);
+    ck_assert_int_gt(inplace_cases, 0);
 }
 END_TEST
 
 START_TEST(test_depthwise)
 {
     rng_state = 32;
+    inplace_cases = 0;
     for (size_t i = 0; i < sizeof depthwise_shapes / sizeof depthwise_shapes[0]; i++)
         check_options(&depthwise_shapes[i]);
+    ck_assert_int_gt(inplace_cases, 0);
 }
 END_TEST
 
