@@ -461,6 +461,50 @@ static void declare_value(EmitText *t, const Gen *gen, const CgValue *v)
     }
 }
 
+/* The names called in a block (an identifier before '('), each once and
+ * followed by a space; NULL if out of memory.  Keywords (if, for, sizeof)
+ * are among them; the report looks names up in its table and skips those. */
+static char *called_functions(const char *text)
+{
+    EmitText calls = {0};
+    emit_text_append(&calls, "", 0);
+    for (const char *p = text ? text : ""; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+            continue;
+        }
+        if (!(isalpha((unsigned char)*p) || *p == '_')) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (isalnum((unsigned char)*q) || *q == '_')
+            q++;
+        const char *after = q;
+        while (*after == ' ')
+            after++;
+        if (*after == '(' && calls.data) {
+            char word[128];
+            int len = (int)(q - p) < 126 ? (int)(q - p) : 126;
+            snprintf(word, sizeof word, "%.*s ", len, p);
+            /* " name " somewhere, or "name " at the start */
+            bool seen = strncmp(calls.data, word, strlen(word)) == 0;
+            char spaced[130];
+            snprintf(spaced, sizeof spaced, " %s", word);
+            seen |= strstr(calls.data, spaced) != NULL;
+            if (!seen)
+                emit_text_append(&calls, word, strlen(word));
+        }
+        p = q;
+    }
+    if (calls.failed) {
+        emit_text_free(&calls);
+        return NULL;
+    }
+    return calls.data;
+}
+
 static FxStatus emit_node(Gen *gen, const Node *n, int pos)
 {
     char line[4096];
@@ -517,6 +561,8 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
                  .diag = gen->d};
     st = n->op->emit(&c);
     if (st == FX_OK && c.text.failed)
+        st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
+    if (st == FX_OK && !(gen->plan->step_calls[pos] = called_functions(c.text.data)))
         st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
     if (st == FX_OK)
         emit_text_printf(&gen->body, "    PROFILE_MARK(%d);\n    {\n%s    }\n", add_timed(gen, n),

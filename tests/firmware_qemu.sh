@@ -165,6 +165,39 @@ print(f"   {name}: stack {values['stack_used_bytes']} bytes (stub {stub_values['
 PY
 }
 
+# fxcc's --report-json against the image: flash (text + data) and RAM
+# (data + bss) that the model adds within REPORT_MARGIN of
+# arm-none-eabi-size's, and the stack it estimates at least the stack the
+# run was measured to add (a static bound from the frames of every call
+# chain, so never below; REPORT_MARGIN is what the estimates leave out or
+# count twice: the example's glue, libgcc routines that share one object,
+# activations a model does not use, NAME_run's code per step).
+REPORT_MARGIN=0.10
+check_report() {
+  "$python" - "$REPORT_MARGIN" "$@" <<'PY'
+import json, re, sys
+margin, report_path, make_log, compare_log, name = float(sys.argv[1]), *sys.argv[2:]
+r = json.load(open(report_path))
+adds = re.search(r"adds: flash (\d+) bytes .*RAM (\d+) bytes", open(make_log).read())
+stack = int(re.search(r"model adds (\d+)\)", open(compare_log).read()).group(1))
+flash, ram = int(adds.group(1)), int(adds.group(2))
+fails = []
+for what, est, got in (("flash", r["flash"]["total"], flash), ("RAM", r["ram"]["total"], ram)):
+    if not abs(est - got) <= margin * got:
+        fails.append(f"{what}: --report-json says {est}, the image adds {got} "
+                     f"({100 * (est - got) / got:+.1f}%, margin {100 * margin:.0f}%)")
+if not r["ram"]["stack"] >= stack:
+    fails.append(f"stack: --report-json says {r['ram']['stack']}, the run used {stack} more than the stub")
+if sum(l["weights"] for l in r["layers"]) != r["flash"]["weights"]:
+    fails.append("the layers' weights do not add up to the total")
+if fails:
+    sys.exit(f"FAIL: {name}: " + "; ".join(fails))
+print(f"ok: {name}: --report-json flash {r['flash']['total']} (image {flash}, "
+      f"{100 * (r['flash']['total'] - flash) / flash:+.1f}%), RAM {r['ram']['total']} (image {ram}, "
+      f"{100 * (r['ram']['total'] - ram) / ram:+.1f}%), stack {r['ram']['stack']} >= measured {stack}")
+PY
+}
+
 for spec in "${specs[@]}"; do
   name=${spec%%=*}
   rest=${spec#*=}
@@ -191,7 +224,7 @@ for spec in "${specs[@]}"; do
   dir="$work/$name"
   mkdir -p "$dir/ref"
   "$fxcc" compile "$model" -o "$dir/gen" --target "$target" --name "$name" "${weights[@]}" \
-    "${quantize[@]}" > /dev/null
+    "${quantize[@]}" --report-json "$dir/report.json" > /dev/null
   "$fxcc" run "$model" "${inputs[@]}" -o "$dir/ref" "${ref_level[@]}" "${quantize[@]}" > /dev/null
   bins=()
   for k in "${!inputs[@]}"; do
@@ -245,5 +278,6 @@ for spec in "${specs[@]}"; do
       "$((ram + stack)) of RAM with the stack (<= $ram_budget)"
   fi
   compare --expect-mismatch "$dir/model.log" "$dir/stub.log" "$name" "${refs[@]}"
+  check_report "$dir/report.json" "$dir/make.log" "$dir/compare.log" "$name"
 done
 echo "ok: qemu $(qemu-system-arm --version | head -1 | awk '{print $4}'), $(arm-none-eabi-gcc --version | head -1)"

@@ -565,7 +565,7 @@ static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable|cortex-m]\n"
     "                    [--weights c|incbin] [--weights-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
-    "                    [--budget flash=SIZE,ram=SIZE]\n"
+    "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
@@ -590,7 +590,11 @@ static const char compile_help[] =
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
     "                      --target portable also the weights by layer, their total\n"
-    "                      (flash) and the arena with its largest scratch (RAM)\n"
+    "                      (flash) and the arena with its largest scratch (RAM), and\n"
+    "                      the firmware estimate per layer and in total: code (the\n"
+    "                      runtime's functions it reaches, measured on a Cortex-M4F),\n"
+    "                      weights, arena, scratch, library data, output buffers, stack\n"
+    "  --report-json FILE  the firmware estimate as JSON (--target portable or cortex-m)\n"
     "  --budget flash=SIZE,ram=SIZE\n"
     "                      fail, writing nothing, when the weights exceed flash or the\n"
     "                      arena exceeds ram (either may be left out; SIZE in bytes, or\n"
@@ -676,6 +680,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     const char *leaf_sources[MAX_BINDINGS];
     co.leaf_sources = leaf_sources;
     bool report = false;
+    const char *report_json = NULL;
     Diag d;
     diag_init(&d);
     for (int i = 2; i < argc; i++) {
@@ -712,6 +717,8 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
             report = true;
+        } else if (strcmp(a, "--report-json") == 0 && next) {
+            report_json = argv[++i];
         } else if (strcmp(a, "--budget") == 0) {
             if (parse_budget("compile", next, &co))
                 return EXIT_USAGE;
@@ -728,6 +735,10 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     if (!model || !out_dir)
         return cli_usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    if (report_json && co.target == FX_TARGET_HOST)
+        return cli_usage_error("compile", "--report-json %s needs --target portable or cortex-m "
+                                          "(its code and stack figures are a Cortex-M's)",
+                               report_json);
     char name_buf[64];
     if (!name) {
         default_name(model, name_buf, sizeof name_buf);
@@ -758,7 +769,24 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
                     rc = 1;
                 }
             }
-        } else {
+        }
+        if (rc == 0 && co.target != FX_TARGET_HOST && (report || report_json)) {
+            CgFirmware fw;
+            if (cg_firmware_report(g, &plan, co.target, &fw, &d) == FX_OK) {
+                if (report)
+                    cg_firmware_print(&fw, stdout);
+                if (report_json &&
+                    cg_firmware_write_json(&fw, model, name, co.target, report_json, &d) != FX_OK) {
+                    cli_fail(&d);
+                    rc = 1;
+                }
+                cg_firmware_free(&fw);
+            } else {
+                cli_fail(&d);
+                rc = 1;
+            }
+        }
+        if (!report) {
             printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
                    name, plan.arena_bytes);
         }
