@@ -1140,6 +1140,58 @@ static void write_runtime_config(EmitText *t, const Gen *gen)
                         "#endif\n", gen->o->name, mask);
 }
 
+/* fxrt/fxrt_names.h: every extern function the runtime's headers declare
+ * (a line at file scope: a type, then fxrt_NAME and '(') renamed
+ * PREFIX_fxrt_NAME, so that the runtime copies of two models link into one
+ * image.  Static and inline helpers keep their names: they do not reach
+ * the linker. */
+static bool write_runtime_names(EmitText *t, const char *prefix)
+{
+    EmitText seen = {0};
+    emit_text_append(&seen, " ", 1);
+    emit_text_printf(t, "/* fxrt_names.h - written by fxcc compile --name %s: the runtime's\n"
+                        " * functions under %s_fxrt_ link names, so that another model's runtime\n"
+                        " * can be linked beside this one. */\n"
+                        "#ifndef FXRT_NAMES_H\n#define FXRT_NAMES_H\n\n", prefix, prefix);
+    for (int i = 0; i < fxcc_embedded_count; i++) {
+        const char *file = fxcc_embedded_names[i];
+        size_t flen = strlen(file);
+        if (strncmp(file, "fxrt", 4) != 0 || flen < 2 || strcmp(file + flen - 2, ".h") != 0)
+            continue;
+        const char *text = (const char *)fxcc_embedded_data[i], *end = text + fxcc_embedded_sizes[i];
+        for (const char *line = text; line < end;) {
+            const char *eol = memchr(line, '\n', (size_t)(end - line));
+            if (!eol)
+                eol = end;
+            bool declaration = isalpha((unsigned char)line[0]) &&
+                               strncmp(line, "static", 6) != 0 && strncmp(line, "typedef", 7) != 0;
+            for (const char *p = line; declaration && p + 5 < eol; p++) {
+                if (strncmp(p, "fxrt_", 5) != 0 || (p > line && (isalnum((unsigned char)p[-1]) ||
+                                                                 p[-1] == '_')))
+                    continue;
+                const char *q = p;
+                while (q < eol && (isalnum((unsigned char)*q) || *q == '_'))
+                    q++;
+                if (q < eol && *q == '(' && q - p < 100) {
+                    char word[104];
+                    snprintf(word, sizeof word, " %.*s ", (int)(q - p), p);
+                    if (seen.data && !strstr(seen.data, word)) {
+                        emit_text_append(&seen, word + 1, strlen(word) - 1);
+                        emit_text_printf(t, "#define %.*s %s_%.*s\n", (int)(q - p), p, prefix,
+                                         (int)(q - p), p);
+                    }
+                }
+                break;
+            }
+            line = eol + 1;
+        }
+    }
+    emit_text_printf(t, "\n#endif\n");
+    bool ok = !seen.failed;
+    emit_text_free(&seen);
+    return ok && !t->failed;
+}
+
 /* --- files ---------------------------------------------------------------- */
 
 static FxStatus write_text(const char *dir, const char *name, const void *data, size_t len,
@@ -1374,6 +1426,12 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                 st = config.failed ? diag_error(d, FX_ERR_NOMEM, "out of memory")
                                    : write_text(rt, file, config.data, config.len, d);
                 emit_text_free(&config);
+            } else if (runtime && !strcmp(file, "fxrt_names.h")) {
+                EmitText names = {0};
+                st = write_runtime_names(&names, o->name)
+                         ? write_text(rt, file, names.data, names.len, d)
+                         : diag_error(d, FX_ERR_NOMEM, "out of memory");
+                emit_text_free(&names);
             } else if (runtime || o->emit_main) {
                 st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
                                 fxcc_embedded_sizes[i], d);

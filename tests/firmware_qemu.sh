@@ -30,6 +30,10 @@
 # quantization step of the logits moves it (about 1e-2 of the largest
 # probability), so a single flipped step fails.
 #
+# Last, digits and the float DS-CNN linked into one image (make
+# MODEL_DIR2=...), each with its own runtime under its --name's prefix:
+# both must match their references.
+#
 # FXCC_FIRMWARE_MODELS adds more, space-separated
 # NAME[/WEIGHTS][@TARGET][+CALIB.npy]=MODEL.onnx:IN0.npy[:IN1.npy...]
 # (WEIGHTS: fxcc's --weights, c or incbin; TARGET: portable, the default,
@@ -280,4 +284,38 @@ for spec in "${specs[@]}"; do
   compare --expect-mismatch "$dir/model.log" "$dir/stub.log" "$name" "${refs[@]}"
   check_report "$dir/report.json" "$dir/make.log" "$dir/compare.log" "$name"
 done
+# Two models in one image (MODEL_DIR2): the float DS-CNN and digits, each
+# with its own runtime copy (another kernel set: cortex-m and portable)
+# under its own link names (fxrt/fxrt_names.h); both must run and match
+# their references as they did alone, and no runtime function may keep its
+# unprefixed name.
+pair="$work/pair"
+mkdir -p "$pair"
+make -s -C "$here/examples/firmware" -j2 MODEL_DIR="$work/dscnn_kws/gen" \
+  INPUTS="$work/dscnn_kws/input_0.bin" MODEL_DIR2="$work/digits/gen" \
+  INPUTS2="$work/digits/input_0.bin" BUILD="$pair/build" > "$pair/make.log" 2>&1 ||
+  { cat "$pair/make.log"; echo "FAIL: the two-model image does not build"; exit 1; }
+syms=$(arm-none-eabi-nm "$pair/build/fw_model.elf")
+for name in dscnn_kws digits; do
+  echo "$syms" | grep -q " T ${name}_run$" && echo "$syms" | grep -q " T ${name}_fxrt_" ||
+    { echo "FAIL: the two-model image lacks ${name}_run or ${name}_fxrt_ functions"; exit 1; }
+done
+if echo "$syms" | grep -E ' [TtDdBbRr] fxrt_'; then
+  echo "FAIL: runtime symbols without a model's prefix in the two-model image"; exit 1
+fi
+timeout 120 "${qemu[@]}" -kernel "$pair/build/fw_model.elf" > "$pair/model.log" 2>&1 ||
+  { cat "$pair/model.log"; echo "FAIL: the two-model image failed under QEMU"; exit 1; }
+awk -v dir="$pair" '/^fxcc-firmware model / { n++ } { print > (dir "/block_" n ".log") }' "$pair/model.log"
+for k in 1 2; do
+  name=$([ $k = 1 ] && echo dscnn_kws || echo digits)
+  head -1 "$pair/block_$k.log" | grep -qx "fxcc-firmware model $name" ||
+    { cat "$pair/model.log"; echo "FAIL: the two-model image's run $k is not $name"; exit 1; }
+  refs=()
+  for f in "$work/$name"/ref/output_*.npy; do refs+=("$f"); done
+  compare "$pair/block_$k.log" "$work/$name/stub.log" "$name (with the other model)" "${refs[@]}" |
+    grep -v "^ "
+done
+echo "ok: dscnn_kws and digits linked into one image, $(grep -c ' T dscnn_kws_fxrt_' <<< "$syms") +" \
+  "$(grep -c ' T digits_fxrt_' <<< "$syms") runtime functions under their prefixes; both ran"
+
 echo "ok: qemu $(qemu-system-arm --version | head -1 | awk '{print $4}'), $(arm-none-eabi-gcc --version | head -1)"
