@@ -200,8 +200,12 @@ typedef struct CgOptions {
     bool emit_main;     /* also main.c + fxio.[ch] and a `main` executable */
     const char *source; /* model file; only its base name goes into comments */
     CgWeights weights;
-    /* Section of the incbin blob (NULL: .rodata.NAME_weights). */
+    /* Section of the incbin blob (NULL: .rodata.NAME_weights); when given,
+     * also of the weights written as C arrays (GCC and Clang attributes). */
     const char *weights_section;
+    /* --arena-section: NAME.h's NAME_ARENA_PLACEMENT puts the caller's
+     * arena in this section (NULL: the macro is empty). */
+    const char *arena_section;
     /* C files defining the leaf ops' fxcc_leaf_OP functions (ir/ops/leaf.c):
      * copied into DIR and built with NAME by CMakeLists.txt, NAME.mk and
      * `fxcc verify`.  Their names must end in .c and not clash with a
@@ -246,11 +250,15 @@ typedef struct CgWeightFiles {
     const char *name;    /* the C prefix */
     const char *model;   /* the model's base name, for comments */
     const char *section; /* of the blob */
+    bool place_c;        /* also put the C arrays in `section` (--weights-section) */
     const CgLargeWeight *weights;
     int count;
     size_t blob_bytes;   /* the last weight's end, rounded up to 64 */
 } CgWeightFiles;
 
+/* The NAME_WEIGHT_SECTION macro that places C arrays in section (GCC,
+ * Clang; empty for other compilers), for NAME.c and NAME_weights.c. */
+void cg_write_section_macro(char *buf, size_t cap, const char *name, const char *section);
 /* DIR/NAME_weights.c: const arrays of exact literals (hex floats). */
 FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d);
 /* DIR/NAME_weights.bin and DIR/NAME_weights.S, one global symbol per weight. */

@@ -307,8 +307,12 @@ static void write_weight(EmitText *t, const Gen *gen, const CgValue *v)
     text_comment(t, "", line);
     weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
-    emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
-                (long long)(n ? n : 1));
+    if (gen->o->weights_section)
+        emit_text_printf(t, "static const %s %s[%lld] %s_WEIGHT_SECTION = {", c_type_name(ty->dtype),
+                         sym, (long long)(n ? n : 1), gen->o->name);
+    else
+        emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
+                         (long long)(n ? n : 1));
     if (n == 0)
         emit_text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
@@ -401,7 +405,8 @@ static FxStatus write_large_weights(const Gen *gen, const char *dir)
     else
         snprintf(section, sizeof section, ".rodata.%s_weights", gen->o->name);
     CgWeightFiles files = {.name = gen->o->name, .model = model_label(gen->o),
-                           .section = section, .weights = gen->large, .count = gen->num_large,
+                           .section = section, .place_c = gen->o->weights_section != NULL,
+                           .weights = gen->large, .count = gen->num_large,
                            .blob_bytes = gen->blob_bytes};
     return gen->mode == CG_WEIGHTS_INCBIN ? cg_write_weights_incbin(&files, dir, gen->d)
                                           : cg_write_weights_c(&files, dir, gen->d);
@@ -654,6 +659,17 @@ static FxStatus write_header(EmitText *t, const Gen *gen, const Node *out)
                 N, N);
     emit_text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
                 N, gen->plan->arena_bytes, N, ni, N, no);
+    /* The arena is the caller's; the header says where it goes. */
+    if (gen->o->arena_section)
+        emit_text_printf(t, "/* --arena-section: declare the arena with %s_ARENA_PLACEMENT to put it in\n"
+                            " * section %s (GCC and Clang; other compilers: where it would go). */\n"
+                            "#if defined(__GNUC__)\n"
+                            "#define %s_ARENA_PLACEMENT __attribute__((section(\"%s\")))\n"
+                            "#else\n#define %s_ARENA_PLACEMENT\n#endif\n\n",
+                         N, gen->o->arena_section, N, gen->o->arena_section, N);
+    else
+        emit_text_printf(t, "/* Where the caller's arena goes (fxcc compile --arena-section): nowhere\n"
+                            " * special. */\n#define %s_ARENA_PLACEMENT\n\n", N);
     /* Firmware declares its buffers static, so the sizes must also be constants. */
     emit_text_printf(t, "/* element counts as constants, for static buffers; %s_OUTPUTS_BYTES sums\n"
                      " * every output's bytes */\n", N);
@@ -1020,6 +1036,11 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                      " * nothing else when no caller times the nodes. */\n"
                      "#define PROFILE_MARK(k) do { if (%s_node_hook) %s_node_hook(k); } while (0)\n\n",
                      N, N, N, N);
+    if (gen->o->weights_section) {
+        char macro[1024];
+        cg_write_section_macro(macro, sizeof macro, N, gen->o->weights_section);
+        emit_text_printf(src, "%s", macro);
+    }
     st = plan_weights(gen, src);
     if (st == FX_OK && shared.data)
         emit_text_printf(src, "/* Kernel parameters that several nodes share (identical objects, kept\n"
@@ -1371,6 +1392,10 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         return diag_error(d, FX_ERR_INVALID,
                           "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
                           o->weights_section);
+    if (o->arena_section && !cg_valid_section(o->arena_section))
+        return diag_error(d, FX_ERR_INVALID,
+                          "--arena-section '%s' is not a section name ([A-Za-z0-9._$]+)",
+                          o->arena_section);
     CgPlan plan;
     FxStatus st = cg_plan_target(g, o->target, &plan, d);
     if (st != FX_OK)

@@ -32,7 +32,8 @@
 #
 # Last, digits and the float DS-CNN linked into one image (make
 # MODEL_DIR2=...), each with its own runtime under its --name's prefix:
-# both must match their references.
+# both must match their references.  And digits with its weights and
+# arena placed in named sections (--weights-section, --arena-section).
 #
 # FXCC_FIRMWARE_MODELS adds more, space-separated
 # NAME[/WEIGHTS][@TARGET][+CALIB.npy]=MODEL.onnx:IN0.npy[:IN1.npy...]
@@ -317,5 +318,32 @@ for k in 1 2; do
 done
 echo "ok: dscnn_kws and digits linked into one image, $(grep -c ' T dscnn_kws_fxrt_' <<< "$syms") +" \
   "$(grep -c ' T digits_fxrt_' <<< "$syms") runtime functions under their prefixes; both ran"
+
+# Placement: digits (--target cortex-m, weights as C arrays in NAME.c and
+# NAME_weights.c) with --weights-section .model_weights and
+# --arena-section .model_arena, sections the example's linker script maps
+# to flash and RAM: every weight symbol and the arena must land there, and
+# the model must still run and match.
+placed="$work/placed"
+mkdir -p "$placed"
+"$fxcc" compile "$here/examples/digits/digits.onnx" -o "$placed/gen" --target cortex-m --name digits \
+  --weights c --weights-section .model_weights --arena-section .model_arena > /dev/null
+make -s -C "$here/examples/firmware" -j2 MODEL_DIR="$placed/gen" INPUTS="$work/digits/input_0.bin" \
+  BUILD="$placed/build" > "$placed/make.log" 2>&1 ||
+  { cat "$placed/make.log"; echo "FAIL: digits with placed sections does not build"; exit 1; }
+table=$(arm-none-eabi-objdump -t "$placed/build/fw_model.elf")
+placed_weights=$(awk '$NF ~ /^digits_w_/' <<< "$table")
+[ "$(wc -l <<< "$placed_weights")" -ge 6 ] || { echo "FAIL: placed digits: weight symbols missing"; exit 1; }
+if awk '$NF ~ /^digits_w_/ && $(NF - 2) != ".model_weights"' <<< "$table" | grep .; then
+  echo "FAIL: placed digits: weights outside .model_weights"; exit 1
+fi
+awk '$NF == "arena" && $(NF - 2) == ".model_arena"' <<< "$table" | grep -q . ||
+  { echo "FAIL: placed digits: the arena is not in .model_arena"; exit 1; }
+timeout 60 "${qemu[@]}" -kernel "$placed/build/fw_model.elf" > "$placed/model.log" 2>&1 ||
+  { cat "$placed/model.log"; echo "FAIL: placed digits failed under QEMU"; exit 1; }
+refs=()
+for f in "$work/digits"/ref/output_*.npy; do refs+=("$f"); done
+compare "$placed/model.log" "$work/digits/stub.log" "digits (placed)" "${refs[@]}" | grep -v "^ "
+echo "ok: placed digits: $(wc -l <<< "$placed_weights") weight symbols in .model_weights, the arena in .model_arena"
 
 echo "ok: qemu $(qemu-system-arm --version | head -1 | awk '{print $4}'), $(arm-none-eabi-gcc --version | head -1)"

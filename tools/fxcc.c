@@ -563,7 +563,7 @@ done:
 
 static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable|cortex-m]\n"
-    "                    [--weights c|incbin] [--weights-section SECTION]\n"
+    "                    [--weights c|incbin] [--weights-section SECTION] [--arena-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
     "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE]\n"
     "\n"
@@ -585,7 +585,11 @@ static const char compile_help[] =
     "  --weights c         weights above 4 KiB as C arrays in NAME_weights.c, for toolchains\n"
     "                      without GNU-style assembly; the default for smaller models\n"
     "  --weights-section SECTION\n"
-    "                      the blob's section (default .rodata.NAME_weights)\n"
+    "                      the blob's section (default .rodata.NAME_weights), and the C\n"
+    "                      arrays' too (an attribute, GCC and Clang)\n"
+    "  --arena-section SECTION\n"
+    "                      NAME.h's NAME_ARENA_PLACEMENT puts the arena the caller declares\n"
+    "                      in SECTION (GCC and Clang; the linker script must map it)\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
@@ -713,6 +717,8 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             i++;
         } else if (strcmp(a, "--weights-section") == 0 && next) {
             co.weights_section = argv[++i];
+        } else if (strcmp(a, "--arena-section") == 0 && next) {
+            co.arena_section = argv[++i];
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {

@@ -21,9 +21,10 @@
 #endif
 
 /* A model with no intermediate values has a zero-byte arena, which C cannot
- * declare. */
+ * declare.  NAME_ARENA_PLACEMENT: the section fxcc compile --arena-section
+ * named, if any. */
 static unsigned char arena[MODEL(_ARENA_BYTES) > 0 ? MODEL(_ARENA_BYTES) : 1]
-    __attribute__((aligned(64)));
+    __attribute__((aligned(64))) MODEL(_ARENA_PLACEMENT);
 
 /* Each output starts at a multiple of 8 bytes, so any element type is
  * aligned; hence the 8 bytes of slack per output. */
