@@ -206,6 +206,9 @@ typedef struct CgOptions {
     /* --arena-section: NAME.h's NAME_ARENA_PLACEMENT puts the caller's
      * arena in this section (NULL: the macro is empty). */
     const char *arena_section;
+    /* --cpu: a core of cg_cpu_flags's list, whose arm-none-eabi-gcc flags
+     * NAME.mk and CMakeLists.txt record (NULL: none recorded). */
+    const char *cpu;
     /* C files defining the leaf ops' fxcc_leaf_OP functions (ir/ops/leaf.c):
      * copied into DIR and built with NAME by CMakeLists.txt, NAME.mk and
      * `fxcc verify`.  Their names must end in .c and not clash with a
@@ -235,6 +238,9 @@ CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes);
 bool cg_valid_section(const char *s);
 /* True if name is a valid C identifier for a prefix. */
 bool cg_valid_name(const char *name);
+/* The arm-none-eabi-gcc flags for a --cpu (cortex-m0plus, cortex-m4,
+ * cortex-m7, cortex-m33, cortex-m55), or NULL for another name. */
+const char *cg_cpu_flags(const char *cpu);
 
 /* ------------------------------------------------------------------------- */
 /* The large weights' files (weights.c)                                       */

@@ -37,6 +37,24 @@ bool cg_valid_name(const char *name)
     return strlen(name) < 64;
 }
 
+/* Each core's flags: the FPU it has and the float ABI that uses it (the
+ * C library linked must be built for the same ABI). */
+static const char *const cpu_flags[][2] = {
+    {"cortex-m0plus", "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft"},
+    {"cortex-m4", "-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard"},
+    {"cortex-m7", "-mcpu=cortex-m7 -mthumb -mfpu=fpv5-d16 -mfloat-abi=hard"},
+    {"cortex-m33", "-mcpu=cortex-m33 -mthumb -mfpu=fpv5-sp-d16 -mfloat-abi=hard"},
+    {"cortex-m55", "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard"},
+};
+
+const char *cg_cpu_flags(const char *cpu)
+{
+    for (size_t i = 0; cpu && i < sizeof cpu_flags / sizeof cpu_flags[0]; i++)
+        if (strcmp(cpu, cpu_flags[i][0]) == 0)
+            return cpu_flags[i][1];
+    return NULL;
+}
+
 /* --- comments ------------------------------------------------------------ */
 
 /* Comment lines end before this column when an argument boundary allows. */
@@ -1102,6 +1120,12 @@ static void write_cmake(EmitText *t, const Gen *gen)
     emit_text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
                    "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
     emit_text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
+    if (o->cpu)
+        emit_text_printf(t, "# --cpu %s: the core's flags, used when cross-compiling (a toolchain file\n"
+                            "# for arm-none-eabi-gcc); link with the same flags.\n"
+                            "set(%s_ARCH_FLAGS %s)\nif(CMAKE_CROSSCOMPILING)\n"
+                            "  target_compile_options(%s PUBLIC ${%s_ARCH_FLAGS})\nendif()\n",
+                         o->cpu, N, cg_cpu_flags(o->cpu), N, N);
     emit_text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
                    "  target_link_libraries(%s PUBLIC ${MATH_LIBRARY})\nendif()\n", N);
     if (o->target == FX_TARGET_HOST)
@@ -1137,6 +1161,10 @@ static void write_makefile(EmitText *t, const Gen *gen)
     else
         emit_text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt\n%s_LDLIBS := -lm\n", N,
                     N, N, N);
+    if (o->cpu)
+        emit_text_printf(t, "# --cpu %s: arm-none-eabi-gcc's flags for the core, for compiling and\n"
+                            "# linking (they choose the float ABI the C library must match)\n"
+                            "%s_ARCH_FLAGS := %s\n", o->cpu, N, cg_cpu_flags(o->cpu));
 }
 
 /* fxrt/fxrt_config.h for --target cortex-m: the small kernels, and the
@@ -1392,6 +1420,12 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         return diag_error(d, FX_ERR_INVALID,
                           "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
                           o->weights_section);
+    if (o->cpu && (o->target == FX_TARGET_HOST || !cg_cpu_flags(o->cpu)))
+        return diag_error(d, FX_ERR_INVALID, "--cpu '%s': %s", o->cpu,
+                          o->target == FX_TARGET_HOST
+                              ? "needs --target portable or cortex-m"
+                              : "not one of cortex-m0plus, cortex-m4, cortex-m7, cortex-m33, "
+                                "cortex-m55");
     if (o->arena_section && !cg_valid_section(o->arena_section))
         return diag_error(d, FX_ERR_INVALID,
                           "--arena-section '%s' is not a section name ([A-Za-z0-9._$]+)",

@@ -565,7 +565,7 @@ static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable|cortex-m]\n"
     "                    [--weights c|incbin] [--weights-section SECTION] [--arena-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
-    "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE]\n"
+    "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE] [--cpu CORE]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
@@ -590,6 +590,10 @@ static const char compile_help[] =
     "  --arena-section SECTION\n"
     "                      NAME.h's NAME_ARENA_PLACEMENT puts the arena the caller declares\n"
     "                      in SECTION (GCC and Clang; the linker script must map it)\n"
+    "  --cpu CORE          cortex-m0plus, cortex-m4, cortex-m7, cortex-m33 or cortex-m55:\n"
+    "                      NAME.mk (NAME_ARCH_FLAGS) and CMakeLists.txt record its\n"
+    "                      arm-none-eabi-gcc flags; the int8 GEMM uses SMLAD on cores\n"
+    "                      with the DSP extension (all but cortex-m0plus)\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
@@ -719,6 +723,11 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             co.weights_section = argv[++i];
         } else if (strcmp(a, "--arena-section") == 0 && next) {
             co.arena_section = argv[++i];
+        } else if (strcmp(a, "--cpu") == 0 && next) {
+            co.cpu = argv[++i];
+            if (!cg_cpu_flags(co.cpu))
+                return cli_usage_error("compile", "--cpu is cortex-m0plus, cortex-m4, cortex-m7, "
+                                                  "cortex-m33 or cortex-m55, not '%s'", co.cpu);
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
@@ -741,6 +750,8 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     if (!model || !out_dir)
         return cli_usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    if (co.cpu && co.target == FX_TARGET_HOST)
+        return cli_usage_error("compile", "--cpu %s needs --target portable or cortex-m", co.cpu);
     if (report_json && co.target == FX_TARGET_HOST)
         return cli_usage_error("compile", "--report-json %s needs --target portable or cortex-m "
                                           "(its code and stack figures are a Cortex-M's)",
