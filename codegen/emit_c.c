@@ -871,8 +871,10 @@ static ConstDecl *find_const_decls(const char *s, const char *N, int *count)
         const char *semi = strstr(s + start, ";\n");
         const char *eq = strstr(s + start, " = ");
         const char *close = strstr(s + start, "\n    }\n");
-        if (!semi || !eq || eq > semi || !close)
+        if (!semi || !close)
             break;
+        if (!eq || eq > semi)
+            continue; /* no initializer: nothing to share */
         /* The name: the last identifier before " = " (or before its "[N]"). */
         const char *q = eq;
         if (q[-1] == ']')

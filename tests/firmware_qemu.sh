@@ -20,7 +20,11 @@
 # both quantized to int8 by fxcc (--quantize int8, --target cortex-m):
 # the DS-CNN calibrated on 32 seeded standard-normal inputs, digits on 200
 # held-out images other than the one it runs on.  The int8 DS-CNN must add
-# at most 48 KiB of flash and 20 KiB of RAM with its stack.  A quantized
+# at most 48 KiB of flash and 20 KiB of RAM with its stack, and so must
+# the DS-CNN quantized by ONNX Runtime (QOperator, scripts/
+# make_quant_models.py), whose reference is the interpreter's QLinear ops
+# at -O0 (the reference loops, against the firmware's packed kernels; both
+# round the same, so its dequantized output must agree to 1e-5).  A quantized
 # model's reference is `fxcc run -O2` with the same calibration, which
 # quantizes the same way and runs the same integer kernels (QConvPacked,
 # QGemm: integer sums and fixed-point requantization, no rounding choice
@@ -74,12 +78,20 @@ np.save(sys.argv[3], rng.standard_normal((32, 1, 1, 49, 10)).astype(np.float32))
 " "$here/examples/digits/test_images.npy" "$work/models/digits_calib.npy" \
   "$work/models/dscnn_kws_calib.npy"
 
+# The DS-CNN quantized by ONNX Runtime's quantize_static (QOperator:
+# QLinearConv, QGemm, QLinearAveragePool, QLinearSoftmax), as the
+# quant_models test makes it.
+"$python" "$here/scripts/make_quant_models.py" "$work/models/ort" --models dscnn_kws \
+  > "$work/make_quant_models.log" 2>&1 ||
+  { cat "$work/make_quant_models.log"; echo "FAIL: scripts/make_quant_models.py"; exit 1; }
+
 digits="$here/examples/digits/digits.onnx:$work/models/digits_input.npy"
 dscnn="$work/models/dscnn_kws.onnx:$work/models/dscnn_kws_input.npy"
 specs=("digits/incbin=$digits"
        "dscnn_kws@cortex-m=$dscnn"
        "digits_int8@cortex-m+$work/models/digits_calib.npy=$digits"
-       "dscnn_kws_int8@cortex-m+$work/models/dscnn_kws_calib.npy=$dscnn")
+       "dscnn_kws_int8@cortex-m+$work/models/dscnn_kws_calib.npy=$dscnn"
+       "dscnn_kws_ort@cortex-m=$work/models/ort/dscnn_kws_qop.onnx:$work/models/ort/dscnn_kws_input.npy")
 for extra in ${FXCC_FIRMWARE_MODELS:-}; do specs+=("$extra"); done
 
 qemu=(qemu-system-arm -M mps2-an386 -nographic -monitor none -serial none
@@ -269,7 +281,7 @@ for spec in "${specs[@]}"; do
   flash_budget=0
   case $name in
     dscnn_kws) flash_budget=98304; ram_budget=40960 ;;
-    dscnn_kws_int8) flash_budget=49152; ram_budget=20480 ;;
+    dscnn_kws_int8 | dscnn_kws_ort) flash_budget=49152; ram_budget=20480 ;;
   esac
   if (( flash_budget > 0 )); then
     flash=$(sed -n 's/.*adds: flash \([0-9]*\) bytes.*/\1/p' "$dir/make.log")
