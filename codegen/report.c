@@ -265,7 +265,7 @@ FxStatus cg_firmware_write_json(const CgFirmware *f, const char *model, const ch
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out)
-        return diag_error(d, FX_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+        return diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     const char *base = strrchr(model, '/');
     fprintf(out, "{\n  \"model\": ");
     json_string(out, base ? base + 1 : model);
