@@ -57,6 +57,10 @@ typedef struct CgPlan {
     CgValue **node_scratch; /* by node position, or NULL */
     const Node **order;
     int num_steps;
+    /* By step, filled by cg_compile: the functions its block calls, each
+     * name followed by a space ("fxrt_qconv memcpy "), or NULL (no code);
+     * for the firmware report's code and stack figures. */
+    char **step_calls;
     CgCopy *copies;
     int num_copies;
     size_t arena_bytes;  /* what the plan needs */
@@ -111,6 +115,67 @@ void cg_memory_free(CgMemory *m);
 void cg_memory_report(const CgMemory *m, FILE *out);
 
 /* ------------------------------------------------------------------------- */
+/* The firmware report: code, stack, RAM (report.c, runtime_costs.c)          */
+/* ------------------------------------------------------------------------- */
+
+/* One function of the runtime or of the C library on a Cortex-M4F, as
+ * scripts/runtime_costs.py measured it (codegen/runtime_costs.c). */
+typedef struct CgCostFunction {
+    const char *name;   /* "fxrt_qconv"; a static one "fxrt_nn_qconv.c:qconv_depthwise" */
+    int code_bytes;     /* flash (a library function: with its dependencies) */
+    int ram_bytes;      /* data + bss it brings (newlib's errno struct) */
+    int stack_bytes;    /* its own frame */
+    int first_callee, num_callees; /* into CgCostTable.callees */
+} CgCostFunction;
+
+typedef struct CgCostTable {
+    const CgCostFunction *functions; /* sorted by name (strcmp) */
+    int num_functions;
+    const char *const *callees;
+    const CgCostFunction *library;   /* sorted by name: functions and "member:" archive members */
+    int num_library;
+    const char *const *library_callees;
+} CgCostTable;
+
+/* The small kernels (--target cortex-m) and the portable ones. */
+extern const CgCostTable cg_costs_small, cg_costs_portable;
+
+typedef struct CgFirmwareLayer {
+    const Node *node;
+    const char *cname;   /* as in cg_plan_report's table */
+    size_t weight_bytes; /* the weights it reads first */
+    size_t code_bytes;   /* the functions it calls and theirs (shared ones in each layer) */
+    size_t scratch_bytes;
+    size_t stack_bytes;  /* its deepest chain of frames below NAME_run */
+} CgFirmwareLayer;
+
+/* What the model adds to a firmware image, estimated from the plan and the
+ * cost table: flash = code + weights; RAM = arena + the library's data +
+ * the caller's output buffers; the stack on top. */
+typedef struct CgFirmware {
+    size_t code_bytes;        /* every function reached, once, and run_code_bytes */
+    size_t run_code_bytes;    /* NAME_run and NAME.c's tables (an estimate per step) */
+    size_t weight_bytes;
+    size_t arena_bytes, scratch_bytes; /* the scratch: the largest, inside the arena */
+    size_t library_ram_bytes;
+    size_t outputs_bytes;
+    size_t stack_bytes;       /* NAME_run's frame and the deepest layer */
+    size_t flash_bytes, ram_bytes;
+    CgFirmwareLayer *layers;  /* the steps with code, in order */
+    int num_layers;
+} CgFirmware;
+
+/* Fills f for plan p of g as cg_compile wrote it (p->step_calls set). */
+FxStatus cg_firmware_report(const Graph *g, const CgPlan *p, FxTarget target, CgFirmware *f,
+                            Diag *d);
+void cg_firmware_free(CgFirmware *f);
+/* The table --report prints after the weights. */
+void cg_firmware_print(const CgFirmware *f, FILE *out);
+/* The same figures as JSON into path (written whole or not at all). */
+FxStatus cg_firmware_write_json(const CgFirmware *f, const char *model, const char *name,
+                                FxTarget target, const char *path, Diag *d);
+
+/* ------------------------------------------------------------------------- */
 /* C emission (emit_c.c)                                                      */
 /* ------------------------------------------------------------------------- */
 
@@ -135,8 +200,15 @@ typedef struct CgOptions {
     bool emit_main;     /* also main.c + fxio.[ch] and a `main` executable */
     const char *source; /* model file; only its base name goes into comments */
     CgWeights weights;
-    /* Section of the incbin blob (NULL: .rodata.NAME_weights). */
+    /* Section of the incbin blob (NULL: .rodata.NAME_weights); when given,
+     * also of the weights written as C arrays (GCC and Clang attributes). */
     const char *weights_section;
+    /* --arena-section: NAME.h's NAME_ARENA_PLACEMENT puts the caller's
+     * arena in this section (NULL: the macro is empty). */
+    const char *arena_section;
+    /* --cpu: a core of cg_cpu_flags's list, whose arm-none-eabi-gcc flags
+     * NAME.mk and CMakeLists.txt record (NULL: none recorded). */
+    const char *cpu;
     /* C files defining the leaf ops' fxcc_leaf_OP functions (ir/ops/leaf.c):
      * copied into DIR and built with NAME by CMakeLists.txt, NAME.mk and
      * `fxcc verify`.  Their names must end in .c and not clash with a
@@ -166,6 +238,9 @@ CgWeights cg_weights_mode(CgWeights requested, size_t large_weight_bytes);
 bool cg_valid_section(const char *s);
 /* True if name is a valid C identifier for a prefix. */
 bool cg_valid_name(const char *name);
+/* The arm-none-eabi-gcc flags for a --cpu (cortex-m0plus, cortex-m4,
+ * cortex-m7, cortex-m33, cortex-m55), or NULL for another name. */
+const char *cg_cpu_flags(const char *cpu);
 
 /* ------------------------------------------------------------------------- */
 /* The large weights' files (weights.c)                                       */
@@ -181,11 +256,15 @@ typedef struct CgWeightFiles {
     const char *name;    /* the C prefix */
     const char *model;   /* the model's base name, for comments */
     const char *section; /* of the blob */
+    bool place_c;        /* also put the C arrays in `section` (--weights-section) */
     const CgLargeWeight *weights;
     int count;
     size_t blob_bytes;   /* the last weight's end, rounded up to 64 */
 } CgWeightFiles;
 
+/* The NAME_WEIGHT_SECTION macro that places C arrays in section (GCC,
+ * Clang; empty for other compilers), for NAME.c and NAME_weights.c. */
+void cg_write_section_macro(char *buf, size_t cap, const char *name, const char *section);
 /* DIR/NAME_weights.c: const arrays of exact literals (hex floats). */
 FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d);
 /* DIR/NAME_weights.bin and DIR/NAME_weights.S, one global symbol per weight. */

@@ -37,6 +37,24 @@ bool cg_valid_name(const char *name)
     return strlen(name) < 64;
 }
 
+/* Each core's flags: the FPU it has and the float ABI that uses it (the
+ * C library linked must be built for the same ABI). */
+static const char *const cpu_flags[][2] = {
+    {"cortex-m0plus", "-mcpu=cortex-m0plus -mthumb -mfloat-abi=soft"},
+    {"cortex-m4", "-mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard"},
+    {"cortex-m7", "-mcpu=cortex-m7 -mthumb -mfpu=fpv5-d16 -mfloat-abi=hard"},
+    {"cortex-m33", "-mcpu=cortex-m33 -mthumb -mfpu=fpv5-sp-d16 -mfloat-abi=hard"},
+    {"cortex-m55", "-mcpu=cortex-m55 -mthumb -mfloat-abi=hard"},
+};
+
+const char *cg_cpu_flags(const char *cpu)
+{
+    for (size_t i = 0; cpu && i < sizeof cpu_flags / sizeof cpu_flags[0]; i++)
+        if (strcmp(cpu, cpu_flags[i][0]) == 0)
+            return cpu_flags[i][1];
+    return NULL;
+}
+
 /* --- comments ------------------------------------------------------------ */
 
 /* Comment lines end before this column when an argument boundary allows. */
@@ -307,8 +325,12 @@ static void write_weight(EmitText *t, const Gen *gen, const CgValue *v)
     text_comment(t, "", line);
     weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
-    emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
-                (long long)(n ? n : 1));
+    if (gen->o->weights_section)
+        emit_text_printf(t, "static const %s %s[%lld] %s_WEIGHT_SECTION = {", c_type_name(ty->dtype),
+                         sym, (long long)(n ? n : 1), gen->o->name);
+    else
+        emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
+                         (long long)(n ? n : 1));
     if (n == 0)
         emit_text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
@@ -401,7 +423,8 @@ static FxStatus write_large_weights(const Gen *gen, const char *dir)
     else
         snprintf(section, sizeof section, ".rodata.%s_weights", gen->o->name);
     CgWeightFiles files = {.name = gen->o->name, .model = model_label(gen->o),
-                           .section = section, .weights = gen->large, .count = gen->num_large,
+                           .section = section, .place_c = gen->o->weights_section != NULL,
+                           .weights = gen->large, .count = gen->num_large,
                            .blob_bytes = gen->blob_bytes};
     return gen->mode == CG_WEIGHTS_INCBIN ? cg_write_weights_incbin(&files, dir, gen->d)
                                           : cg_write_weights_c(&files, dir, gen->d);
@@ -461,6 +484,50 @@ static void declare_value(EmitText *t, const Gen *gen, const CgValue *v)
     }
 }
 
+/* The names called in a block (an identifier before '('), each once and
+ * followed by a space; NULL if out of memory.  Keywords (if, for, sizeof)
+ * are among them; the report looks names up in its table and skips those. */
+static char *called_functions(const char *text)
+{
+    EmitText calls = {0};
+    emit_text_append(&calls, "", 0);
+    for (const char *p = text ? text : ""; *p;) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+            continue;
+        }
+        if (!(isalpha((unsigned char)*p) || *p == '_')) {
+            p++;
+            continue;
+        }
+        const char *q = p;
+        while (isalnum((unsigned char)*q) || *q == '_')
+            q++;
+        const char *after = q;
+        while (*after == ' ')
+            after++;
+        if (*after == '(' && calls.data) {
+            char word[128];
+            int len = (int)(q - p) < 126 ? (int)(q - p) : 126;
+            snprintf(word, sizeof word, "%.*s ", len, p);
+            /* " name " somewhere, or "name " at the start */
+            bool seen = strncmp(calls.data, word, strlen(word)) == 0;
+            char spaced[130];
+            snprintf(spaced, sizeof spaced, " %s", word);
+            seen |= strstr(calls.data, spaced) != NULL;
+            if (!seen)
+                emit_text_append(&calls, word, strlen(word));
+        }
+        p = q;
+    }
+    if (calls.failed) {
+        emit_text_free(&calls);
+        return NULL;
+    }
+    return calls.data;
+}
+
 static FxStatus emit_node(Gen *gen, const Node *n, int pos)
 {
     char line[4096];
@@ -517,6 +584,8 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
                  .diag = gen->d};
     st = n->op->emit(&c);
     if (st == FX_OK && c.text.failed)
+        st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
+    if (st == FX_OK && !(gen->plan->step_calls[pos] = called_functions(c.text.data)))
         st = diag_node_error(gen->d, FX_ERR_NOMEM, n, "out of memory");
     if (st == FX_OK)
         emit_text_printf(&gen->body, "    PROFILE_MARK(%d);\n    {\n%s    }\n", add_timed(gen, n),
@@ -608,6 +677,17 @@ static FxStatus write_header(EmitText *t, const Gen *gen, const Node *out)
                 N, N);
     emit_text_printf(t, "#define %s_ARENA_BYTES %zu\n#define %s_NUM_INPUTS %d\n#define %s_NUM_OUTPUTS %d\n\n",
                 N, gen->plan->arena_bytes, N, ni, N, no);
+    /* The arena is the caller's; the header says where it goes. */
+    if (gen->o->arena_section)
+        emit_text_printf(t, "/* --arena-section: declare the arena with %s_ARENA_PLACEMENT to put it in\n"
+                            " * section %s (GCC and Clang; other compilers: where it would go). */\n"
+                            "#if defined(__GNUC__)\n"
+                            "#define %s_ARENA_PLACEMENT __attribute__((section(\"%s\")))\n"
+                            "#else\n#define %s_ARENA_PLACEMENT\n#endif\n\n",
+                         N, gen->o->arena_section, N, gen->o->arena_section, N);
+    else
+        emit_text_printf(t, "/* Where the caller's arena goes (fxcc compile --arena-section): nowhere\n"
+                            " * special. */\n#define %s_ARENA_PLACEMENT\n\n", N);
     /* Firmware declares its buffers static, so the sizes must also be constants. */
     emit_text_printf(t, "/* element counts as constants, for static buffers; %s_OUTPUTS_BYTES sums\n"
                      " * every output's bytes */\n", N);
@@ -698,6 +778,237 @@ static void write_io_tables(EmitText *t, const Gen *gen, const Node *out)
     emit_text_printf(t, "\n");
 }
 
+/* --- shared constants ------------------------------------------------------ */
+
+/* Emitters declare their kernels' parameters as `static const` objects
+ * inside the node's block.  Nodes of the same shape (DS-CNN's four
+ * depthwise layers, its four pointwise ones) then write byte-identical
+ * objects, which the compiler keeps apart (each has its own address); on a
+ * microcontroller every copy is flash.  So a declaration whose text occurs
+ * in two or more blocks moves to file scope once, named NAME_shared_LOCAL_K,
+ * and each block reads that object instead.  Only declarations that stand
+ * alone move: their initializers hold numbers, designators, FXRT_ enum
+ * names or shared objects moved before them, never a block's own
+ * variables nor a weight (the weights a body names are the ones
+ * declared). */
+
+/* One `static const` declaration at a block's top level. */
+typedef struct ConstDecl {
+    size_t start, end;   /* the statement in the body: from its indent to past its newline */
+    size_t name_at, name_len; /* the declared identifier */
+    size_t block_end;    /* where its node's block closes */
+    int group;           /* index of the first declaration with the same text */
+    int count;           /* a group's first: how many share its text; once
+                          * moved, the shared object's number */
+    bool movable;
+} ConstDecl;
+
+static bool ident_char(char ch)
+{
+    return isalnum((unsigned char)ch) || ch == '_';
+}
+
+/* The statement's text from the type on, without the name: two
+ * declarations are the same object when these agree. */
+static bool const_decl_same(const char *s, const ConstDecl *a, const ConstDecl *b)
+{
+    size_t a_head = a->name_at - a->start, b_head = b->name_at - b->start;
+    size_t a_tail = a->end - (a->name_at + a->name_len), b_tail = b->end - (b->name_at + b->name_len);
+    return a_head == b_head && a_tail == b_tail &&
+           memcmp(s + a->start, s + b->start, a_head) == 0 &&
+           memcmp(s + a->name_at + a->name_len, s + b->name_at + b->name_len, a_tail) == 0;
+}
+
+/* Whether every identifier of s[from, to) outside comments may be read at
+ * file scope: a designator (after '.'), part of a number, an FXRT_ name or
+ * a shared constant (NAME_shared_). */
+static bool initializer_standalone(const char *s, size_t from, size_t to, const char *N)
+{
+    size_t nlen = strlen(N);
+    for (size_t i = from; i < to;) {
+        if (s[i] == '/' && s[i + 1] == '*') {
+            const char *end = strstr(s + i + 2, "*/");
+            i = end ? (size_t)(end - s) + 2 : to;
+            continue;
+        }
+        if (isdigit((unsigned char)s[i])) { /* 0x1.8p+3f, 1e-05f, 64u */
+            while (i < to && (ident_char(s[i]) || s[i] == '.' ||
+                              ((s[i] == '+' || s[i] == '-') && strchr("eEpP", s[i - 1]))))
+                i++;
+            continue;
+        }
+        if (!(isalpha((unsigned char)s[i]) || s[i] == '_')) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < to && ident_char(s[j]))
+            j++;
+        size_t k = i;
+        while (k > from && s[k - 1] == ' ')
+            k--;
+        bool designator = k > from && s[k - 1] == '.';
+        bool fxrt = j - i > 5 && memcmp(s + i, "FXRT_", 5) == 0;
+        bool shared = j - i > nlen + 8 && memcmp(s + i, N, nlen) == 0 &&
+                      memcmp(s + i + nlen, "_shared_", 8) == 0;
+        if (!designator && !fxrt && !shared)
+            return false;
+        i = j;
+    }
+    return true;
+}
+
+/* The declarations `        static const TYPE NAME... = ...;` of the
+ * body's blocks (statements at a block's top level are indented 8 spaces;
+ * the block closes at a line of 4 spaces and '}'). */
+static ConstDecl *find_const_decls(const char *s, const char *N, int *count)
+{
+    static const char head[] = "\n        static const ";
+    ConstDecl *decls = NULL;
+    int n = 0;
+    for (const char *p = strstr(s, head); p; p = strstr(p + 1, head)) {
+        size_t start = (size_t)(p - s) + 1;
+        const char *semi = strstr(s + start, ";\n");
+        const char *eq = strstr(s + start, " = ");
+        const char *close = strstr(s + start, "\n    }\n");
+        if (!semi || !close)
+            break;
+        if (!eq || eq > semi)
+            continue; /* no initializer: nothing to share */
+        /* The name: the last identifier before " = " (or before its "[N]"). */
+        const char *q = eq;
+        if (q[-1] == ']')
+            while (q > s + start && *q != '[')
+                q--;
+        const char *name_end = q;
+        while (q > s + start && ident_char(q[-1]))
+            q--;
+        ConstDecl *grown = fx_realloc_array(decls, (size_t)n + 1, sizeof *decls);
+        if (!grown) {
+            free(decls);
+            *count = -1;
+            return NULL;
+        }
+        decls = grown;
+        decls[n] = (ConstDecl){.start = start, .end = (size_t)(semi - s) + 2,
+                               .name_at = (size_t)(q - s), .name_len = (size_t)(name_end - q),
+                               .block_end = (size_t)(close - s) + 1, .group = n};
+        decls[n].movable = decls[n].name_len > 0 &&
+                           initializer_standalone(s, (size_t)(eq - s), decls[n].end, N);
+        n++;
+    }
+    *count = n;
+    return decls;
+}
+
+/* Moves the declarations that two or more blocks share out of gen->body
+ * into *shared, renaming their uses.  One declaration per block moves in a
+ * round (its renaming runs to the block's end, so a second one's offsets
+ * would be stale); rounds repeat until nothing moves, which also lets an
+ * object that reads shared ones (a table of pointers) move later. */
+static FxStatus hoist_shared_constants(Gen *gen, EmitText *shared)
+{
+    const char *N = gen->o->name;
+    int num_shared = 0;
+    for (;;) {
+        const char *s = gen->body.data ? gen->body.data : "";
+        int n;
+        ConstDecl *d = find_const_decls(s, N, &n);
+        if (n < 0)
+            return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < i && d[i].movable; j++)
+                if (d[j].movable && d[j].group == j && const_decl_same(s, &d[i], &d[j])) {
+                    d[i].group = j;
+                    break;
+                }
+        for (int i = 0; i < n; i++)
+            d[d[i].group].count += d[i].movable;
+        /* This round's: shared, and the first such in its block. */
+        size_t block_end = 0;
+        for (int i = 0; i < n; i++) {
+            d[i].movable = d[i].movable && d[d[i].group].count >= 2 && d[i].start >= block_end;
+            if (d[i].movable)
+                block_end = d[i].block_end;
+        }
+        EmitText out = {0};
+        size_t at = 0;
+        bool moved = false;
+        for (int i = 0; i < n; i++) {
+            if (!d[i].movable)
+                continue;
+            moved = true;
+            /* The group's first moved member writes the object; the id
+             * goes into its count field, no longer needed. */
+            int lead = i;
+            for (int j = d[i].group; j < i; j++)
+                if (d[j].movable && const_decl_same(s, &d[j], &d[i])) {
+                    lead = j;
+                    break;
+                }
+            if (lead == i)
+                d[i].count = num_shared++;
+            char shared_name[200];
+            /* Named after the first's local name: the others may call the
+             * same object otherwise. */
+            snprintf(shared_name, sizeof shared_name, "%s_shared_%.*s%d", N, (int)d[lead].name_len,
+                     s + d[lead].name_at, d[lead].count);
+            if (lead == i) {
+                /* At file scope: the block's 8 columns of indentation off
+                 * every line. */
+                emit_text_append(shared, s + d[i].start + 8, d[i].name_at - d[i].start - 8);
+                emit_text_printf(shared, "%s", shared_name);
+                for (size_t k = d[i].name_at + d[i].name_len; k < d[i].end;) {
+                    const char *nl = memchr(s + k, '\n', d[i].end - k);
+                    size_t line_end = nl ? (size_t)(nl - s) + 1 : d[i].end;
+                    emit_text_append(shared, s + k, line_end - k);
+                    for (k = line_end; k < d[i].end && k < line_end + 8 && s[k] == ' '; k++)
+                        ;
+                }
+            }
+            emit_text_append(&out, s + at, d[i].start - at);
+            /* Rename in the rest of the block, outside comments and not
+             * after '.' or "->" (a member of that name is another thing). */
+            const char *name = s + d[i].name_at;
+            size_t len = d[i].name_len, from = d[i].end;
+            for (size_t k = from; k < d[i].block_end;) {
+                if (s[k] == '/' && s[k + 1] == '*') {
+                    const char *end = strstr(s + k + 2, "*/");
+                    k = end ? (size_t)(end - s) + 2 : d[i].block_end;
+                    continue;
+                }
+                if (!ident_char(s[k])) {
+                    k++;
+                    continue;
+                }
+                size_t e = k;
+                while (ident_char(s[e]))
+                    e++;
+                bool member = s[k - 1] == '.' || (s[k - 1] == '>' && s[k - 2] == '-');
+                if (e - k == len && memcmp(s + k, name, len) == 0 && !member) {
+                    emit_text_append(&out, s + from, k - from);
+                    emit_text_printf(&out, "%s", shared_name);
+                    from = e;
+                }
+                k = e;
+            }
+            at = from;
+        }
+        emit_text_append(&out, s + at, strlen(s + at));
+        free(d);
+        if (out.failed || shared->failed) {
+            emit_text_free(&out);
+            return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+        }
+        if (!moved) {
+            emit_text_free(&out);
+            return FX_OK;
+        }
+        emit_text_free(&gen->body);
+        gen->body = out;
+    }
+}
+
 static FxStatus write_source(Gen *gen, EmitText *src)
 {
     const CgPlan *p = gen->plan;
@@ -720,8 +1031,16 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                     p->copies[c].src->bytes);
     }
     emit_text_printf(&gen->body, "\n    PROFILE_MARK(%s_NUM_NODES);\n", N);
-    if (gen->body.failed || gen->timed_failed || !name_set_build(&gen->used, &gen->body))
+    if (gen->body.failed || gen->timed_failed)
         return diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+    EmitText shared = {0};
+    FxStatus st = hoist_shared_constants(gen, &shared);
+    if (st == FX_OK && !name_set_build(&gen->used, &gen->body))
+        st = diag_error(gen->d, FX_ERR_NOMEM, "out of memory writing C");
+    if (st != FX_OK) {
+        emit_text_free(&shared);
+        return st;
+    }
 
     emit_text_printf(src, "/*\n * %s.c - generated by fxcc from %s.  Do not edit.\n *\n"
                      " * Memory plan: arena %zu bytes (lower bound %zu, naive %zu); %d in-place,\n"
@@ -737,7 +1056,16 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                      " * nothing else when no caller times the nodes. */\n"
                      "#define PROFILE_MARK(k) do { if (%s_node_hook) %s_node_hook(k); } while (0)\n\n",
                      N, N, N, N);
-    FxStatus st = plan_weights(gen, src);
+    if (gen->o->weights_section) {
+        char macro[1024];
+        cg_write_section_macro(macro, sizeof macro, N, gen->o->weights_section);
+        emit_text_printf(src, "%s", macro);
+    }
+    st = plan_weights(gen, src);
+    if (st == FX_OK && shared.data)
+        emit_text_printf(src, "/* Kernel parameters that several nodes share (identical objects, kept\n"
+                              " * once). */\n%s", shared.data);
+    emit_text_free(&shared);
     if (st != FX_OK)
         return st;
     emit_text_printf(src, "\nint %s_run(const void *const *inputs, void *const *outputs, void *arena)\n{\n",
@@ -794,6 +1122,12 @@ static void write_cmake(EmitText *t, const Gen *gen)
     emit_text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
                    "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
     emit_text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
+    if (o->cpu)
+        emit_text_printf(t, "# --cpu %s: the core's flags, used when cross-compiling (a toolchain file\n"
+                            "# for arm-none-eabi-gcc); link with the same flags.\n"
+                            "set(%s_ARCH_FLAGS %s)\nif(CMAKE_CROSSCOMPILING)\n"
+                            "  target_compile_options(%s PUBLIC ${%s_ARCH_FLAGS})\nendif()\n",
+                         o->cpu, N, cg_cpu_flags(o->cpu), N, N);
     emit_text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
                    "  target_link_libraries(%s PUBLIC ${MATH_LIBRARY})\nendif()\n", N);
     if (o->target == FX_TARGET_HOST)
@@ -829,6 +1163,10 @@ static void write_makefile(EmitText *t, const Gen *gen)
     else
         emit_text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt\n%s_LDLIBS := -lm\n", N,
                     N, N, N);
+    if (o->cpu)
+        emit_text_printf(t, "# --cpu %s: arm-none-eabi-gcc's flags for the core, for compiling and\n"
+                            "# linking (they choose the float ABI the C library must match)\n"
+                            "%s_ARCH_FLAGS := %s\n", o->cpu, N, cg_cpu_flags(o->cpu));
 }
 
 /* fxrt/fxrt_config.h for --target cortex-m: the small kernels, and the
@@ -851,6 +1189,58 @@ static void write_runtime_config(EmitText *t, const Gen *gen)
                         "#define FXRT_SMALL_KERNELS 1\n#define FXRT_ACTIVATIONS 0x%xu\n"
                         "#define FXRT_ACTIVATION_BUILT(act) ((FXRT_ACTIVATIONS >> (act)) & 1u)\n\n"
                         "#endif\n", gen->o->name, mask);
+}
+
+/* fxrt/fxrt_names.h: every extern function the runtime's headers declare
+ * (a line at file scope: a type, then fxrt_NAME and '(') renamed
+ * PREFIX_fxrt_NAME, so that the runtime copies of two models link into one
+ * image.  Static and inline helpers keep their names: they do not reach
+ * the linker. */
+static bool write_runtime_names(EmitText *t, const char *prefix)
+{
+    EmitText seen = {0};
+    emit_text_append(&seen, " ", 1);
+    emit_text_printf(t, "/* fxrt_names.h - written by fxcc compile --name %s: the runtime's\n"
+                        " * functions under %s_fxrt_ link names, so that another model's runtime\n"
+                        " * can be linked beside this one. */\n"
+                        "#ifndef FXRT_NAMES_H\n#define FXRT_NAMES_H\n\n", prefix, prefix);
+    for (int i = 0; i < fxcc_embedded_count; i++) {
+        const char *file = fxcc_embedded_names[i];
+        size_t flen = strlen(file);
+        if (strncmp(file, "fxrt", 4) != 0 || flen < 2 || strcmp(file + flen - 2, ".h") != 0)
+            continue;
+        const char *text = (const char *)fxcc_embedded_data[i], *end = text + fxcc_embedded_sizes[i];
+        for (const char *line = text; line < end;) {
+            const char *eol = memchr(line, '\n', (size_t)(end - line));
+            if (!eol)
+                eol = end;
+            bool declaration = isalpha((unsigned char)line[0]) &&
+                               strncmp(line, "static", 6) != 0 && strncmp(line, "typedef", 7) != 0;
+            for (const char *p = line; declaration && p + 5 < eol; p++) {
+                if (strncmp(p, "fxrt_", 5) != 0 || (p > line && (isalnum((unsigned char)p[-1]) ||
+                                                                 p[-1] == '_')))
+                    continue;
+                const char *q = p;
+                while (q < eol && (isalnum((unsigned char)*q) || *q == '_'))
+                    q++;
+                if (q < eol && *q == '(' && q - p < 100) {
+                    char word[104];
+                    snprintf(word, sizeof word, " %.*s ", (int)(q - p), p);
+                    if (seen.data && !strstr(seen.data, word)) {
+                        emit_text_append(&seen, word + 1, strlen(word) - 1);
+                        emit_text_printf(t, "#define %.*s %s_%.*s\n", (int)(q - p), p, prefix,
+                                         (int)(q - p), p);
+                    }
+                }
+                break;
+            }
+            line = eol + 1;
+        }
+    }
+    emit_text_printf(t, "\n#endif\n");
+    bool ok = !seen.failed;
+    emit_text_free(&seen);
+    return ok && !t->failed;
 }
 
 /* --- files ---------------------------------------------------------------- */
@@ -1032,6 +1422,16 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         return diag_error(d, FX_ERR_INVALID,
                           "--weights-section '%s' is not a section name ([A-Za-z0-9._$]+)",
                           o->weights_section);
+    if (o->cpu && (o->target == FX_TARGET_HOST || !cg_cpu_flags(o->cpu)))
+        return diag_error(d, FX_ERR_INVALID, "--cpu '%s': %s", o->cpu,
+                          o->target == FX_TARGET_HOST
+                              ? "needs --target portable or cortex-m"
+                              : "not one of cortex-m0plus, cortex-m4, cortex-m7, cortex-m33, "
+                                "cortex-m55");
+    if (o->arena_section && !cg_valid_section(o->arena_section))
+        return diag_error(d, FX_ERR_INVALID,
+                          "--arena-section '%s' is not a section name ([A-Za-z0-9._$]+)",
+                          o->arena_section);
     CgPlan plan;
     FxStatus st = cg_plan_target(g, o->target, &plan, d);
     if (st != FX_OK)
@@ -1087,6 +1487,12 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                 st = config.failed ? diag_error(d, FX_ERR_NOMEM, "out of memory")
                                    : write_text(rt, file, config.data, config.len, d);
                 emit_text_free(&config);
+            } else if (runtime && !strcmp(file, "fxrt_names.h")) {
+                EmitText names = {0};
+                st = write_runtime_names(&names, o->name)
+                         ? write_text(rt, file, names.data, names.len, d)
+                         : diag_error(d, FX_ERR_NOMEM, "out of memory");
+                emit_text_free(&names);
             } else if (runtime || o->emit_main) {
                 st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
                                 fxcc_embedded_sizes[i], d);

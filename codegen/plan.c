@@ -301,8 +301,8 @@ static void plan_inplace_kernels(const Graph *g, CgPlan *p)
             name_value(s);
             p->node_scratch[pos] = s;
         }
-        if (s->bytes < scratch_bytes)
-            s->bytes = scratch_bytes;
+        /* The in-place kernel runs instead: its scratch, not the other's. */
+        s->bytes = scratch_bytes;
     }
 }
 
@@ -329,11 +329,12 @@ FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
     p->by_id = fx_alloc_array((size_t)g->next_id + 1, sizeof *p->by_id);
     p->node_scratch = fx_alloc_array((size_t)steps + 1, sizeof *p->node_scratch);
     p->order = fx_alloc_array((size_t)steps + 1, sizeof *p->order);
+    p->step_calls = fx_alloc_array((size_t)steps + 1, sizeof *p->step_calls);
     p->copies = fx_alloc_array((size_t)graph_num_outputs(g) + 1, sizeof *p->copies);
     CgValue **placed = fx_alloc_array((size_t)values + 1, sizeof *placed);
     Interval *intervals = fx_alloc_array((size_t)values + 1, sizeof *intervals);
-    if (!p->values || !p->node_values || !p->by_id || !p->node_scratch || !p->order || !p->copies || !placed ||
-        !intervals) {
+    if (!p->values || !p->node_values || !p->by_id || !p->node_scratch || !p->order ||
+        !p->step_calls || !p->copies || !placed || !intervals) {
         free(placed);
         free(intervals);
         cg_plan_free(p);
@@ -373,7 +374,9 @@ FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
             name_value(v);
         }
         if (n->op && n->op->scratch_bytes && !is_constant(n)) {
-            size_t bytes = n->op->scratch_bytes(n);
+            size_t bytes = target == FX_TARGET_CORTEX_M && n->op->small_scratch_bytes
+                               ? n->op->small_scratch_bytes(n)
+                               : n->op->scratch_bytes(n);
             if (bytes) {
                 CgValue *s = &p->values[p->num_values++];
                 s->node = n;
@@ -488,6 +491,9 @@ void cg_plan_free(CgPlan *p)
     free(p->by_id);
     free(p->node_scratch);
     free(p->order);
+    for (int s = 0; p->step_calls && s < p->num_steps; s++)
+        free(p->step_calls[s]);
+    free(p->step_calls);
     free(p->copies);
     memset(p, 0, sizeof *p);
 }

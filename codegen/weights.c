@@ -193,13 +193,20 @@ FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d)
                   " * %d bytes, as exact hexadecimal float literals.  Do not edit. */\n"
                   "#include <math.h>\n#include <stdint.h>\n\n",
                N, w->model, N, (int)CG_LARGE_WEIGHT_BYTES);
+    if (w->place_c) {
+        char macro[1024];
+        cg_write_section_macro(macro, sizeof macro, N, w->section);
+        out_string(o, macro);
+    }
     for (int k = 0; k < w->count; k++) {
         const Tensor *x = w->weights[k].tensor;
         char shape[256];
         int64_t n = tensor_numel(x);
-        out_printf(o, "/* %s, %zu bytes */\nconst %s %s[%lld] = {",
+        out_printf(o, "/* %s, %zu bytes */\nconst %s %s[%lld]%s%s%s",
                    type_format(&x->type, shape, sizeof shape), tensor_nbytes(x),
-                   c_type_name(x->type.dtype), w->weights[k].symbol, (long long)n);
+                   c_type_name(x->type.dtype), w->weights[k].symbol, (long long)n,
+                   w->place_c ? " " : "", w->place_c ? N : "",
+                   w->place_c ? "_WEIGHT_SECTION = {" : " = {");
         for (int64_t i = 0; i < n; i++) {
             out_string(o, i % 5 ? " " : "\n    "); /* lines under 100 columns */
             out_element(o, x, i);
@@ -210,6 +217,16 @@ FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d)
     st = out_close(o, path, d);
     free(o);
     return st;
+}
+
+void cg_write_section_macro(char *buf, size_t cap, const char *name, const char *section)
+{
+    snprintf(buf, cap,
+             "/* --weights-section: the weights' arrays in section %s (GCC and Clang;\n"
+             " * other compilers leave them where const data goes). */\n"
+             "#if defined(__GNUC__)\n#define %s_WEIGHT_SECTION __attribute__((section(\"%s\")))\n"
+             "#else\n#define %s_WEIGHT_SECTION\n#endif\n\n",
+             section, name, section, name);
 }
 
 /* Element bytes of x in little-endian order, whatever the host's order. */

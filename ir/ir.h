@@ -454,9 +454,13 @@ struct OpDef {
     FxStatus (*eval)(EvalCtx *c);
     /* Bytes of scratch the emitted code of node n needs (NULL: none). */
     size_t (*scratch_bytes)(const Node *n);
+    /* The same for the runtime's small kernels (--target cortex-m builds
+     * it with FXRT_SMALL_KERNELS), when those need less.  NULL: as
+     * scratch_bytes. */
+    size_t (*small_scratch_bytes)(const Node *n);
     /* True when node n's emitted code can write output 0 over input 0 (one
      * buffer for both, when the memory plan chooses it: EmitCtx.inplace)
-     * given *scratch_bytes of scratch instead of scratch_bytes(n).  NULL:
+     * given exactly *scratch_bytes of scratch instead.  NULL:
      * never, except for FX_OPF_ELEMENTWISE ops, which need no hook. */
     bool (*inplace)(const Node *n, size_t *scratch_bytes);
     /* Writes node n's C statements (NULL: not supported by the code

@@ -36,7 +36,8 @@ static const PassDef pass_defs[] = {
     {"qconv-pack", 2, pass_qconv_pack,
      "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false},
     {"qconv-nhwc", 2, pass_qconv_nhwc,
-     "the 8-bit activations between packed convolutions (and QLinearAdd/Mul) in NHWC", false},
+     "the 8-bit activations between packed convolutions (and QLinearAdd/Mul) in NHWC "
+     "(host only)", true},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
     {"gemm-pack", 2, pass_gemm_pack,

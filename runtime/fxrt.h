@@ -6,7 +6,8 @@
  * buffer, including scratch space whose size a *_scratch_bytes function
  * reports), no printing, no global state, and no knowledge of the compiler's
  * IR.  Every public symbol starts with fxrt_ so that it cannot clash inside a
- * firmware image.  Shapes are passed as int64_t arrays in row-major order.
+ * firmware image; generated code renames them NAME_fxrt_ (fxrt_names.h) so
+ * that two models' copies do not clash with each other.  Shapes are passed as int64_t arrays in row-major order.
  *
  * The element-type enum uses ONNX's TensorProto.DataType numbering so that
  * the frontend can store the number it reads without a translation table.
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "fxrt_config.h"
+#include "fxrt_names.h"
 
 #ifdef __cplusplus
 extern "C" {

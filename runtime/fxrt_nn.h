@@ -532,6 +532,20 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch);
+/* The small path, for firmware (fxrt_qconv is this when built with
+ * FXRT_SMALL_KERNELS): group 1 gathers the im2col rows of 4 output pixels
+ * from NCHW into scratch, no band; the same bytes as fxrt_qconv.  Scratch:
+ * fxrt_qconv_small_scratch_bytes (a few hundred bytes). */
+int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
+void fxrt_qconv_small(const FxrtConvParams *p, const FxrtQConv *q, const void *x,
+                      const void *packed, void *y, void *scratch);
+/* Y written over X (one buffer, X's shape and Y's the same number of
+ * bytes) for 8-bit outputs of depthwise layers and of 1x1 stride-1
+ * unpadded layers with no more outputs than inputs; scratch:
+ * fxrt_qconv_small_scratch_bytes. */
+int fxrt_qconv_inplace_applies(const FxrtConvParams *p, const FxrtQConv *q);
+void fxrt_qconv_inplace(const FxrtConvParams *p, const FxrtQConv *q, void *xy,
+                        const void *packed, void *scratch);
 
 /* ------------------------------------------------------------------------- */
 /* fxrt_nn_pool.c: pools                                                      */
@@ -567,6 +581,11 @@ void fxrt_maxpool_f64(const FxrtPoolParams *p, const double *x, double *y, int64
 /* Mean over each window; the divisor counts the taps inside the input, or
  * with count_include_pad those inside the padded input. */
 void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y);
+/* QLinearAveragePool (x and y 8-bit of type t, one scale and zero point
+ * each) with no scratch; the same bytes as dequantizing, fxrt_avgpool_f32
+ * and quantizing. */
+void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, float x_scale,
+                          int32_t x_zp, float y_scale, int32_t y_zp, void *y);
 /* (sum |x|^p)^(1/p) over each window (padding counts as 0). */
 void fxrt_lppool_f32(const FxrtPoolParams *p, const float *x, float *y);
 

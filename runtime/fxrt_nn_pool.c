@@ -191,6 +191,55 @@ void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y)
     }
 }
 
+/* QLinearAveragePool without float buffers: each tap dequantized as
+ * fxrt_dequantize_linear does ((x - zp) x scale in float), summed in
+ * fxrt_avgpool_f32's order, divided by the same count and quantized as
+ * fxrt_quantize_linear does, so the bytes equal dequantize -> pool ->
+ * quantize while the scratch (4 bytes per input and output element, most
+ * of a small model's RAM) is gone. */
+void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, float x_scale,
+                          int32_t x_zp, float y_scale, int32_t y_zp, void *y)
+{
+    const int64_t *is = p->in_size;
+    int64_t in_n = spatial_numel(is);
+    int64_t q = 0;
+    const float zx = (float)x_zp;
+    const double lo = t == FXRT_DTYPE_UINT8 ? 0.0 : -128.0, hi = t == FXRT_DTYPE_UINT8 ? 255.0 : 127.0;
+    for (int64_t plane = 0; plane < p->planes; plane++) {
+        int64_t o[SP];
+        for (o[0] = 0; o[0] < p->out_size[0]; o[0]++)
+            for (o[1] = 0; o[1] < p->out_size[1]; o[1]++)
+                for (o[2] = 0; o[2] < p->out_size[2]; o[2]++, q++) {
+                    Window win;
+                    window_at(p, o, &win);
+                    float s = 0.0f;
+                    for (int64_t kd = win.lo[0]; kd < win.hi[0]; kd++) {
+                        int64_t id = win.start[0] + kd * p->dilation[0];
+                        for (int64_t kh = win.lo[1]; kh < win.hi[1]; kh++) {
+                            int64_t ih = win.start[1] + kh * p->dilation[1];
+                            int64_t row = plane * in_n + (id * is[1] + ih) * is[2];
+                            for (int64_t kw = win.lo[2]; kw < win.hi[2]; kw++) {
+                                int64_t i = row + win.start[2] + kw * p->dilation[2];
+                                float v = t == FXRT_DTYPE_UINT8 ? (float)((const uint8_t *)x)[i]
+                                                                : (float)((const int8_t *)x)[i];
+                                s += (v - zx) * x_scale;
+                            }
+                        }
+                    }
+                    int64_t count = avgpool_count(p, o, &win);
+                    float mean = count > 0 ? s / (float)count : 0.0f;
+                    double r = (double)fxrt_round_half_even_f32(mean / y_scale) + (double)y_zp;
+                    if (!(r == r))
+                        r = (double)y_zp;
+                    r = r < lo ? lo : r > hi ? hi : r;
+                    if (t == FXRT_DTYPE_UINT8)
+                        ((uint8_t *)y)[q] = (uint8_t)r;
+                    else
+                        ((int8_t *)y)[q] = (int8_t)r;
+                }
+    }
+}
+
 void fxrt_lppool_f32(const FxrtPoolParams *p, const float *x, float *y)
 {
     const int64_t *is = p->in_size;

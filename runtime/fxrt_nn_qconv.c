@@ -37,6 +37,17 @@
  * x86-64, GCC or Clang), chosen by CPUID at each call and capped by
  * fxrt_qconv_limit_isa (fxrt_isa.h), which caps the GEMM's tiles too.
  *
+ * The small path (fxrt_qconv_small; fxrt_qconv itself when the runtime is
+ * built with FXRT_SMALL_KERNELS, as --target cortex-m writes it) is for
+ * firmware, where RAM is scarcer than cycles: group 1 gathers the im2col
+ * rows of PIXELS output pixels straight from the NCHW input into scratch
+ * (PIXELS x k bytes) and runs the same packed GEMM on them, then scatters
+ * the PIXELS x out_channels results into NCHW; no band, no transposes.  The
+ * GEMM and its requantization are the same, so the bytes are too.  A 1x1
+ * stride-1 layer of as many outputs as inputs, and a depthwise layer, can
+ * then write over their input (fxrt_qconv_inplace): a pixel's (a channel
+ * plane's) input is in scratch before its outputs are stored.
+ *
  * Refused by fxrt_qconv_applies (callers keep the reference loops): 3-D
  * convolutions, groups other than 1 or depthwise, a depthwise channel
  * multiplier other than 1.
@@ -44,6 +55,7 @@
 #include <string.h>
 
 #include "fxrt.h"
+#include "fxrt_config.h"
 #include "fxrt_isa.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
@@ -56,6 +68,9 @@
 enum { BAND_BYTES = 32 * 1024 };
 /* Bytes after each depthwise buffer that vector loads may read. */
 enum { SLACK = 64 };
+/* Output pixels per GEMM call on the small path: the portable tile's
+ * rows, so that each weight byte loaded serves four pixels. */
+enum { PIXELS = 4 };
 
 static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
 
@@ -149,6 +164,7 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
 
 /* --- geometry -------------------------------------------------------------- */
 
+#if !FXRT_SMALL_KERNELS
 /* The group-1 path's band: rows output rows at a time, reading in_rows
  * input rows of padded_w pixels (NHWC, C bytes each). */
 typedef struct Band {
@@ -180,6 +196,8 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     return b;
 }
 
+#endif
+
 /* The depthwise path's phase planes: stride_h x stride_w planes of hq x wq
  * bytes (plus SLACK each), and the staging rows of oh x wq outputs. */
 typedef struct Phases {
@@ -196,19 +214,37 @@ static Phases phase_plan(const FxrtConvParams *p, const FxrtQConv *q)
     return f;
 }
 
+static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    Phases f = phase_plan(p, q);
+    return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
+}
+
+int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    if (fxrt_qconv_is_depthwise(p))
+        return depthwise_scratch_bytes(p, q);
+    return align64(PIXELS * kernel_taps(p) * p->in_channels) +
+           PIXELS * p->out_channels * y_bytes(q);
+}
+
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
+#if FXRT_SMALL_KERNELS
+    return fxrt_qconv_small_scratch_bytes(p, q);
+#else
     if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
         return align64(p->in_channels + SLACK);
-    if (fxrt_qconv_is_depthwise(p)) {
-        Phases f = phase_plan(p, q);
-        return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
-    }
+    if (fxrt_qconv_is_depthwise(p))
+        return depthwise_scratch_bytes(p, q);
     Band b = band_plan(p, q);
     return b.band_bytes + b.col_bytes + b.out_bytes;
+#endif
 }
 
 /* --- group 1: im2col bands and the packed GEMM ------------------------------- */
+
+#if !FXRT_SMALL_KERNELS
 
 /* dst[j * dst_stride + i] = src[i * src_stride + j] for a rows x cols
  * byte matrix: the layout changes at the NCHW boundary.  16 x 16 blocks
@@ -365,6 +401,48 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
         }
 }
 
+#endif /* !FXRT_SMALL_KERNELS */
+
+/* --- group 1, small: PIXELS im2col rows gathered from NCHW ------------------- */
+
+static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
+                             const void *packed, uint8_t *y, uint8_t *scratch)
+{
+    int64_t c = p->in_channels, m = p->out_channels, taps = kernel_taps(p);
+    int64_t ih = p->in_size[1], iw = p->in_size[2], oh = p->out_size[1], ow = p->out_size[2];
+    int64_t k = taps * c, plane = oh * ow, size = y_bytes(q);
+    uint8_t *rows = scratch, *out = scratch + align64(PIXELS * k);
+    FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
+                   .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
+    for (int64_t n = 0; n < p->batch; n++) {
+        const uint8_t *xn = x + n * c * ih * iw;
+        uint8_t *yn = y + n * m * plane * size;
+        for (int64_t px0 = 0; px0 < plane; px0 += PIXELS) {
+            int64_t count = plane - px0 < PIXELS ? plane - px0 : PIXELS;
+            /* Row r, column (kh * kernel_w + kw) * C + ch: the packed B's k
+             * order; padding reads as the input zero point. */
+            for (int64_t r = 0; r < count; r++) {
+                int64_t oy = (px0 + r) / ow, ox = (px0 + r) % ow;
+                uint8_t *row = rows + r * k;
+                for (int64_t t = 0; t < taps; t++) {
+                    int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
+                                 t / p->kernel[2] * p->dilation[1];
+                    int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
+                                 t % p->kernel[2] * p->dilation[2];
+                    int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
+                    for (int64_t ch = 0; ch < c; ch++)
+                        row[t * c + ch] = inside ? xn[(ch * ih + iy) * iw + ix] : (uint8_t)q->x_zp;
+                }
+            }
+            fxrt_qgemm(&g, count, rows, k, packed, out, m);
+            for (int64_t r = 0; r < count; r++)
+                for (int64_t o = 0; o < m; o++)
+                    memcpy(yn + (o * plane + px0 + r) * size, out + (r * m + o) * size,
+                           (size_t)size);
+        }
+    }
+}
+
 /* --- depthwise: phase planes ------------------------------------------------- */
 
 /* Copies n bytes: short runs (narrow images) inline, long ones by memcpy. */
@@ -464,22 +542,48 @@ static uint8_t dw_tap_byte(const DwChannel *d, int64_t t, int64_t i)
     return d->planes[plane * d->f->plane_bytes + offset + i];
 }
 
+/* The taps of one output, in the loop's native integer width: on a 32-bit
+ * core 64-bit indices and a branch per tap cost more than the multiply
+ * (the first version: 34 instructions per tap on a Cortex-M4, this one 6). */
+#define DW_TAPS_LOOP(load)                                                          \
+    for (ptrdiff_t i = 0; i < count; i++) {                                        \
+        uint32_t acc = seed;                                                       \
+        for (int t = 0; t < taps; t++)                                             \
+            acc += (uint32_t)((int32_t)load(src[t][i]) * weight[t]);              \
+        dw_store_scalar(d, i, acc);                                                \
+    }
+#define DW_AS_INT8(b) (int8_t)(b)
+#define DW_AS_UINT8(b) (b)
+
 static void dw_channel_portable(const DwChannel *d)
 {
-    int64_t taps = kernel_taps(d->p);
+    int64_t all_taps = kernel_taps(d->p);
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
-    const uint8_t *src[DW_MAX_TAPS];
-    int64_t held = taps < DW_MAX_TAPS ? taps : DW_MAX_TAPS;
-    for (int64_t t = 0; t < held; t++)
-        src[t] = d->planes + d->tap_at[t];
-    for (int64_t i = 0; i < d->count; i++) {
-        uint32_t acc = (uint32_t)d->seed;
-        for (int64_t t = 0; t < taps; t++) {
-            uint8_t byte = t < held ? src[t][i] : dw_tap_byte(d, t, i);
-            int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
-            acc += (uint32_t)(xv * d->taps[t]);
+    uint32_t seed = (uint32_t)d->seed;
+    if (all_taps > DW_MAX_TAPS) {
+        for (int64_t i = 0; i < d->count; i++) {
+            uint32_t acc = seed;
+            for (int64_t t = 0; t < all_taps; t++) {
+                uint8_t byte = dw_tap_byte(d, t, i);
+                int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
+                acc += (uint32_t)(xv * d->taps[t]);
+            }
+            dw_store_scalar(d, i, acc);
         }
-        dw_store_scalar(d, i, acc);
+        return;
+    }
+    int taps = (int)all_taps;
+    ptrdiff_t count = (ptrdiff_t)d->count;
+    const uint8_t *src[DW_MAX_TAPS];
+    int32_t weight[DW_MAX_TAPS];
+    for (int t = 0; t < taps; t++) {
+        src[t] = d->planes + d->tap_at[t];
+        weight[t] = d->taps[t];
+    }
+    if (is_int8) {
+        DW_TAPS_LOOP(DW_AS_INT8)
+    } else {
+        DW_TAPS_LOOP(DW_AS_UINT8)
     }
 }
 
@@ -749,13 +853,48 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     }
 }
 
+void fxrt_qconv_small(const FxrtConvParams *p, const FxrtQConv *q, const void *x,
+                      const void *packed, void *y, void *scratch)
+{
+    if (fxrt_qconv_is_depthwise(p))
+        qconv_depthwise(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+    else
+        qconv_gemm_small(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+}
+
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch)
 {
+#if FXRT_SMALL_KERNELS
+    fxrt_qconv_small(p, q, x, packed, y, scratch);
+#else
     if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
         qconv_depthwise_nhwc(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
     else if (fxrt_qconv_is_depthwise(p))
         qconv_depthwise(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
     else
         qconv_gemm(p, q, (const uint8_t *)x, packed, (uint8_t *)y, (uint8_t *)scratch);
+#endif
+}
+
+/* Depthwise: a channel plane is copied into the phase planes before its
+ * outputs are stored, and output plane k ends where input plane k + 1
+ * starts at the earliest (the output is no larger).  Pointwise: a pixel's
+ * channels are gathered before its outputs are stored, into the same
+ * offsets (same plane size), and no more outputs than inputs. */
+int fxrt_qconv_inplace_applies(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    if (!fxrt_qconv_applies(p) || y_bytes(q) != 1 || q->x_nhwc || q->y_nhwc)
+        return 0;
+    if (fxrt_qconv_is_depthwise(p))
+        return p->out_size[1] * p->out_size[2] <= p->in_size[1] * p->in_size[2];
+    return p->kernel[1] == 1 && p->kernel[2] == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+           p->pad_begin[1] == 0 && p->pad_begin[2] == 0 && p->out_size[1] == p->in_size[1] &&
+           p->out_size[2] == p->in_size[2] && p->out_channels <= p->in_channels;
+}
+
+void fxrt_qconv_inplace(const FxrtConvParams *p, const FxrtQConv *q, void *xy,
+                        const void *packed, void *scratch)
+{
+    fxrt_qconv_small(p, q, xy, packed, xy, scratch);
 }

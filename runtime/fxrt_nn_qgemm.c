@@ -24,7 +24,9 @@
  *     column then holds two partial sums (k0 k1 and k2 k3) that a
  *     horizontal add merges at the end;
  *   - portable C99: 4 rows x 16 columns of uint32 accumulators (unsigned so
- *     that a wrap is defined, as in fxrt_gemm_integer), the firmware path.
+ *     that a wrap is defined, as in fxrt_gemm_integer), the firmware path;
+ *     on an Arm core with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4,
+ *     M7, M33, M55) the same tile by SMLAD, two products per instruction.
  * The SIMD kernels exist only on host builds (FXRT_USE_CBLAS, x86-64, GCC or
  * Clang); the portable runtime is plain C.
  *
@@ -179,6 +181,56 @@ typedef void (*TileFn)(const QGemm *g, int64_t row0, int rows, int64_t col0, int
 
 enum { MR_PORTABLE = 4 };
 
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+/* Cortex-M4, M7, M33, M55 (the DSP extension): SMLAD forms two 16 x 16
+ * products and adds both to an accumulator in one instruction.  A k-group's
+ * four bytes, a0..a3 of a row of A (unsigned, an int8 one flipped) and
+ * c0..c3 of a column, are split by UXTB16 and SXTB16 into the halfword
+ * pairs (a0, a2), (a1, a3) and (c0, c2), (c1, c3) (the second pair after a
+ * rotate by 8 bits), and two SMLADs add a0 c0 + a2 c2 and a1 c1 + a3 c3.
+ * Every product fits in int16 x int16 and the sum wraps modulo 2^32 as the
+ * portable tile's does, so the bytes are the same.  A column's pairs are
+ * unpacked once for the tile's rows. */
+#include <arm_acle.h>
+
+static uint32_t rotate8(uint32_t v) { return v >> 8 | v << 24; }
+
+static void tile_dsp(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
+{
+    int32_t acc[MR_PORTABLE][PANEL];
+    const int8_t *panel = g->w + col0 * g->k_groups * KGROUP;
+    uint32_t flip = g->flip * 0x01010101u;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < PANEL; j++)
+            acc[r][j] = g->col_bias[col0 + j];
+    for (int64_t p = 0; p < g->k_groups; p++) {
+        const int8_t *w = panel + p * PANEL * KGROUP;
+        int16x2_t a02[MR_PORTABLE], a13[MR_PORTABLE];
+        for (int r = 0; r < rows; r++) {
+            uint32_t word;
+            if ((p + 1) * KGROUP <= g->q->k) {
+                memcpy(&word, g->a + (row0 + r) * g->lda + p * KGROUP, sizeof word);
+                word ^= flip;
+            } else {
+                uint8_t v[KGROUP];
+                load_group(g, row0 + r, p, v);
+                memcpy(&word, v, sizeof word);
+            }
+            a02[r] = __uxtb16(word);
+            a13[r] = __uxtb16(rotate8(word));
+        }
+        for (int j = 0; j < PANEL; j++) {
+            uint32_t c;
+            memcpy(&c, w + j * KGROUP, sizeof c);
+            int16x2_t c02 = __sxtb16(c), c13 = __sxtb16(rotate8(c));
+            for (int r = 0; r < rows; r++)
+                acc[r][j] = __smlad(a02[r], c02, __smlad(a13[r], c13, acc[r][j]));
+        }
+    }
+    store_tile(g, row0, col0, rows, cols, &acc[0][0], PANEL);
+}
+#define TILE_PLAIN tile_dsp
+#else
 static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
     uint32_t acc[MR_PORTABLE][PANEL];
@@ -204,6 +256,8 @@ static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, 
             out[r][j] = (int32_t)acc[r][j];
     store_tile(g, row0, col0, rows, cols, &out[0][0], PANEL);
 }
+#define TILE_PLAIN tile_portable
+#endif
 
 #ifdef FXRT_QGEMM_X86
 /* Unrolls a loop of constant trip count completely (see
@@ -454,7 +508,7 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
     g.k_groups = round_up(q->k, KGROUP) / KGROUP;
     g.y = (uint8_t *)y;
     g.ldy = ldy;
-    TileFn tile = tile_portable;
+    TileFn tile = TILE_PLAIN;
     int64_t mr = MR_PORTABLE, nr = PANEL;
 #ifdef FXRT_QGEMM_X86
     if (cpu_has_vnni()) {

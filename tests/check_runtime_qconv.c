@@ -26,6 +26,14 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
+
+/* The firmware build's fxrt_qconv is the small path, NCHW only (the
+ * qconv-nhwc pass is host-only). */
+#if defined(FXRT_SMALL_KERNELS) && FXRT_SMALL_KERNELS
+#define SMALL_BUILD 1
+#else
+#define SMALL_BUILD 0
+#endif
 #include "runtime/fxrt_isa.h"
 
 static uint32_t rng_state;
@@ -100,6 +108,9 @@ static void relayout(int to_nhwc, const uint8_t *src, uint8_t *dst, int64_t n, i
 }
 
 /* Runs one case through fxrt_qconv and the reference and compares. */
+/* How many cases also ran in place (some must). */
+static int inplace_cases;
+
 static void check_case(const Shape *s, const Quant *o)
 {
     FxrtConvParams p = params_of(s);
@@ -197,6 +208,31 @@ static void check_case(const Shape *s, const Quant *o)
                          (long long)s->pt, (long long)s->pl, (long long)s->pb, (long long)s->pr,
                          s->depthwise ? "depthwise" : "group 1", is_int8 ? "int8" : "uint8",
                          (int)o->y_type, o->x_nhwc, o->y_nhwc);
+    /* The small path (firmware's, NCHW only) gives the same bytes in its
+     * own scratch, and in place where it applies. */
+    int64_t small_n = fxrt_qconv_small_scratch_bytes(&p, &q);
+    size_t y2_size = (size_t)x_n > y_size ? (size_t)x_n : y_size; /* in place: X's too */
+    if (o->x_nhwc || o->y_nhwc)
+        goto done;
+    uint8_t *small_scratch = xmalloc((size_t)small_n + 1), *y2 = xmalloc(y2_size + 64);
+    small_scratch[small_n] = 0x5a;
+    memset(y2, 0xa5, y2_size + 64);
+    fxrt_qconv_small(&p, &q, x, packed, y2, small_scratch);
+    ck_assert_int_eq(small_scratch[small_n], 0x5a);
+    ck_assert_int_eq(memcmp(y2, y, y_size), 0);
+    for (int i = 0; i < 64; i++)
+        ck_assert_int_eq(y2[y_size + i], 0xa5);
+    if (fxrt_qconv_inplace_applies(&p, &q)) {
+        ck_assert((size_t)x_n >= y_size);
+        memcpy(y2, x, (size_t)x_n);
+        fxrt_qconv_inplace(&p, &q, y2, packed, small_scratch);
+        ck_assert_int_eq(small_scratch[small_n], 0x5a);
+        ck_assert_int_eq(memcmp(y2, y, y_size), 0);
+        inplace_cases++;
+    }
+    free(small_scratch);
+    free(y2);
+done:
     free(x);
     free(w);
     free(bias);
@@ -217,8 +253,9 @@ static void check_options(const Shape *s)
     for (int layout = 0; layout < 4; layout++) {
         int x_nhwc = layout & 1, y_nhwc = layout >> 1;
         FxrtConvParams p = params_of(s);
-        if ((s->depthwise && x_nhwc != y_nhwc) || (layout && !fxrt_qconv_nhwc_applies(&p)))
-            continue; /* depthwise keeps its layout; no NHWC past 64 taps */
+        if ((s->depthwise && x_nhwc != y_nhwc) || (layout && !fxrt_qconv_nhwc_applies(&p)) ||
+            (layout && SMALL_BUILD))
+            continue; /* depthwise keeps its layout; no NHWC past 64 taps or on firmware */
         for (int xi = 0; xi < 2; xi++)
             for (int yi = 0; yi < 3; yi++) {
                 Quant o = {.x_type = xs[xi], .y_type = ys[yi], .per_channel = (xi + yi) % 2,
@@ -249,6 +286,9 @@ static const Shape group1_shapes[] = {
     {1, 6, 11, 1, 25, 1, 5, 1, 2, 1, 1, 0, 2, 0, 2, 0},    /* 1-D */
     {1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* one output */
     {1, 1, 1, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0},      /* one channel */
+    {1, 1, 64, 49, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 1, 0},  /* DS-CNN's first layer */
+    {1, 64, 64, 25, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},   /* DS-CNN pointwise: in place */
+    {1, 12, 9, 5, 7, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0},     /* fewer outputs: in place */
 };
 
 static const Shape depthwise_shapes[] = {
@@ -272,16 +312,20 @@ static const Shape depthwise_shapes[] = {
 START_TEST(test_group1)
 {
     rng_state = 31;
+    inplace_cases = 0;
     for (size_t i = 0; i < sizeof group1_shapes / sizeof group1_shapes[0]; i++)
         check_options(&group1_shapes[i]);
+    ck_assert_int_gt(inplace_cases, 0);
 }
 END_TEST
 
 START_TEST(test_depthwise)
 {
     rng_state = 32;
+    inplace_cases = 0;
     for (size_t i = 0; i < sizeof depthwise_shapes / sizeof depthwise_shapes[0]; i++)
         check_options(&depthwise_shapes[i]);
+    ck_assert_int_gt(inplace_cases, 0);
 }
 END_TEST
 
@@ -296,7 +340,7 @@ START_TEST(test_large)
         {1, 3, 24, 49, 49, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        for (int nhwc = 0; nhwc < 2; nhwc++) {
+        for (int nhwc = 0; nhwc < (SMALL_BUILD ? 1 : 2); nhwc++) {
             Quant o = {.x_type = i % 2 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8,
                        .y_type = FXRT_DTYPE_UINT8, .per_channel = 1, .with_bias = 1,
                        .x_nhwc = nhwc, .y_nhwc = nhwc};

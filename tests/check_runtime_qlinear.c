@@ -277,6 +277,38 @@ END_TEST
 
 /* --- the strided integer GEMM ---------------------------------------------- */
 
+/* QLinearAveragePool's kernel against the float path it replaces:
+ * dequantize, fxrt_avgpool_f32, quantize; equal bytes, padded windows with
+ * and without the padding counted, both 8-bit types. */
+START_TEST(test_avgpool_float_path)
+{
+    srand(7);
+    for (int variant = 0; variant < 4; variant++) {
+        FxrtDType t = variant % 2 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+        FxrtPoolParams p = {.planes = 6, .in_size = {1, 9, 7}, .out_size = {1, 5, 4},
+                            .kernel = {1, 3, 3}, .stride = {1, 2, 2}, .dilation = {1, 1, 1},
+                            .pad_begin = {0, 1, 1}, .pad_end = {0, 1, 1},
+                            .count_include_pad = variant / 2};
+        enum { NX = 6 * 9 * 7, NY = 6 * 5 * 4 };
+        uint8_t x[NX], got[NY], want[NY];
+        float fx[NX], fy[NY];
+        for (int i = 0; i < NX; i++)
+            x[i] = (uint8_t)(rand() & 0xff);
+        float xs = 0.0371f, ys = 0.0293f;
+        uint8_t xzp_u = 131, yzp_u = 120;
+        int8_t xzp_s = -7, yzp_s = 5;
+        const void *xzp = t == FXRT_DTYPE_UINT8 ? (const void *)&xzp_u : (const void *)&xzp_s;
+        const void *yzp = t == FXRT_DTYPE_UINT8 ? (const void *)&yzp_u : (const void *)&yzp_s;
+        int32_t xz = t == FXRT_DTYPE_UINT8 ? xzp_u : xzp_s, yz = t == FXRT_DTYPE_UINT8 ? yzp_u : yzp_s;
+        ck_assert_int_eq(fxrt_dequantize_linear(t, x, 1, 1, NX, &xs, xzp, fx), 0);
+        fxrt_avgpool_f32(&p, fx, fy);
+        ck_assert_int_eq(fxrt_quantize_linear(FXRT_DTYPE_FLOAT32, fy, 1, 1, NY, &ys, t, yzp, want), 0);
+        fxrt_qlinear_avgpool(&p, t, x, xs, xz, ys, yz, got);
+        ck_assert_int_eq(memcmp(got, want, NY), 0);
+    }
+}
+END_TEST
+
 START_TEST(test_gemm_strided_transposes)
 {
     rng_state = 3;
@@ -319,6 +351,7 @@ static Suite *qlinear_suite(void)
     tcase_add_test(tc, test_binary_isa_levels);
     tcase_add_test(tc, test_global_avgpool_random);
     tcase_add_test(tc, test_gemm_strided_transposes);
+    tcase_add_test(tc, test_avgpool_float_path);
     suite_add_tcase(s, tc);
     return s;
 }

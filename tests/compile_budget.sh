@@ -60,3 +60,40 @@ for budget in "" "flash=" "flash=0" "rom=1K" "flash=1K,flash=2K" "flash=12Q" "ra
   [ $rc -eq 2 ] || fail "--budget '$budget': exit $rc, not 2"
 done
 echo "ok: malformed budgets are usage errors"
+
+# --report-json (the firmware estimate; its figures against a real image are
+# firmware_qemu's): the same weights and arena as --report, layers that add
+# up, written only for the firmware targets and only by a compile that
+# succeeds.
+"$fxcc" compile "$model" -o "$work/json" --target cortex-m --report-json "$work/report.json" > /dev/null
+json_weights=$(sed -n 's/.*"flash": {.*"weights": \([0-9]*\)}.*/\1/p' "$work/report.json")
+json_arena=$(sed -n 's/.*"ram": {.*"arena": \([0-9]*\),.*/\1/p' "$work/report.json")
+json_layers=$(grep -o '"weights": [0-9]*, "code"' "$work/report.json" | awk '{ s += $2 } END { print s + 0 }')
+json_stack=$(sed -n 's/.*"stack": \([0-9]*\)}.*/\1/p' "$work/report.json" | head -1)
+[ "$json_weights" = "$weights" ] && [ "$json_layers" = "$weights" ] ||
+  fail "--report-json: weights $json_weights, layers $json_layers, --report $weights"
+cm_arena=$("$fxcc" compile "$model" -o "$work/json" --target cortex-m --report |
+           sed -n 's/^memory plan: arena \([0-9]*\) bytes.*/\1/p')
+[ "$json_arena" = "$cm_arena" ] || fail "--report-json: arena $json_arena, --report $cm_arena"
+(( json_stack > 0 )) || fail "--report-json: no stack figure"
+for target in host portable; do
+  set +e
+  "$fxcc" compile "$model" -o "$work/json_$target" --target $target --report-json "$work/$target.json" \
+    > /dev/null 2>&1
+  rc=$?
+  set -e
+  if [ $target = host ]; then
+    [ $rc -eq 2 ] && [ ! -e "$work/host.json" ] && [ ! -e "$work/json_host" ] ||
+      fail "--report-json with --target host: exit $rc, not 2, or something written"
+  else
+    [ $rc -eq 0 ] && [ -s "$work/portable.json" ] || fail "--report-json with --target portable: exit $rc"
+  fi
+done
+set +e
+"$fxcc" compile "$model" -o "$work/json_fail" --target cortex-m --budget flash=1K \
+  --report-json "$work/fail.json" > /dev/null 2>&1
+rc=$?
+set -e
+[ $rc -eq 1 ] && [ ! -e "$work/fail.json" ] || fail "a refused compile (exit $rc) wrote --report-json"
+echo "ok: --report-json: weights $json_weights in layers, arena $json_arena, stack $json_stack;" \
+  "refused for the host, not written when the compile fails"

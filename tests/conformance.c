@@ -661,8 +661,11 @@ static bool build_compiled(const Options *o, TierRun (*runs)[NUM_TIERS], int num
             if (runs[t][tier].ran && runs[t][tier].result == RESULT_PASS)
                 fprintf(f, " %s/main", runs[t][tier].work_name);
     fprintf(f, "\nall: $(MAINS)\n");
-    /* the headers are copied once, before any object: parallel copies race */
-    fprintf(f, "rt/.headers:\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && touch $@\n", first);
+    /* the headers are copied once, before any object: parallel copies race;
+     * again when the generated ones are newer (a work folder kept from an
+     * earlier run must not hold stale headers) */
+    fprintf(f, "rt/.headers: $(wildcard %s/fxrt/*.h)\n\t@mkdir -p rt && cp %s/fxrt/*.h rt/ && "
+               "touch $@\n", first, first);
     fprintf(f, "rt/%%.o: %s/fxrt/%%.c rt/.headers\n\t$(CC) $(CFLAGS) -c $< -o $@\n", first);
     fprintf(f, "rt/libfxrt.a: $(RT_OBJS)\n\tar rcs $@ $^\n");
     fprintf(f, "rt/fxio.o: %s/fxio.c\n\t@mkdir -p rt && $(CC) $(CFLAGS) -c $< -o $@\n", first);

@@ -55,3 +55,38 @@ for spec in examples/seed.onnx:c examples/digits/digits.onnx:c examples/digits/d
   model_size=$(arm-none-eabi-size -t "${model_objs[@]}" | tail -1)
   echo "ok: $name builds for Cortex-M4; model object text/data/bss: $(echo $model_size | awk '{print $1"/"$2"/"$3}') bytes, arena ${arena} bytes"
 done
+
+# --cpu: NAME.mk records each core's flags; the generated folder (digits,
+# --target cortex-m, and its runtime copy) builds with them, -Werror; the
+# int8 GEMM's tile uses SMLAD where the core has the DSP extension and
+# plain C on the Cortex-M0+ (__ARM_FEATURE_DSP decides).
+for cpu in cortex-m0plus cortex-m4 cortex-m7 cortex-m33 cortex-m55; do
+  out="$work/cpu_$cpu"
+  "$fxcc" compile "$here/examples/digits/digits.onnx" -o "$out" --name digits --target cortex-m \
+    --cpu "$cpu" > /dev/null
+  arch=$(sed -n 's/^digits_ARCH_FLAGS := //p' "$out/digits.mk")
+  case $arch in *"-mcpu=$cpu "*) ;; *) echo "FAIL: --cpu $cpu: digits.mk records '$arch'"; exit 1 ;; esac
+  grep -q "set(digits_ARCH_FLAGS $arch)" "$out/CMakeLists.txt" ||
+    { echo "FAIL: --cpu $cpu: CMakeLists.txt does not record $arch"; exit 1; }
+  for c in "$out"/*.c "$out"/fxrt/*.c; do
+    # shellcheck disable=SC2086 # the flags are words
+    arm-none-eabi-gcc -std=c99 -Wall -Wextra -Werror -pedantic -O2 $arch -I"$out" -I"$out/fxrt" \
+      -c "$c" -o "$out/$(basename "$c").o"
+  done
+  smlad=$(arm-none-eabi-objdump -d "$out/fxrt_nn_qgemm.c.o" | grep -c smlad || true)
+  if [ "$cpu" = cortex-m0plus ]; then
+    (( smlad == 0 )) || { echo "FAIL: --cpu $cpu: SMLAD in a core without the DSP extension"; exit 1; }
+  else
+    (( smlad > 0 )) || { echo "FAIL: --cpu $cpu: the int8 GEMM does not use SMLAD"; exit 1; }
+  fi
+  echo "ok: --cpu $cpu: $arch; the model and its runtime build; $smlad SMLAD in the int8 GEMM"
+done
+set +e
+"$fxcc" compile "$here/examples/digits/digits.onnx" -o "$work/cpu_bad" --cpu cortex-m3 > /dev/null 2>&1
+bad=$?
+"$fxcc" compile "$here/examples/digits/digits.onnx" -o "$work/cpu_host" --cpu cortex-m4 > /dev/null 2>&1
+host=$?
+set -e
+[ $bad -eq 2 ] && [ $host -eq 2 ] && [ ! -e "$work/cpu_bad" ] && [ ! -e "$work/cpu_host" ] ||
+  { echo "FAIL: --cpu cortex-m3 (exit $bad) or --cpu with the host target (exit $host) not refused"; exit 1; }
+echo "ok: an unknown --cpu and --cpu for the host are usage errors"

@@ -604,9 +604,9 @@ done:
 
 static const char compile_help[] =
     "usage: fxcc compile MODEL.onnx -o DIR [--name NAME] [--target host|portable|cortex-m]\n"
-    "                    [--weights c|incbin] [--weights-section SECTION]\n"
+    "                    [--weights c|incbin] [--weights-section SECTION] [--arena-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
-    "                    [--budget flash=SIZE,ram=SIZE]\n"
+    "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE] [--cpu CORE]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
@@ -626,12 +626,24 @@ static const char compile_help[] =
     "  --weights c         weights above 4 KiB as C arrays in NAME_weights.c, for toolchains\n"
     "                      without GNU-style assembly; the default for smaller models\n"
     "  --weights-section SECTION\n"
-    "                      the blob's section (default .rodata.NAME_weights)\n"
+    "                      the blob's section (default .rodata.NAME_weights), and the C\n"
+    "                      arrays' too (an attribute, GCC and Clang)\n"
+    "  --arena-section SECTION\n"
+    "                      NAME.h's NAME_ARENA_PLACEMENT puts the arena the caller declares\n"
+    "                      in SECTION (GCC and Clang; the linker script must map it)\n"
+    "  --cpu CORE          cortex-m0plus, cortex-m4, cortex-m7, cortex-m33 or cortex-m55:\n"
+    "                      NAME.mk (NAME_ARCH_FLAGS) and CMakeLists.txt record its\n"
+    "                      arm-none-eabi-gcc flags; the int8 GEMM uses SMLAD on cores\n"
+    "                      with the DSP extension (all but cortex-m0plus)\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
     "                      --target portable also the weights by layer, their total\n"
-    "                      (flash) and the arena with its largest scratch (RAM)\n"
+    "                      (flash) and the arena with its largest scratch (RAM), and\n"
+    "                      the firmware estimate per layer and in total: code (the\n"
+    "                      runtime's functions it reaches, measured on a Cortex-M4F),\n"
+    "                      weights, arena, scratch, library data, output buffers, stack\n"
+    "  --report-json FILE  the firmware estimate as JSON (--target portable or cortex-m)\n"
     "  --budget flash=SIZE,ram=SIZE\n"
     "                      fail, writing nothing, when the weights exceed flash or the\n"
     "                      arena exceeds ram (either may be left out; SIZE in bytes, or\n"
@@ -717,6 +729,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     const char *leaf_sources[MAX_BINDINGS];
     co.leaf_sources = leaf_sources;
     bool report = false;
+    const char *report_json = NULL;
     Diag d;
     diag_init(&d);
     for (int i = 2; i < argc; i++) {
@@ -750,10 +763,19 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
             i++;
         } else if (strcmp(a, "--weights-section") == 0 && next) {
             co.weights_section = argv[++i];
+        } else if (strcmp(a, "--arena-section") == 0 && next) {
+            co.arena_section = argv[++i];
+        } else if (strcmp(a, "--cpu") == 0 && next) {
+            co.cpu = argv[++i];
+            if (!cg_cpu_flags(co.cpu))
+                return cli_usage_error("compile", "--cpu is cortex-m0plus, cortex-m4, cortex-m7, "
+                                                  "cortex-m33 or cortex-m55, not '%s'", co.cpu);
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
         } else if (strcmp(a, "--report") == 0) {
             report = true;
+        } else if (strcmp(a, "--report-json") == 0 && next) {
+            report_json = argv[++i];
         } else if (strcmp(a, "--budget") == 0) {
             if (parse_budget("compile", next, &co))
                 return EXIT_USAGE;
@@ -770,6 +792,12 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     if (!model || !out_dir)
         return cli_usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    if (co.cpu && co.target == FX_TARGET_HOST)
+        return cli_usage_error("compile", "--cpu %s needs --target portable or cortex-m", co.cpu);
+    if (report_json && co.target == FX_TARGET_HOST)
+        return cli_usage_error("compile", "--report-json %s needs --target portable or cortex-m "
+                                          "(its code and stack figures are a Cortex-M's)",
+                               report_json);
     char name_buf[64];
     if (!name) {
         default_name(model, name_buf, sizeof name_buf);
@@ -805,7 +833,24 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
                     rc = 1;
                 }
             }
-        } else {
+        }
+        if (rc == 0 && co.target != FX_TARGET_HOST && (report || report_json)) {
+            CgFirmware fw;
+            if (cg_firmware_report(g, &plan, co.target, &fw, &d) == FX_OK) {
+                if (report)
+                    cg_firmware_print(&fw, stdout);
+                if (report_json &&
+                    cg_firmware_write_json(&fw, model, name, co.target, report_json, &d) != FX_OK) {
+                    cli_fail(&d);
+                    rc = 1;
+                }
+                cg_firmware_free(&fw);
+            } else {
+                cli_fail(&d);
+                rc = 1;
+            }
+        }
+        if (!report) {
             printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
                    name, plan.arena_bytes);
         }

@@ -40,6 +40,19 @@ const char *fw_model_run(uint32_t num_inputs, const void *const *inputs,
                          const uint32_t *input_bytes);
 int fw_model_num_outputs(void);
 FwOutput fw_model_output(int k);
+
+#ifdef FW_TWO_MODELS
+/* A second model in the same image (make MODEL_DIR2=...): fw_model.c built
+ * again with FW_SECOND, its inputs from INPUTS2. */
+extern const uint32_t fw2_num_inputs;
+extern const void *const fw2_inputs[];
+extern const uint32_t fw2_input_bytes[];
+const char *fw_model2_name(void);
+const char *fw_model2_run(uint32_t num_inputs, const void *const *inputs,
+                          const uint32_t *input_bytes);
+int fw_model2_num_outputs(void);
+FwOutput fw_model2_output(int k);
+#endif
 #endif
 
 #endif

@@ -1,7 +1,8 @@
 /* The harness: runs the model's glue once on the embedded inputs, then prints
  * over semihosting every output as the hex of its elements' bits (so the host
  * reads the exact values), the stack's high-water mark, and what the run
- * cost in SysTick ticks and DWT cycles.  The lines are parsed by
+ * cost in SysTick ticks and DWT cycles; then the same for a second model
+ * when the image has one (FW_TWO_MODELS).  The lines are parsed by
  * tests/firmware_qemu.sh; keep their form. */
 #include "fw.h"
 
@@ -106,20 +107,28 @@ static void print_output(int k, FwOutput out)
     }
 }
 
-int main(void)
+/* One model's glue and inputs, so that an image with two models runs both
+ * through the same code. */
+typedef struct Glue {
+    const char *(*name)(void);
+    const char *(*run)(uint32_t num_inputs, const void *const *inputs, const uint32_t *input_bytes);
+    int (*num_outputs)(void);
+    FwOutput (*output)(int k);
+    uint32_t num_inputs;
+    const void *const *inputs;
+    const uint32_t *input_bytes;
+} Glue;
+
+/* Runs one model and prints its block (the lines tests/firmware_qemu.sh
+ * parses, "done" last); the stack's high-water mark is the image's so far. */
+static int run_model(const Glue *g, uint64_t calibration_ticks)
 {
     fw_puts("fxcc-firmware model ");
-    fw_puts(fw_model_name());
+    fw_puts(g->name());
     fw_puts("\n");
-    timers_start();
-
-    uint64_t t0 = systick_now();
-    calibration_loop();
-    uint64_t calibration_ticks = systick_now() - t0;
-
     uint32_t c0 = DWT_CYCCNT;
-    t0 = systick_now();
-    const char *error = fw_model_run(fw_num_inputs, fw_inputs, fw_input_bytes);
+    uint64_t t0 = systick_now();
+    const char *error = g->run(g->num_inputs, g->inputs, g->input_bytes);
     uint64_t run_ticks = systick_now() - t0;
     uint32_t run_cycles = DWT_CYCCNT - c0;
     if (error) {
@@ -128,8 +137,8 @@ int main(void)
         fw_puts("\n");
         return 1;
     }
-    for (int k = 0; k < fw_model_num_outputs(); k++)
-        print_output(k, fw_model_output(k));
+    for (int k = 0; k < g->num_outputs(); k++)
+        print_output(k, g->output(k));
 
     uint32_t stack_used = stack_used_bytes();
     put_line_u64("stack_bytes", (uint64_t)((uintptr_t)_stack_top - (uintptr_t)_stack_bottom));
@@ -144,4 +153,22 @@ int main(void)
     }
     fw_puts("done\n");
     return 0;
+}
+
+int main(void)
+{
+    timers_start();
+    uint64_t t0 = systick_now();
+    calibration_loop();
+    uint64_t calibration_ticks = systick_now() - t0;
+
+    const Glue first = {fw_model_name, fw_model_run, fw_model_num_outputs, fw_model_output,
+                        fw_num_inputs, fw_inputs, fw_input_bytes};
+    int failed = run_model(&first, calibration_ticks);
+#ifdef FW_TWO_MODELS
+    const Glue second = {fw_model2_name, fw_model2_run, fw_model2_num_outputs, fw_model2_output,
+                         fw2_num_inputs, fw2_inputs, fw2_input_bytes};
+    failed |= run_model(&second, calibration_ticks);
+#endif
+    return failed;
 }

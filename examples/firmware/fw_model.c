@@ -1,6 +1,8 @@
 /* The model's glue: the only file of the example that knows the model.  The
  * Makefile passes its name (FW_MODEL) and header (FW_MODEL_HEADER); the
- * arena and the outputs are static, sized by the header's constants. */
+ * arena and the outputs are static, sized by the header's constants.  With
+ * FW_SECOND it is the second model's glue (fw_model2_*), built from the
+ * same file. */
 #include FW_MODEL_HEADER
 
 #include "fw.h"
@@ -12,10 +14,17 @@
 #define FW_STR_(a) #a
 #define FW_STR(a) FW_STR_(a)
 
+#ifdef FW_SECOND
+#define GLUE(f) fw_model2_##f
+#else
+#define GLUE(f) fw_model_##f
+#endif
+
 /* A model with no intermediate values has a zero-byte arena, which C cannot
- * declare. */
+ * declare.  NAME_ARENA_PLACEMENT: the section fxcc compile --arena-section
+ * named, if any. */
 static unsigned char arena[MODEL(_ARENA_BYTES) > 0 ? MODEL(_ARENA_BYTES) : 1]
-    __attribute__((aligned(64)));
+    __attribute__((aligned(64))) MODEL(_ARENA_PLACEMENT);
 
 /* Each output starts at a multiple of 8 bytes, so any element type is
  * aligned; hence the 8 bytes of slack per output. */
@@ -34,13 +43,13 @@ static size_t dtype_bytes(int dtype)
     }
 }
 
-const char *fw_model_name(void)
+const char *GLUE(name)(void)
 {
     return FW_STR(FW_MODEL);
 }
 
-const char *fw_model_run(uint32_t num_inputs, const void *const *inputs,
-                         const uint32_t *input_bytes)
+const char *GLUE(run)(uint32_t num_inputs, const void *const *inputs,
+                      const uint32_t *input_bytes)
 {
     if (num_inputs != MODEL(_NUM_INPUTS)) {
         fw_put_u32(num_inputs);
@@ -76,12 +85,12 @@ const char *fw_model_run(uint32_t num_inputs, const void *const *inputs,
     return MODEL(_run)(inputs, outputs, arena) == 0 ? NULL : "the model's run returned non-zero";
 }
 
-int fw_model_num_outputs(void)
+int GLUE(num_outputs)(void)
 {
     return MODEL(_NUM_OUTPUTS);
 }
 
-FwOutput fw_model_output(int k)
+FwOutput GLUE(output)(int k)
 {
     FwOutput out;
     out.name = MODEL(_output_names)[k];

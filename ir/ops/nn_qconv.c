@@ -176,6 +176,34 @@ static size_t qconv_packed_scratch(const Node *n)
     return st == FX_OK ? (size_t)fxrt_qconv_scratch_bytes(&p, &q) : 0;
 }
 
+static size_t qconv_packed_small_scratch(const Node *n)
+{
+    Diag d;
+    diag_init(&d);
+    FxrtConvParams p;
+    FxrtQConv q;
+    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), &p, &q);
+    diag_free(&d);
+    return st == FX_OK ? (size_t)fxrt_qconv_small_scratch_bytes(&p, &q) : 0;
+}
+
+/* Off the host, depthwise and pointwise layers write over their input
+ * (fxrt_qconv_inplace), so that a chain of them needs one activation
+ * buffer. */
+static bool qconv_packed_inplace(const Node *n, size_t *scratch_bytes)
+{
+    Diag d;
+    diag_init(&d);
+    FxrtConvParams p;
+    FxrtQConv q;
+    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), &p, &q);
+    diag_free(&d);
+    if (st != FX_OK || !fxrt_qconv_inplace_applies(&p, &q))
+        return false;
+    *scratch_bytes = (size_t)fxrt_qconv_small_scratch_bytes(&p, &q);
+    return true;
+}
+
 static FxStatus qconv_packed_emit(EmitCtx *c)
 {
     FxrtConvParams p;
@@ -189,8 +217,11 @@ static FxStatus qconv_packed_emit(EmitCtx *c)
                  "/*y_max=*/%d, /*x_nhwc=*/%d, /*y_nhwc=*/%d};",
               c_dtype_enum((DType)q.x_type), (int)q.x_zp, c_dtype_enum((DType)q.y_type),
               (int)q.y_zp, (int)q.y_min, (int)q.y_max, (int)q.x_nhwc, (int)q.y_nhwc);
-    emit_line(c, "fxrt_qconv(&p, &q, %s, %s, %s, %s);", c->in[0], c->in[1], c->out[0],
-              c->scratch);
+    if (c->inplace)
+        emit_line(c, "fxrt_qconv_inplace(&p, &q, %s, %s, %s);", c->out[0], c->in[1], c->scratch);
+    else
+        emit_line(c, "fxrt_qconv(&p, &q, %s, %s, %s, %s);", c->in[0], c->in[1], c->out[0],
+                  c->scratch);
     return FX_OK;
 }
 
@@ -202,5 +233,7 @@ const OpDef fx_op_QConvPacked = {
     .infer = qconv_packed_infer,
     .eval = qconv_packed_eval,
     .scratch_bytes = qconv_packed_scratch,
+    .small_scratch_bytes = qconv_packed_small_scratch,
+    .inplace = qconv_packed_inplace,
     .emit = qconv_packed_emit,
 };

@@ -273,7 +273,10 @@ const OpDef fx_op_QLinearGlobalAveragePool = {
  *
  * Y = quantize(f(dequantize(X))) with f the float kernel; the interpreter
  * and the generated code both go through float buffers of X's and Y's
- * element counts (the generated code in scratch). */
+ * element counts (the generated code in scratch), but for AveragePool,
+ * whose kernel (fxrt_qlinear_avgpool) dequantizes each tap as it sums, in
+ * the same float operations, and needs no buffer: a global pool at the
+ * end of a small model would otherwise take four times its input in RAM. */
 
 typedef struct FloatPath {
     FxrtPoolParams pool;          /* QLinearAveragePool */
@@ -351,6 +354,12 @@ static FxStatus float_path_eval(EvalCtx *c)
     if (st != FX_OK)
         return st;
     int64_t nx = tensor_numel(x), ny = tensor_numel(y);
+    if (c->node->op == &fx_op_QLinearAveragePool) {
+        fxrt_qlinear_avgpool(&fp.pool, x->type.dtype, x->data, scale_of(c->in[QU_X_SCALE]),
+                             zero_point_of(input_value(c, QU_X_ZP)), scale_of(c->in[QU_Y_SCALE]),
+                             zero_point_of(input_value(c, QU_Y_ZP)), y->data);
+        return FX_OK;
+    }
     float *fx = fx_alloc_array((size_t)(nx > 0 ? nx : 1), sizeof *fx);
     float *fy = fx_alloc_array((size_t)(ny > 0 ? ny : 1), sizeof *fy);
     if (!fx || !fy) {
@@ -370,9 +379,11 @@ static FxStatus float_path_eval(EvalCtx *c)
     return FX_OK;
 }
 
-/* Scratch: X as float, then Y as float. */
+/* Scratch: X as float, then Y as float (AveragePool: none). */
 static size_t float_path_scratch(const Node *n)
 {
+    if (n->op == &fx_op_QLinearAveragePool)
+        return 0;
     return nn_align64((size_t)type_numel(node_input_type(n, QU_X)) * sizeof(float)) +
            nn_align64((size_t)type_numel(&n->out_types[0]) * sizeof(float));
 }
@@ -390,6 +401,16 @@ static FxStatus float_path_emit(EmitCtx *c)
     if (nx == 0 || ny == 0)
         return FX_OK;
     const char *xzp = nn_emit_input(c, QU_X_ZP), *yzp = nn_emit_input(c, QU_Y_ZP);
+    if (n->op == &fx_op_QLinearAveragePool) {
+        nn_pool_emit_params(c, &fp.pool);
+        char xz[200], yz[200];
+        snprintf(xz, sizeof xz, "(int32_t)%s[0]", xzp ? xzp : "");
+        snprintf(yz, sizeof yz, "(int32_t)%s[0]", yzp ? yzp : "");
+        emit_line(c, "fxrt_qlinear_avgpool(&p, %s, %s, %s[0], %s, %s[0], %s, %s);",
+                  c_dtype_enum(x->dtype), c->in[QU_X], c->in[QU_X_SCALE], xzp ? xz : "0",
+                  c->in[QU_Y_SCALE], yzp ? yz : "0", c->out[0]);
+        return FX_OK;
+    }
     emit_line(c, "float *const fx = (float *)(%s);", c->scratch);
     emit_line(c, "float *const fy = (float *)((unsigned char *)(%s) + %zu);", c->scratch,
               nn_align64((size_t)nx * sizeof(float)));
