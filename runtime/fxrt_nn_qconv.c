@@ -720,6 +720,8 @@ int fxrt_qconv_nhwc_applies(const FxrtConvParams *p)
     return !fxrt_qconv_is_depthwise(p) || kernel_taps(p) <= DW_MAX_TAPS;
 }
 
+#if !FXRT_SMALL_KERNELS /* the firmware build is NCHW only (qconv-nhwc is host-only) */
+
 /* One output pixel of the NHWC depthwise convolution: src[t] is the input
  * pixel (C bytes) tap t reads, or a row of zero points where the window
  * leaves the image (the padding, which the seed's - x_zp x sum(w) cancels
@@ -852,6 +854,8 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
             }
     }
 }
+
+#endif /* !FXRT_SMALL_KERNELS */
 
 void fxrt_qconv_small(const FxrtConvParams *p, const FxrtQConv *q, const void *x,
                       const void *packed, void *y, void *scratch)
