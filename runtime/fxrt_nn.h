@@ -513,9 +513,7 @@ int fxrt_qconv_nhwc_applies(const FxrtConvParams *p);
 /* The packed weights (any alignment): group 1, fxrt_qgemm_pack_b's blob
  * for the (kernel_h, kernel_w, C) x out_channels matrix; depthwise, per
  * channel the int32 seed (bias - x_zp x sum(w)), multiplier and shift, then
- * W's int8 taps as given, then (4-byte aligned in the blob) the taps again
- * tap-major [tap][C] as int32 lanes holding the int16 weight in their low
- * half, the NHWC kernel's order. */
+ * W's int8 taps as given. */
 int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p);
 int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p);
 /* w is W [out_channels][in_channels / groups][kernel_h][kernel_w]; bias
@@ -528,7 +526,7 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
                     void *scratch);
 /* Scratch of fxrt_qconv, any alignment: one band (group 1) or one
  * channel's padded planes (depthwise NCHW; NHWC: one row of C zero
- * points), never the whole image. */
+ * points and the taps widened to int32 lanes), never the whole image. */
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch);

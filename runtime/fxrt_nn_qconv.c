@@ -91,26 +91,19 @@ int fxrt_qconv_applies(const FxrtConvParams *p)
 }
 
 /* The per-channel int32 arrays of a depthwise blob, then its int8 taps
- * [c][tap], then the taps [tap][c] as int32 lanes (the NHWC kernel's). */
+ * [c][tap].  The NHWC kernel's taps [tap][c] as int32 lanes are built in
+ * its scratch at each call rather than stored: four times the taps' bytes
+ * in flash for a layout firmware never uses. */
 static int32_t *dw_columns(const void *packed) { return (int32_t *)(uintptr_t)packed; }
 static const int8_t *dw_taps(const FxrtConvParams *p, const void *packed)
 {
     return (const int8_t *)packed + 3 * p->out_channels * (int64_t)sizeof(int32_t);
 }
-static int64_t dw_lanes_offset(const FxrtConvParams *p)
-{
-    int64_t taps_end = p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
-    return (taps_end + 3) / 4 * 4;
-}
-static int32_t *dw_lanes(const FxrtConvParams *p, const void *packed)
-{
-    return (int32_t *)(uintptr_t)((const uint8_t *)packed + dw_lanes_offset(p));
-}
 
 int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p)
 {
     if (fxrt_qconv_is_depthwise(p))
-        return dw_lanes_offset(p) + p->out_channels * kernel_taps(p) * (int64_t)sizeof(int32_t);
+        return p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
     return fxrt_qgemm_packed_bytes(p->out_channels, kernel_taps(p) * p->in_channels);
 }
 
@@ -136,13 +129,7 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
                                  (FxrtDType)q->x_type, q->x_zp, packed);
     }
     int32_t *seed = dw_columns(packed), *mult = seed + m, *shift = mult + m;
-    int32_t *lanes = dw_lanes(p, packed);
     memcpy((int8_t *)packed + 3 * m * (int64_t)sizeof(int32_t), w, (size_t)(m * taps));
-    /* The int16 weight in the low half, 0 in the high one: vpmaddwd then
-     * multiplies the activation's (possibly sign-filled) high half by 0. */
-    for (int64_t o = 0; o < m; o++)
-        for (int64_t t = 0; t < taps; t++)
-            lanes[t * m + o] = (int32_t)(uint16_t)(int16_t)w[o * taps + t];
     for (int64_t o = 0; o < m; o++) {
         int64_t sum = 0;
         for (int64_t t = 0; t < taps; t++)
@@ -234,7 +221,8 @@ int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
     return fxrt_qconv_small_scratch_bytes(p, q);
 #else
     if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
-        return align64(p->in_channels + SLACK);
+        return align64(p->in_channels + SLACK) +
+               p->in_channels * kernel_taps(p) * (int64_t)sizeof(int32_t);
     if (fxrt_qconv_is_depthwise(p))
         return depthwise_scratch_bytes(p, q);
     Band b = band_plan(p, q);
@@ -731,7 +719,7 @@ typedef struct DwPixel {
     int64_t c, taps;
     const int32_t *seed, *mult, *shift; /* [C] */
     const int8_t *w;                    /* [C][taps] */
-    const int32_t *lanes;               /* [taps][C], the int16 weight in the low half */
+    const uint8_t *lanes; /* [taps][C] int32, the int16 weight in the low half (any alignment) */
 } DwPixel;
 
 /* Channels [from, c) of one pixel in portable C. */
@@ -771,7 +759,7 @@ DW_AVX512_TARGET static void dw_pixel_avx512(const DwPixel *d, const uint8_t *co
         for (int64_t t = 0; t < d->taps; t++) {
             __m128i bytes = _mm_maskz_loadu_epi8(live, src[t] + c0);
             __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-            __m512i wv = _mm512_maskz_loadu_epi32(live, d->lanes + t * d->c + c0);
+            __m512i wv = _mm512_maskz_loadu_epi32(live, d->lanes + (t * d->c + c0) * 4);
             acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, wv));
         }
         if (q->y_type == FXRT_DTYPE_INT32) {
@@ -797,7 +785,7 @@ DW_AVX2_TARGET static int64_t dw_pixel_avx2(const DwPixel *d, const uint8_t *con
         for (int64_t t = 0; t < d->taps; t++) {
             __m128i bytes = _mm_loadl_epi64((const __m128i *)(src[t] + c0));
             __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(d->lanes + t * d->c + c0));
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
         }
         if (q->y_type == FXRT_DTYPE_INT32) {
@@ -820,8 +808,19 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     int64_t oh = p->out_size[1], ow = p->out_size[2], taps = kernel_taps(p), size = y_bytes(q);
     const int32_t *columns = dw_columns(packed);
     DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
-                 .shift = columns + 2 * c, .w = dw_taps(p, packed), .lanes = dw_lanes(p, packed)};
+                 .shift = columns + 2 * c, .w = dw_taps(p, packed)};
     uint8_t *zp_row = scratch;
+    /* The taps [tap][c] as int32 lanes, the int16 weight in the low half and
+     * 0 in the high one: vpmaddwd then multiplies the activation's (possibly
+     * sign-filled) high half by 0.  Stored by memcpy: scratch has any
+     * alignment, and the vector loads are unaligned ones. */
+    uint8_t *lanes = scratch + align64(c + SLACK);
+    for (int64_t t = 0; t < taps; t++)
+        for (int64_t ch = 0; ch < c; ch++) {
+            int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
+            memcpy(lanes + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
+        }
+    d.lanes = lanes;
     memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
 #ifdef FXRT_QCONV_X86
     int isa = dw_isa(p);
