@@ -165,26 +165,30 @@ static FxStatus qconv_packed_eval(EvalCtx *c)
     return FX_OK;
 }
 
-static size_t qconv_packed_scratch(const Node *n)
+/* n's kernel parameters, planned without reporting (the planner's hooks
+ * ask of nodes the checks have already accepted); false if they fail. */
+static bool qconv_packed_quiet_plan(const Node *n, FxrtConvParams *p, FxrtQConv *q)
 {
     Diag d;
     diag_init(&d);
+    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), p, q);
+    diag_free(&d);
+    return st == FX_OK;
+}
+
+static size_t qconv_packed_scratch(const Node *n)
+{
     FxrtConvParams p;
     FxrtQConv q;
-    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), &p, &q);
-    diag_free(&d);
-    return st == FX_OK ? (size_t)fxrt_qconv_scratch_bytes(&p, &q) : 0;
+    return qconv_packed_quiet_plan(n, &p, &q) ? (size_t)fxrt_qconv_scratch_bytes(&p, &q) : 0;
 }
 
 static size_t qconv_packed_small_scratch(const Node *n)
 {
-    Diag d;
-    diag_init(&d);
     FxrtConvParams p;
     FxrtQConv q;
-    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), &p, &q);
-    diag_free(&d);
-    return st == FX_OK ? (size_t)fxrt_qconv_small_scratch_bytes(&p, &q) : 0;
+    return qconv_packed_quiet_plan(n, &p, &q) ? (size_t)fxrt_qconv_small_scratch_bytes(&p, &q)
+                                              : 0;
 }
 
 /* Off the host, depthwise and pointwise layers write over their input
@@ -192,13 +196,9 @@ static size_t qconv_packed_small_scratch(const Node *n)
  * buffer. */
 static bool qconv_packed_inplace(const Node *n, size_t *scratch_bytes)
 {
-    Diag d;
-    diag_init(&d);
     FxrtConvParams p;
     FxrtQConv q;
-    FxStatus st = qconv_packed_plan(n, &d, node_input_type(n, 0), node_input_type(n, 1), &p, &q);
-    diag_free(&d);
-    if (st != FX_OK || !fxrt_qconv_inplace_applies(&p, &q))
+    if (!qconv_packed_quiet_plan(n, &p, &q) || !fxrt_qconv_inplace_applies(&p, &q))
         return false;
     *scratch_bytes = (size_t)fxrt_qconv_small_scratch_bytes(&p, &q);
     return true;
