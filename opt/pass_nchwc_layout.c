@@ -82,22 +82,23 @@ static Node *blocked(Graph *g, Node *v, Node *reader, Diag *d)
     return b && node_finish_created(b, true, NULL, d) == FX_OK ? b : NULL;
 }
 
-/* The packed weights [OCB][ICB][KH][KW][8][8], [OCB][KH][KW][C][8] (plain
- * X) or [CB][KH][KW][8] (depthwise) as a new constant. */
+/* The packed weights (fxrt_nn.h) [OCB / 2][ICB][KH][KW][8][16],
+ * [OCB / 2][KH][KW][C][16] (plain X) or [CB][KH][KW][8] (depthwise) as a
+ * new constant. */
 static Node *packed_weights(Graph *g, const Node *conv, const FxrtConvParams *p, int x_blocked,
                             Diag *d)
 {
     int64_t ocb = fxrt_nchwc_blocks(p->out_channels), kh = p->kernel[1], kw = p->kernel[2];
     TensorType t = {.dtype = FXRT_DTYPE_FLOAT32};
     int64_t dims[6], rank = 0;
-    dims[rank++] = ocb;
+    dims[rank++] = p->groups == 1 ? (ocb + 1) / 2 : ocb;
     if (p->groups == 1 && x_blocked)
         dims[rank++] = fxrt_nchwc_blocks(p->in_channels);
     dims[rank++] = kh;
     dims[rank++] = kw;
     if (p->groups == 1)
         dims[rank++] = x_blocked ? BLOCK : p->in_channels;
-    dims[rank++] = BLOCK;
+    dims[rank++] = p->groups == 1 ? FXRT_NCHWC_PAIR : BLOCK;
     t.rank = (int)rank;
     memcpy(t.dims, dims, (size_t)rank * sizeof dims[0]);
     Tensor *w = tensor_new(&t, d);

@@ -48,20 +48,21 @@ static bool profitable(const Node *n, FxrtConvParams *p)
                MAX_TRANSFORMED_BYTES;
 }
 
-/* The Winograd weights of n, made from its direct packing
- * [OCB][ICB][3][3][8 in][8 out], as a new constant. */
+/* The Winograd weights of n, made from its direct packing (fxrt_nn.h), as
+ * a new constant. */
 static Node *winograd_weights(Graph *g, const Node *n, const FxrtConvParams *p, Diag *d)
 {
     const float *packed = node_const_value(n->args[1])->data;
     int64_t in_c = p->in_channels, out_c = p->out_channels, icb = fxrt_nchwc_blocks(in_c);
+    int64_t pairs = (fxrt_nchwc_blocks(out_c) + 1) / 2;
     float *w = fx_alloc_array((size_t)(out_c * in_c * 9), sizeof *w);
     if (!w) {
         diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
         return NULL;
     }
-    /* 36 points of the pointwise layout [OCB][ICB][8 in][8 out]. */
+    /* 36 points of the pointwise layout [OCB / 2][ICB][8 in][16 out]. */
     TensorType t = {.dtype = FXRT_DTYPE_FLOAT32, .rank = 5,
-                    .dims = {36, fxrt_nchwc_blocks(out_c), icb, BLOCK, BLOCK}};
+                    .dims = {36, pairs, icb, BLOCK, FXRT_NCHWC_PAIR}};
     Tensor *transformed = tensor_new(&t, d);
     if (!transformed) {
         free(w);
@@ -70,9 +71,7 @@ static Node *winograd_weights(Graph *g, const Node *n, const FxrtConvParams *p, 
     for (int64_t oc = 0; oc < out_c; oc++)
         for (int64_t ic = 0; ic < in_c; ic++)
             for (int64_t k = 0; k < 9; k++)
-                w[(oc * in_c + ic) * 9 + k] =
-                    packed[(((oc / BLOCK * icb + ic / BLOCK) * 9 + k) * BLOCK + ic % BLOCK) * BLOCK +
-                           oc % BLOCK];
+                w[(oc * in_c + ic) * 9 + k] = packed[fxrt_conv_nchwc_packed_index(p, 1, oc, ic, k)];
     fxrt_conv_nchwc_winograd_pack_f32(p, w, transformed->data);
     free(w);
     char hint[200];

@@ -260,6 +260,8 @@ void fxrt_conv_integer(const FxrtConvParams *p, FxrtDType x_type, const void *x,
  * lanes always hold finite values; packed weights and padded biases are
  * zero there, so padding never reaches a real channel. */
 #define FXRT_NCHWC_BLOCK 8
+/* Two output blocks, the unit of the packed weights of a group-1 convolution. */
+#define FXRT_NCHWC_PAIR (2 * FXRT_NCHWC_BLOCK)
 
 /* ceil(channels / FXRT_NCHWC_BLOCK). */
 int64_t fxrt_nchwc_blocks(int64_t channels);
@@ -276,14 +278,23 @@ void fxrt_from_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const
  * groups 1 only).  W is packed by fxrt_conv_nchwc_pack_f32 (the compiler
  * does that once, at compile time):
  *
- *   groups 1, X blocked:  [OCB][ICB][KH][KW][8 input lanes][8 output lanes]
- *   groups 1, X plain:    [OCB][KH][KW][in_channels][8 output lanes]
+ *   groups 1, X blocked:  [OCB / 2][ICB][KH][KW][8 input lanes][2 x 8 output lanes]
+ *   groups 1, X plain:    [OCB / 2][KH][KW][in_channels][2 x 8 output lanes]
  *   depthwise:            [CB][KH][KW][8 lanes]
+ *
+ * For groups 1 the output blocks go in pairs (OCB rounded up to even, the
+ * missing block's weights zero), the pair's 16 weights of one input lane
+ * and tap contiguous: one AVX-512 load, where separate blocks cost two
+ * loads and an insert per pair (8-20% of the tiles' speed on the layers of
+ * bench/nchwc_kernels.c).  fxrt_conv_nchwc_packed_index gives the position
+ * of weight (oc, ic, tap), ic counted within the group.
  *
  * ep (NULL: none): bias holds OCB * 8 floats (padding lanes zero), the
  * residual is NCHWc of Y's shape; its strides are ignored (the kernel sets
  * them).  No scratch. */
 int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked);
+int64_t fxrt_conv_nchwc_packed_index(const FxrtConvParams *p, int x_blocked, int64_t oc,
+                                     int64_t ic, int64_t tap);
 void fxrt_conv_nchwc_pack_f32(const FxrtConvParams *p, int x_blocked, const float *w,
                               float *packed);
 /* Dispatches to the depthwise kernel when groups > 1. */

@@ -51,28 +51,35 @@ int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked)
     int64_t ocb = fxrt_nchwc_blocks(p->out_channels);
     if (p->groups > 1)
         return ocb * taps * BLOCK;
+    int64_t pairs = (ocb + 1) / 2;
     int64_t in = x_blocked ? fxrt_nchwc_blocks(p->in_channels) * BLOCK : p->in_channels;
-    return ocb * taps * in * BLOCK;
+    return pairs * taps * in * FXRT_NCHWC_PAIR;
+}
+
+int64_t fxrt_conv_nchwc_packed_index(const FxrtConvParams *p, int x_blocked, int64_t oc,
+                                     int64_t ic, int64_t tap)
+{
+    int64_t taps = p->kernel[1] * p->kernel[2];
+    int64_t ob = oc / BLOCK, lane = ob % 2 * BLOCK + oc % BLOCK;
+    if (p->groups > 1) /* [CB][KH][KW][8] */
+        return (ob * taps + tap) * BLOCK + oc % BLOCK;
+    if (x_blocked) /* [OCB / 2][ICB][KH][KW][8 in][2 x 8 out] */
+        return (((ob / 2 * fxrt_nchwc_blocks(p->in_channels) + ic / BLOCK) * taps + tap) * BLOCK +
+                ic % BLOCK) * FXRT_NCHWC_PAIR + lane;
+    /* [OCB / 2][KH][KW][in_channels][2 x 8 out] */
+    return ((ob / 2 * taps + tap) * p->in_channels + ic) * FXRT_NCHWC_PAIR + lane;
 }
 
 /* W is ONNX's [out_channels, in_channels / groups, KH, KW]. */
 void fxrt_conv_nchwc_pack_f32(const FxrtConvParams *p, int x_blocked, const float *w,
                               float *packed)
 {
-    int64_t kh = p->kernel[1], kw = p->kernel[2], taps = kh * kw;
+    int64_t taps = p->kernel[1] * p->kernel[2];
     int64_t cin = p->groups > 1 ? 1 : p->in_channels;
     memset(packed, 0, (size_t)fxrt_conv_nchwc_packed_floats(p, x_blocked) * sizeof *packed);
     for (int64_t oc = 0; oc < p->out_channels; oc++)
         for (int64_t ic = 0; ic < cin; ic++)
-            for (int64_t t = 0; t < taps; t++) {
-                int64_t ob = oc / BLOCK, ol = oc % BLOCK, at;
-                if (p->groups > 1) /* [CB][KH][KW][8] */
-                    at = (ob * taps + t) * BLOCK + ol;
-                else if (x_blocked) /* [OCB][ICB][KH][KW][8 in][8 out] */
-                    at = (((ob * fxrt_nchwc_blocks(cin) + ic / BLOCK) * taps + t) * BLOCK +
-                          ic % BLOCK) * BLOCK + ol;
-                else /* [OCB][KH][KW][in_channels][8 out] */
-                    at = ((ob * taps + t) * cin + ic) * BLOCK + ol;
-                packed[at] = w[(oc * cin + ic) * taps + t];
-            }
+            for (int64_t t = 0; t < taps; t++)
+                packed[fxrt_conv_nchwc_packed_index(p, x_blocked, oc, ic, t)] =
+                    w[(oc * cin + ic) * taps + t];
 }

@@ -51,24 +51,30 @@
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_NCHWC_AVX2 1
+#include <cpuid.h>
+
 #include "fxrt_math_x86.h"
 #endif
 
 #define BLOCK FXRT_NCHWC_BLOCK
+#define PAIR FXRT_NCHWC_PAIR
 
 #if !FXRT_SMALL_KERNELS
 
-/* Output channel blocks per tile, and the pixels per tile for each count:
- * twelve accumulators or so, what AVX2's sixteen registers hold next to the
- * weight vectors and the broadcast.  Four blocks of three pixels would need
- * seventeen; measured, they run 10-25% slower than three of four. */
-enum { MAX_FB = 3, MAX_NP = 8 };
-static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6, 4};
+/* Output channel blocks per tile, one pair of the packing (fxrt_nn.h) or
+ * the lone last block, and the pixels per tile for each count: twelve
+ * accumulators or so, what AVX2's sixteen registers hold next to the
+ * weight vectors and the broadcast.  Two pairs of three pixels would need
+ * seventeen; measured, four blocks of three ran 10-25% slower than three
+ * of four. */
+enum { MAX_FB = 2, MAX_NP = 8 };
+static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6};
 
 /* Floats of weights one tile sweeps per chunk (32 KiB, L1's size: the best
  * of 8 to 64 KiB measured on the AMD EPYC this was tuned on), floats of
- * input one band of output rows reads (128 KiB of L2), and the most pixels
- * a pointwise convolution puts in one row. */
+ * input one band of output rows reads (128 KiB of L2; see also
+ * weights_outer_band_floats), and the most pixels a pointwise convolution
+ * puts in one row. */
 enum { L1_WEIGHT_FLOATS = 1 << 13, L2_INPUT_FLOATS = 1 << 15, POINTWISE_ROW = 256 };
 
 /* `lines` segments of `count` tiles of fb output blocks x np pixels.  x
@@ -81,7 +87,9 @@ typedef struct Tile {
     int64_t x_pixel, x_block, x_row, x_col, x_lane;
     int64_t blocks, rows, cols, lanes, count, lines, x_line;
     const float *w;
-    int64_t w_ob, w_block, w_row; /* the column stride is lanes * 8 */
+    /* w_pair: floats from one pair of output blocks to the next (see
+     * w_block_offset); the column stride is lanes * 16. */
+    int64_t w_pair, w_block, w_row;
     float *y;
     int64_t y_ob, y_pixel, y_line;
     int accumulate; /* start from the partial sums in Y instead of zero */
@@ -102,6 +110,13 @@ static inline float finish_plain(const Tile *t, float v)
     float c = v < t->lo ? t->lo : v;
     c = c > t->hi ? t->hi : c;
     return t->act == FXRT_ACT_SILU ? fxrt_silu(c) : t->act == FXRT_ACT_SIGMOID ? fxrt_sigmoid(c) : c;
+}
+
+/* Where block f of a tile starts in the packed weights (fxrt_nn.h's pairs:
+ * a tile starts at an even block), from the tile's first block. */
+static inline int64_t w_block_offset(int64_t f, int64_t w_pair)
+{
+    return f / 2 * w_pair + f % 2 * BLOCK;
 }
 
 static void tile_plain(const Tile *t, int64_t fb, int64_t np)
@@ -126,10 +141,10 @@ static void tile_plain(const Tile *t, int64_t fb, int64_t np)
                 for (int64_t c = 0; c < t->cols; c++) {
                     const float *xs = x + b * t->x_block + r * t->x_row + c * t->x_col;
                     const float *ws =
-                        t->w + b * t->w_block + r * t->w_row + c * t->lanes * BLOCK;
+                        t->w + b * t->w_block + r * t->w_row + c * t->lanes * PAIR;
                     for (int64_t l = 0; l < t->lanes; l++)
                         for (int64_t f = 0; f < fb; f++) {
-                            const float *wv = ws + f * t->w_ob + l * BLOCK;
+                            const float *wv = ws + w_block_offset(f, t->w_pair) + l * PAIR;
                             for (int64_t q = 0; q < np; q++) {
                                 float xv = xs[q * t->x_pixel + l * t->x_lane];
                                 for (int o = 0; o < BLOCK; o++)
@@ -188,7 +203,7 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
     const int64_t blocks = t->blocks, rows = t->rows, cols = t->cols, lanes = t->lanes;
     const int64_t x_block = t->x_block, x_row = t->x_row, x_col = t->x_col;
     const int64_t x_lane = t->x_lane, x_pixel = t->x_pixel;
-    const int64_t w_ob = t->w_ob, w_block = t->w_block, w_row = t->w_row;
+    const int64_t w_pair = t->w_pair, w_block = t->w_block, w_row = t->w_row;
     const int64_t y_ob = t->y_ob, y_pixel = t->y_pixel;
     const int accumulate = t->accumulate, residual_after = t->residual_after;
     const float *bias = t->bias;
@@ -220,11 +235,11 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
             for (int64_t r = 0; r < rows; r++, xr += x_row, wr += w_row) {
                 const float *xs = xr, *ws = wr;
                 for (int64_t c = 0; c < cols; c++, xs += x_col) {
-                    for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
+                    for (int64_t l = 0; l < lanes; l++, ws += PAIR) {
                         __m256 wv[MAX_FB];
                         UNROLL_FULL
                         for (int f = 0; f < fb; f++)
-                            wv[f] = _mm256_loadu_ps(ws + f * w_ob);
+                            wv[f] = _mm256_loadu_ps(ws + w_block_offset(f, w_pair));
                         UNROLL_FULL
                         for (int q = 0; q < np; q++) {
                             __m256 xv = _mm256_broadcast_ss(xs + q * x_pixel + l * x_lane);
@@ -274,7 +289,6 @@ tile_avx2_body(const Tile *t, const int fb, const int np)
 TILE_AVX2(1, 1) TILE_AVX2(1, 2) TILE_AVX2(1, 3) TILE_AVX2(1, 4)
 TILE_AVX2(1, 5) TILE_AVX2(1, 6) TILE_AVX2(1, 7) TILE_AVX2(1, 8)
 TILE_AVX2(2, 1) TILE_AVX2(2, 2) TILE_AVX2(2, 3) TILE_AVX2(2, 4) TILE_AVX2(2, 5) TILE_AVX2(2, 6)
-TILE_AVX2(3, 1) TILE_AVX2(3, 2) TILE_AVX2(3, 3) TILE_AVX2(3, 4)
 #undef TILE_AVX2
 
 /* tiles_avx2[fb][np], for np up to tile_pixels[fb]. */
@@ -284,7 +298,6 @@ static const TileFn tiles_avx2[MAX_FB + 1][MAX_NP + 1] = {
      tile_avx2_1_6, tile_avx2_1_7, tile_avx2_1_8},
     {0, tile_avx2_2_1, tile_avx2_2_2, tile_avx2_2_3, tile_avx2_2_4, tile_avx2_2_5,
      tile_avx2_2_6},
-    {0, tile_avx2_3_1, tile_avx2_3_2, tile_avx2_3_3, tile_avx2_3_4},
 };
 
 static int cpu_has_avx2(void)
@@ -297,10 +310,11 @@ static int cpu_has_avx2(void)
  * One zmm holds two consecutive output blocks (16 channels) of a pixel, so a
  * tile of fb blocks is fb / 2 pairs plus, for an odd fb, one ymm block, and
  * the 32 registers hold 24 accumulators next to the weights and the
- * broadcast.  The packing stays the AVX2 one (one layout whatever the CPU):
- * a pair's weight vector is its two blocks' 8 weights, two loads and an
- * insert, shared by the tile's pixels.  On CPUs with two 512-bit FMA units
- * this doubles the multiply-adds per cycle of the AVX2 tiles. */
+ * broadcast.  A pair's 16 weights of one step are contiguous in the packing
+ * (fxrt_nn.h), one load shared by the tile's pixels; the output blocks of Y
+ * are a plane apart, so a pair of them is stored as two halves.  On CPUs
+ * with two 512-bit FMA units this doubles the multiply-adds per cycle of
+ * the AVX2 tiles. */
 enum { MAX_FB512 = 4, MAX_NP512 = 16 };
 static const int64_t tile_pixels512[MAX_FB512 + 1] = {0, 16, 14, 12, 12};
 
@@ -337,7 +351,7 @@ tile_avx512_body(const Tile *t, const int fb, const int np)
     const int64_t blocks = t->blocks, rows = t->rows, cols = t->cols, lanes = t->lanes;
     const int64_t x_block = t->x_block, x_row = t->x_row, x_col = t->x_col;
     const int64_t x_lane = t->x_lane, x_pixel = t->x_pixel;
-    const int64_t w_ob = t->w_ob, w_block = t->w_block, w_row = t->w_row;
+    const int64_t w_pair = t->w_pair, w_block = t->w_block, w_row = t->w_row;
     const int64_t y_ob = t->y_ob, y_pixel = t->y_pixel;
     const int accumulate = t->accumulate, residual_after = t->residual_after;
     const float *bias = t->bias;
@@ -380,12 +394,12 @@ tile_avx512_body(const Tile *t, const int fb, const int np)
             for (int64_t r = 0; r < rows; r++, xr += x_row, wr += w_row) {
                 const float *xs = xr, *ws = wr;
                 for (int64_t c = 0; c < cols; c++, xs += x_col) {
-                    for (int64_t l = 0; l < lanes; l++, ws += BLOCK) {
+                    for (int64_t l = 0; l < lanes; l++, ws += PAIR) {
                         __m512 wv[MAX_FB512 / 2];
                         UNROLL_16
                         for (int f = 0; f < pairs; f++)
-                            wv[f] = load_pair(ws + 2 * f * w_ob, ws + (2 * f + 1) * w_ob);
-                        __m256 w1 = odd ? _mm256_loadu_ps(ws + (fb - 1) * w_ob)
+                            wv[f] = _mm512_loadu_ps(ws + f * w_pair);
+                        __m256 w1 = odd ? _mm256_loadu_ps(ws + w_block_offset(fb - 1, w_pair))
                                         : _mm256_setzero_ps();
                         UNROLL_16
                         for (int q = 0; q < np; q++) {
@@ -482,8 +496,34 @@ static int cpu_has_avx512(void)
     return isa_cap >= 2 && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512vl") && cpu_has_avx2();
 }
+
+/* The input floats a band may read when the weights are the outer loop
+ * (late layers): half of this core's L2 as CPUID reports it (leaf
+ * 0x80000006, which Intel and AMD both fill), at least L2_INPUT_FLOATS.
+ * Each band sweeps all of a group's weights once more, so the band should
+ * be as tall as the L2 keeps its input rows: with 128 KiB, ResNet-50's
+ * stride-2 3x3 layer at 14x14 took one output row per band and ran at
+ * 110 GFLOP/s; with the 1 MiB of a 2 MiB L2, the whole image and
+ * 150 GFLOP/s (bench/RESULTS.md, 2026-12-06).  The band changes which
+ * pixels a tile takes, never the order of any output's additions. */
+static int64_t weights_outer_band_floats(void)
+{
+    static int64_t floats;
+    if (!floats) {
+        unsigned eax, ebx, ecx, edx;
+        int64_t l2_bytes = __get_cpuid(0x80000006u, &eax, &ebx, &ecx, &edx)
+                               ? (int64_t)(ecx >> 16) * 1024
+                               : 0;
+        floats = l2_bytes / 2 / (int64_t)sizeof(float);
+        if (floats < L2_INPUT_FLOATS)
+            floats = L2_INPUT_FLOATS;
+    }
+    return floats;
+}
 #else
 void fxrt_nchwc_conv_limit_isa(int level) { (void)level; }
+
+static int64_t weights_outer_band_floats(void) { return L2_INPUT_FLOATS; }
 #endif
 
 /* The convolution's shape, strides in floats, and the epilogue. */
@@ -556,15 +596,15 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
         t.x = x + s->b0 * t.x_block +
               (oh * cv->stride_h - cv->pad_h + s->r0 * cv->dil_h) * cv->x_row +
               (ow * cv->stride_w - cv->pad_w + s->c0 * cv->dil_w) * cv->x_col;
-        t.w = w + s->ob * t.w_ob + s->b0 * t.w_block + s->r0 * t.w_row +
-              s->c0 * t.lanes * BLOCK;
+        t.w = w + w_block_offset(s->ob, t.w_pair) + s->b0 * t.w_block + s->r0 * t.w_row +
+              s->c0 * t.lanes * PAIR;
     } else {
         t.rows = 0;
     }
     /* A 1x1 kernel: the weights of consecutive input blocks follow each
      * other like those of kernel columns, so the block loop can run as the
      * column loop, one loop level less per tile. */
-    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * BLOCK) {
+    if (t.rows == 1 && t.cols == 1 && t.w_block == t.lanes * PAIR) {
         t.cols = t.blocks;
         t.x_col = t.x_block;
         t.blocks = 1;
@@ -738,9 +778,9 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     t->x_pixel = cv.stride_w * cv.x_col;
     t->x_row = cv.dil_h * cv.x_row;
     t->x_col = cv.dil_w * cv.x_col;
-    t->w_row = cv.kernel_w * t->lanes * BLOCK;
+    t->w_row = cv.kernel_w * t->lanes * PAIR;
     t->w_block = cv.kernel_h * t->w_row;
-    t->w_ob = cv.in_blocks * t->w_block;
+    t->w_pair = cv.in_blocks * t->w_block;
     t->y_ob = y_ob ? y_ob : cv.out_h * cv.out_w * BLOCK;
     inner_range(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h, &cv.inner_row0,
                 &cv.inner_row1);
@@ -773,14 +813,12 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     }
 #endif
 
-    /* Groups of at most max_fb output blocks, as even as possible. */
-    int64_t groups = (cv.out_blocks + max_fb - 1) / max_fb;
-    /* Bands of output rows whose input rows fit in L2. */
-    int64_t band = 1, x_rows_floats = cv.x_row * cv.in_blocks * (x_blocked ? 1 : t->lanes);
-    while (band < cv.out_h &&
-           ((band + 1) * cv.stride_h + (cv.kernel_h - 1) * cv.dil_h) * x_rows_floats <=
-               L2_INPUT_FLOATS)
-        band++;
+    /* Groups of at most max_fb / 2 pairs of output blocks, as even as
+     * possible: each starts at an even block (the packing's pairs) and the
+     * last ends at out_blocks, one block short of its pairs when that is
+     * odd. */
+    int64_t pairs = (cv.out_blocks + 1) / 2, max_pairs = max_fb / 2;
+    int64_t groups = (pairs + max_pairs - 1) / max_pairs;
     int64_t x_image = cv.in_blocks * plane * (x_blocked ? BLOCK : t->lanes);
     int64_t y_image = cv.out_blocks * t->y_ob;
     /* What stays in cache while the other streams past.  Early layers,
@@ -790,7 +828,14 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
      * dozen pixels), run each group over the whole image instead: with
      * bands outermost, a stride-2 layer of ResNet-50's last stage read its
      * 9 MiB of weights once per output row and ran at 75 GFLOP/s. */
-    int weights_outer = cv.out_blocks * t->w_ob > x_image;
+    int weights_outer = (cv.out_blocks + 1) / 2 * t->w_pair > x_image;
+    /* Bands of output rows whose input rows fit in L2. */
+    int64_t band_floats = weights_outer ? weights_outer_band_floats() : L2_INPUT_FLOATS;
+    int64_t band = 1, x_rows_floats = cv.x_row * cv.in_blocks * (x_blocked ? 1 : t->lanes);
+    while (band < cv.out_h &&
+           ((band + 1) * cv.stride_h + (cv.kernel_h - 1) * cv.dil_h) * x_rows_floats <=
+               band_floats)
+        band++;
     int64_t bands = (cv.out_h + band - 1) / band;
     for (int64_t n = 0; n < p->batch; n++) {
         const float *xn = x + n * x_image;
@@ -802,9 +847,10 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
                 int64_t oh1 = oh0 + band < cv.out_h ? oh0 + band : cv.out_h;
                 Span s;
                 memset(&s, 0, sizeof s);
-                s.fb = cv.out_blocks / groups + (g < cv.out_blocks % groups);
-                s.ob = g * (cv.out_blocks / groups) + (g < cv.out_blocks % groups ? g : cv.out_blocks % groups);
-                int64_t chunk = L1_WEIGHT_FLOATS / (s.fb * t->w_block);
+                int64_t group_pairs = pairs / groups + (g < pairs % groups);
+                s.ob = 2 * (g * (pairs / groups) + (g < pairs % groups ? g : pairs % groups));
+                s.fb = 2 * group_pairs < cv.out_blocks - s.ob ? 2 * group_pairs : cv.out_blocks - s.ob;
+                int64_t chunk = L1_WEIGHT_FLOATS / (group_pairs * t->w_block);
                 if (chunk < 1)
                     chunk = 1;
                 for (s.b0 = 0; s.b0 < cv.in_blocks; s.b0 += chunk) {
@@ -839,7 +885,8 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     const int in_blocks = x_blocked ? (int)fxrt_nchwc_blocks(p->in_channels) : 1;
     const int x_lane = x_blocked ? 1 : in_h * in_w, x_col = x_blocked ? BLOCK : 1;
     const int x_block = in_h * in_w * BLOCK, x_image = in_blocks * in_h * in_w * (x_blocked ? BLOCK : lanes);
-    const int w_block = kernel_h * kernel_w * lanes * BLOCK, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
+    /* w_block: one input block's weights of a pair of output blocks. */
+    const int w_block = kernel_h * kernel_w * lanes * PAIR, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
     const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
     int active = fxrt_epilogue_active(ep);
     for (int n = 0; n < (int)p->batch; n++)
@@ -859,12 +906,12 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
                             for (int c = (int)c0; c < (int)c1; c++) {
                                 const float *xs = xp + b * x_block + r * dil_h * in_w * x_col +
                                                   c * dil_w * x_col;
-                                const float *ws = packed_w + ob * in_blocks * w_block +
-                                                  b * w_block + (r * kernel_w + c) * lanes * BLOCK;
+                                const float *ws = packed_w + (ob / 2 * in_blocks + b) * w_block +
+                                                  ob % 2 * BLOCK + (r * kernel_w + c) * lanes * PAIR;
                                 for (int l = 0; l < lanes; l++) {
                                     float v = xs[l * x_lane];
                                     for (int o = 0; o < BLOCK; o++)
-                                        acc[o] += v * ws[l * BLOCK + o];
+                                        acc[o] += v * ws[l * PAIR + o];
                                 }
                             }
                     memcpy(yr + ow * BLOCK, acc, sizeof acc);

@@ -77,10 +77,28 @@ static int64_t band_tiles(const FxrtConvParams *p)
     return (tiles + bands - 1) / bands;
 }
 
+/* The product at one of the points: [count pixels x C_in] x [C_in x C_out],
+ * a 1x1 convolution over a 1 x count image. */
+static FxrtConvParams pointwise_params(const FxrtConvParams *p, int64_t count)
+{
+    FxrtConvParams pointwise;
+    memset(&pointwise, 0, sizeof pointwise);
+    pointwise.batch = 1;
+    pointwise.in_channels = p->in_channels;
+    pointwise.out_channels = p->out_channels;
+    pointwise.groups = 1;
+    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++) {
+        pointwise.in_size[i] = pointwise.out_size[i] = 1;
+        pointwise.kernel[i] = pointwise.stride[i] = pointwise.dilation[i] = 1;
+    }
+    pointwise.in_size[2] = pointwise.out_size[2] = count;
+    return pointwise;
+}
+
 int64_t fxrt_conv_nchwc_winograd_packed_floats(const FxrtConvParams *p)
 {
-    return PLANES * fxrt_nchwc_blocks(p->out_channels) * fxrt_nchwc_blocks(p->in_channels) *
-           BLOCK * BLOCK;
+    FxrtConvParams pointwise = pointwise_params(p, 1);
+    return PLANES * fxrt_conv_nchwc_packed_floats(&pointwise, 1);
 }
 
 int64_t fxrt_conv_nchwc_winograd_scratch_floats(const FxrtConvParams *p)
@@ -100,11 +118,11 @@ static const double kernel_transform[POINTS][3] = {
 };
 
 /* Plane k = 6 * row + column holds the transformed weights G g G^T at that
- * point, in fxrt_conv_nchwc_pack_f32's 1x1 layout [OCB][ICB][8 in][8 out]. */
+ * point, in fxrt_conv_nchwc_pack_f32's 1x1 layout. */
 void fxrt_conv_nchwc_winograd_pack_f32(const FxrtConvParams *p, const float *w, float *packed)
 {
-    int64_t icb = fxrt_nchwc_blocks(p->in_channels), ocb = fxrt_nchwc_blocks(p->out_channels);
-    int64_t plane = ocb * icb * BLOCK * BLOCK;
+    FxrtConvParams pointwise = pointwise_params(p, 1);
+    int64_t plane = fxrt_conv_nchwc_packed_floats(&pointwise, 1);
     memset(packed, 0, (size_t)(PLANES * plane) * sizeof *packed);
     for (int64_t oc = 0; oc < p->out_channels; oc++)
         for (int64_t ic = 0; ic < p->in_channels; ic++) {
@@ -114,8 +132,7 @@ void fxrt_conv_nchwc_winograd_pack_f32(const FxrtConvParams *p, const float *w, 
                 for (int j = 0; j < 3; j++)
                     gt[i][j] = kernel_transform[i][0] * g[j] + kernel_transform[i][1] * g[3 + j] +
                                kernel_transform[i][2] * g[6 + j];
-            float *at = packed + ((oc / BLOCK * icb + ic / BLOCK) * BLOCK + ic % BLOCK) * BLOCK +
-                        oc % BLOCK;
+            float *at = packed + fxrt_conv_nchwc_packed_index(&pointwise, 1, oc, ic, 0);
             for (int i = 0; i < POINTS; i++)
                 for (int j = 0; j < POINTS; j++)
                     at[(i * POINTS + j) * plane] =
@@ -334,7 +351,8 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
     int64_t tiles = tiles_of(p), per_band = band_tiles(p);
     int64_t x_image = b.in_blocks * p->in_size[1] * p->in_size[2] * BLOCK;
     int64_t y_image = b.out_blocks * p->out_size[1] * p->out_size[2] * BLOCK;
-    int64_t weight_plane = b.out_blocks * b.in_blocks * BLOCK * BLOCK;
+    FxrtConvParams pointwise_one = pointwise_params(p, 1);
+    int64_t weight_plane = fxrt_conv_nchwc_packed_floats(&pointwise_one, 1);
 #ifdef FXRT_WINOGRAD_AVX2
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
@@ -356,19 +374,7 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
             else
 #endif
                 transform_input_plain(&b, xn);
-            /* Each point: [count pixels x C_in] x [C_in x C_out], as a 1x1
-             * convolution over a 1 x count image. */
-            FxrtConvParams pointwise;
-            memset(&pointwise, 0, sizeof pointwise);
-            pointwise.batch = 1;
-            pointwise.in_channels = p->in_channels;
-            pointwise.out_channels = p->out_channels;
-            pointwise.groups = 1;
-            for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++) {
-                pointwise.in_size[i] = pointwise.out_size[i] = 1;
-                pointwise.kernel[i] = pointwise.stride[i] = pointwise.dilation[i] = 1;
-            }
-            pointwise.in_size[2] = pointwise.out_size[2] = b.count;
+            FxrtConvParams pointwise = pointwise_params(p, b.count);
             for (int k = 0; k < PLANES; k++)
                 fxrt_conv_nchwc_f32(&pointwise, 1, b.planes_in + k * b.in_blocks * b.count * BLOCK,
                                     packed_w + k * weight_plane, NULL,
