@@ -338,34 +338,113 @@ static Span1 span_at(const FxrtPoolParams *p, int i, int64_t o)
     return s;
 }
 
-/* `taps` vectors from v on, `step` floats apart, reduced into acc[8] by
- * max or sum.  max keeps the accumulator unless a tap is greater, which
- * is what MAXPS does, so both paths give the same results, NaN included. */
-static void reduce_taps(const float *v, int64_t taps, int64_t step, int take_max, float *acc)
+/* One output pixel: the window's taps (kernel positions d x h x w, input
+ * rows and columns as the spans say) reduced by max or sum in registers,
+ * then AveragePool's division.  max keeps the accumulator unless a tap is
+ * greater, which is what MAXPS does with the tap first, so both paths give
+ * the same results, NaN included.  Inlined with a constant take_max, so
+ * that each pool gets its own loop without a test per tap. */
+static inline __attribute__((always_inline)) void
+pool_window(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, Span1 w, int take_max,
+            float *y)
 {
+    const int64_t *is = p->in_size;
+    int64_t col_step = p->dilation[2] * LANES;
+    float count = (float)(d.count * h.count * w.count);
 #ifdef POOL_SSE2
-    __m128 a0 = _mm_loadu_ps(acc), a1 = _mm_loadu_ps(acc + 4);
-    for (int64_t k = 0; k < taps; k++, v += step) {
-        __m128 v0 = _mm_loadu_ps(v), v1 = _mm_loadu_ps(v + 4);
-        a0 = take_max ? _mm_max_ps(v0, a0) : _mm_add_ps(a0, v0);
-        a1 = take_max ? _mm_max_ps(v1, a1) : _mm_add_ps(a1, v1);
+    __m128 a0 = _mm_set1_ps(take_max ? -FLT_MAX : 0.0f), a1 = a0;
+    for (int64_t kd = d.lo; kd < d.hi; kd++) {
+        int64_t id = d.start + kd * p->dilation[0];
+        for (int64_t kh = h.lo; kh < h.hi; kh++) {
+            int64_t ih = h.start + kh * p->dilation[1];
+            const float *v = xp + ((id * is[1] + ih) * is[2] + w.start + w.lo * p->dilation[2]) * LANES;
+            for (int64_t kw = w.lo; kw < w.hi; kw++, v += col_step) {
+                __m128 v0 = _mm_loadu_ps(v), v1 = _mm_loadu_ps(v + 4);
+                a0 = take_max ? _mm_max_ps(v0, a0) : _mm_add_ps(a0, v0);
+                a1 = take_max ? _mm_max_ps(v1, a1) : _mm_add_ps(a1, v1);
+            }
+        }
     }
-    _mm_storeu_ps(acc, a0);
-    _mm_storeu_ps(acc + 4, a1);
+    if (!take_max) {
+        /* count 0 (a window wholly in the padding) gives 0, as below. */
+        __m128 divisor = _mm_set1_ps(count);
+        a0 = count > 0.0f ? _mm_div_ps(a0, divisor) : _mm_setzero_ps();
+        a1 = count > 0.0f ? _mm_div_ps(a1, divisor) : _mm_setzero_ps();
+    }
+    _mm_storeu_ps(y, a0);
+    _mm_storeu_ps(y + 4, a1);
 #else
-    for (int64_t k = 0; k < taps; k++, v += step) {
-        if (take_max)
-            for (int l = 0; l < LANES; l++)
-                acc[l] = v[l] > acc[l] ? v[l] : acc[l];
-        else
-            for (int l = 0; l < LANES; l++)
-                acc[l] += v[l];
+    float acc[LANES];
+    for (int l = 0; l < LANES; l++)
+        acc[l] = take_max ? -FLT_MAX : 0.0f;
+    for (int64_t kd = d.lo; kd < d.hi; kd++) {
+        int64_t id = d.start + kd * p->dilation[0];
+        for (int64_t kh = h.lo; kh < h.hi; kh++) {
+            int64_t ih = h.start + kh * p->dilation[1];
+            const float *v = xp + ((id * is[1] + ih) * is[2] + w.start + w.lo * p->dilation[2]) * LANES;
+            for (int64_t kw = w.lo; kw < w.hi; kw++, v += col_step)
+                for (int l = 0; l < LANES; l++)
+                    acc[l] = take_max ? (v[l] > acc[l] ? v[l] : acc[l]) : acc[l] + v[l];
+        }
     }
+    for (int l = 0; l < LANES; l++)
+        y[l] = take_max ? acc[l] : count > 0.0f ? acc[l] / count : 0.0f;
 #endif
 }
 
+#ifdef POOL_SSE2
+/* Output pixels per run of interior columns: a tap's max or add waits for
+ * the previous tap's (4 cycles), so one pixel's window is a chain of its
+ * taps; four pixels are eight independent chains (GoogLeNet's 3x3 stride-1
+ * pools ran at 4 cycles per tap, one pixel at a time). */
+enum { POOL_RUN = 4 };
+
+/* POOL_RUN interior pixels from column ow on: pool_window's sums, the
+ * pixels' windows `pixel_step` floats apart in the input. */
+static inline __attribute__((always_inline)) void
+pool_run(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, int64_t ow, int take_max,
+         float *y)
+{
+    const int64_t *is = p->in_size;
+    int64_t col_step = p->dilation[2] * LANES, pixel_step = p->stride[2] * LANES;
+    int64_t iw = ow * p->stride[2] - p->pad_begin[2];
+    __m128 a[POOL_RUN][2];
+#pragma GCC unroll 4
+    for (int j = 0; j < POOL_RUN; j++)
+        a[j][0] = a[j][1] = _mm_set1_ps(take_max ? -FLT_MAX : 0.0f);
+    for (int64_t kd = d.lo; kd < d.hi; kd++) {
+        int64_t id = d.start + kd * p->dilation[0];
+        for (int64_t kh = h.lo; kh < h.hi; kh++) {
+            int64_t ih = h.start + kh * p->dilation[1];
+            const float *v = xp + ((id * is[1] + ih) * is[2] + iw) * LANES;
+            for (int64_t kw = 0; kw < p->kernel[2]; kw++, v += col_step)
+#pragma GCC unroll 4
+                for (int j = 0; j < POOL_RUN; j++) {
+                    __m128 v0 = _mm_loadu_ps(v + j * pixel_step);
+                    __m128 v1 = _mm_loadu_ps(v + j * pixel_step + 4);
+                    a[j][0] = take_max ? _mm_max_ps(v0, a[j][0]) : _mm_add_ps(a[j][0], v0);
+                    a[j][1] = take_max ? _mm_max_ps(v1, a[j][1]) : _mm_add_ps(a[j][1], v1);
+                }
+        }
+    }
+    float count = (float)(d.count * h.count * p->kernel[2]);
+#pragma GCC unroll 4
+    for (int j = 0; j < POOL_RUN; j++) {
+        if (!take_max) {
+            __m128 divisor = _mm_set1_ps(count);
+            a[j][0] = count > 0.0f ? _mm_div_ps(a[j][0], divisor) : _mm_setzero_ps();
+            a[j][1] = count > 0.0f ? _mm_div_ps(a[j][1], divisor) : _mm_setzero_ps();
+        }
+        _mm_storeu_ps(y + j * LANES, a[j][0]);
+        _mm_storeu_ps(y + j * LANES + 4, a[j][1]);
+    }
+}
+#endif
+
 /* MaxPool (take_max) or AveragePool over every output pixel. */
-static void pool_nchwc(const FxrtPoolParams *p, const float *x, float *y, int take_max)
+static inline __attribute__((always_inline)) void pool_nchwc(const FxrtPoolParams *p,
+                                                             const float *x, float *y,
+                                                             int take_max)
 {
     const int64_t *is = p->in_size, *os = p->out_size;
     int64_t in_n = spatial_numel(is);
@@ -375,36 +454,29 @@ static void pool_nchwc(const FxrtPoolParams *p, const float *x, float *y, int ta
     while (inner1 < os[2] && inner1 * p->stride[2] - p->pad_begin[2] + reach < is[2])
         inner1++;
     Span1 inner = {0, p->kernel[2], 0, p->kernel[2]};
-    int64_t col_step = p->dilation[2] * LANES;
     for (int64_t plane = 0; plane < p->planes; plane++) {
         const float *xp = x + plane * in_n * LANES;
         for (int64_t od = 0; od < os[0]; od++) {
             Span1 d = span_at(p, 0, od);
             for (int64_t oh = 0; oh < os[1]; oh++) {
                 Span1 h = span_at(p, 1, oh);
-                for (int64_t ow = 0; ow < os[2]; ow++, y += LANES) {
+                for (int64_t ow = 0; ow < os[2];) {
                     Span1 w = inner;
+#ifdef POOL_SSE2
+                    if (ow >= inner0 && ow + POOL_RUN <= inner1) {
+                        pool_run(p, xp, d, h, ow, take_max, y);
+                        ow += POOL_RUN;
+                        y += POOL_RUN * LANES;
+                        continue;
+                    }
+#endif
                     if (ow >= inner0 && ow < inner1)
                         w.start = ow * p->stride[2] - p->pad_begin[2];
                     else
                         w = span_at(p, 2, ow);
-                    float acc[LANES];
-                    for (int l = 0; l < LANES; l++)
-                        acc[l] = take_max ? -FLT_MAX : 0.0f;
-                    for (int64_t kd = d.lo; kd < d.hi; kd++) {
-                        int64_t id = d.start + kd * p->dilation[0];
-                        for (int64_t kh = h.lo; kh < h.hi; kh++) {
-                            int64_t ih = h.start + kh * p->dilation[1];
-                            int64_t iw = w.start + w.lo * p->dilation[2];
-                            reduce_taps(xp + ((id * is[1] + ih) * is[2] + iw) * LANES,
-                                        w.hi - w.lo, col_step, take_max, acc);
-                        }
-                    }
-                    int64_t count = d.count * h.count * w.count;
-                    for (int l = 0; l < LANES; l++)
-                        y[l] = take_max    ? acc[l]
-                               : count > 0 ? acc[l] / (float)count
-                                           : 0.0f;
+                    pool_window(p, xp, d, h, w, take_max, y);
+                    ow++;
+                    y += LANES;
                 }
             }
         }
