@@ -192,9 +192,12 @@ static void run_winograd(void *arg)
                                  r->winograd_scratch);
 }
 
+/* 64-byte aligned, as the generated code's weights and arena are. */
 static float *random_floats(int64_t n)
 {
-    float *a = malloc((size_t)n * sizeof *a);
+    float *a = NULL;
+    if (posix_memalign((void **)&a, 64, (size_t)n * sizeof *a) != 0)
+        a = NULL;
     if (!a) {
         fprintf(stderr, "out of memory\n");
         exit(1);
