@@ -149,6 +149,72 @@ START_TEST(test_sigmoid_family)
 }
 END_TEST
 
+/* No activation, Relu and Clip with a bias per column (bias_stride 1) or
+ * one per row (0), a residual before or after, on rows of 16 to 70 values
+ * (the one-pass row path of wide vectors, its masked tail included) and a
+ * NaN in every row: against the formulas in double, and NaN where the
+ * input was NaN (max and min must keep it, as the scalar comparisons do). */
+static void check_clamp_family(FxrtActivation act, int rows, int cols, int ld, int bias_stride,
+                               int after)
+{
+    enum { MAX = 9 * 70 };
+    float c[MAX], x[MAX], bias[70 * 9], res[MAX];
+    ck_assert(rows * ld <= MAX && cols <= 70 && rows <= 9);
+    for (int i = 0; i < rows * ld; i++) {
+        x[i] = c[i] = -4.0f + 8.0f * (float)((i * 37) % (rows * ld)) / (float)(rows * ld);
+        res[i] = (float)(i % 7 - 3) / 4.0f;
+    }
+    for (int r = 0; r < rows; r++)
+        x[r * ld + (5 * r) % cols] = c[r * ld + (5 * r) % cols] = NAN;
+    for (int j = 0; j < 70 * 9; j++)
+        bias[j] = (float)(j % 5 - 2) / 8.0f;
+    const float lo = -0.75f, hi = 1.5f;
+    const FxrtEpilogue ep = {.bias = bias, .bias_row_stride = bias_stride ? 0 : 1,
+                             .bias_col_stride = bias_stride, .residual = res,
+                             .residual_ld = ld, .activation = act, .residual_after = after,
+                             .alpha = lo, .beta = hi};
+    fxrt_epilogue_apply_f32(&ep, 0, 0, rows, cols, c, ld);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < ld; j++) {
+            int at = r * ld + j;
+            double v = (double)x[at], want = v;
+            if (j < cols) {
+                v += (bias_stride ? bias[j] : bias[r]) + (after ? 0.0 : res[at]);
+                want = act == FXRT_ACT_RELU   ? (v < 0.0 ? 0.0 : v)
+                       : act == FXRT_ACT_CLIP ? (v < lo ? lo : v > hi ? hi : v)
+                                              : v;
+                want += after ? res[at] : 0.0;
+            }
+            if (isnan(x[at])) {
+                ck_assert_msg(isnan(c[at]), "act %d: [%d][%d] = %.9g, want NaN", act, r, j,
+                              (double)c[at]);
+                continue;
+            }
+            ck_assert_msg(fabs(c[at] - want) <= 1e-6 * (fabs(want) + 1.0),
+                          "act %d rows %d cols %d ld %d bias stride %d after %d: [%d][%d] = "
+                          "%.9g, want %.9g",
+                          act, rows, cols, ld, bias_stride, after, r, j, (double)c[at], want);
+        }
+}
+
+START_TEST(test_clamp_family)
+{
+    const FxrtActivation acts[] = {FXRT_ACT_NONE, FXRT_ACT_RELU, FXRT_ACT_CLIP};
+    for (int l = 0; l < 3; l++) {
+        fxrt_epilogue_limit_isa(isa_levels[l]);
+        for (int a = 0; a < 3; a++)
+            for (int stride = 0; stride < 2; stride++)
+                for (int after = 0; after < 2; after++) {
+                    check_clamp_family(acts[a], 4, 16, 16, stride, after);
+                    check_clamp_family(acts[a], 3, 37, 70, stride, after);
+                    check_clamp_family(acts[a], 9, 70, 70, stride, after);
+                    check_clamp_family(acts[a], 5, 8, 8, stride, after); /* NCHWc blocks */
+                }
+    }
+    fxrt_epilogue_limit_isa(2);
+}
+END_TEST
+
 /* NaN, infinities, signed zeros, values around exp's underflow and a
  * denormal, 37 of them so that the vector loops' tails see them too: NaN
  * stays NaN, and SiLU(-inf) is NaN as the unfused Mul(x, Sigmoid(x)) is. */
@@ -239,6 +305,7 @@ static Suite *epilogue_suite(void)
     tcase_add_test(t, test_gelu_special_values);
     tcase_add_test(t, test_sigmoid_family);
     tcase_add_test(t, test_sigmoid_special_values);
+    tcase_add_test(t, test_clamp_family);
     suite_add_tcase(s, t);
     TCase *g = tcase_create("gemm");
     tcase_add_test(g, test_large_gemm_bias_per_column);
