@@ -42,6 +42,11 @@ static const Shape shapes[] = {
     {"5x5 96ch 28 s2", 96, 28, 5, 2, FXRT_ACT_RELU},
     /* X and Y in L2 (400 KiB): the compute ceiling of the kernel. */
     {"L2 16ch 56 s1", 16, 56, 3, 1, FXRT_ACT_CLIP},
+    {"effnet 5x5 672ch 14 s1", 672, 14, 5, 1, FXRT_ACT_SILU},
+    {"effnet 5x5 1152ch 7 s1", 1152, 7, 5, 1, FXRT_ACT_SILU},
+    {"convnext 7x7 96ch 56", 96, 56, 7, 1, FXRT_ACT_NONE},
+    {"convnext 7x7 384ch 14", 384, 14, 7, 1, FXRT_ACT_NONE},
+    {"convnext 7x7 768ch 7", 768, 7, 7, 1, FXRT_ACT_NONE},
 };
 
 static double now_seconds(void)

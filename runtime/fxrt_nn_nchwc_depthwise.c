@@ -360,24 +360,31 @@ DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
                                        int64_t *col, int kw, int sw, int fixed_rows,
                                        float *yrow)
 {
-    /* Five weights leave room for 6 accumulators only. */
-    int long_run = kw > 3 ? 6 : DW_AVX2_RUN;
+    /* Five weights leave room for 7 accumulators only. */
+    int long_run = kw > 3 ? 7 : DW_AVX2_RUN;
     int64_t c = *col;
     for (; c + long_run <= g->col_hi; c += long_run)
         dw_run_fixed_avx2(g, t, ve, res_row, c, long_run, kw, sw, fixed_rows, yrow);
-    for (; c + 4 <= g->col_hi; c += 4)
-        dw_run_fixed_avx2(g, t, ve, res_row, c, 4, kw, sw, fixed_rows, yrow);
-    for (; c + 2 <= g->col_hi; c += 2)
-        dw_run_fixed_avx2(g, t, ve, res_row, c, 2, kw, sw, fixed_rows, yrow);
-    for (; c < g->col_hi; c++)
-        dw_run_fixed_avx2(g, t, ve, res_row, c, 1, kw, sw, fixed_rows, yrow);
-    *col = c;
+    /* The rest as one run: each pixel's taps are a chain of dependent
+     * multiply-adds, so runs of 4, 2 and 1 (a 7-wide row's rest) waited on
+     * the FMA latency; the cases give each length its own constant. */
+    switch (g->col_hi - c) {
+    case 7: dw_run_fixed_avx2(g, t, ve, res_row, c, 7, kw, sw, fixed_rows, yrow); break;
+    case 6: dw_run_fixed_avx2(g, t, ve, res_row, c, 6, kw, sw, fixed_rows, yrow); break;
+    case 5: dw_run_fixed_avx2(g, t, ve, res_row, c, 5, kw, sw, fixed_rows, yrow); break;
+    case 4: dw_run_fixed_avx2(g, t, ve, res_row, c, 4, kw, sw, fixed_rows, yrow); break;
+    case 3: dw_run_fixed_avx2(g, t, ve, res_row, c, 3, kw, sw, fixed_rows, yrow); break;
+    case 2: dw_run_fixed_avx2(g, t, ve, res_row, c, 2, kw, sw, fixed_rows, yrow); break;
+    case 1: dw_run_fixed_avx2(g, t, ve, res_row, c, 1, kw, sw, fixed_rows, yrow); break;
+    default: break;
+    }
+    *col = g->col_hi;
 }
 
 /* One output row: left border, interior, right border.  fixed_kw is 0, or
  * the kernel width, a constant in the specializations, which then take the
- * dw_run_fixed_avx2 path with stride fixed_sw (runs of 8 or 6, 4, 2, 1);
- * other kernels run dw_run_avx2 (runs of 8, 4, 1). */
+ * dw_run_fixed_avx2 path with stride fixed_sw (runs of 8 or 6, then one
+ * run of the rest); other kernels run dw_run_avx2 (runs of 8, then the rest). */
 DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
                                      const DwVecEpilogue *ve, const float *res_row,
                                      int fixed_kw, int fixed_sw, float *yrow)
@@ -392,10 +399,18 @@ DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
     else {
         for (; col + DW_AVX2_RUN <= g->col_hi; col += DW_AVX2_RUN)
             dw_run_avx2(g, t, ve, res_row, col, DW_AVX2_RUN, yrow);
-        for (; col + 4 <= g->col_hi; col += 4)
-            dw_run_avx2(g, t, ve, res_row, col, 4, yrow);
-        for (; col < g->col_hi; col++)
-            dw_run_avx2(g, t, ve, res_row, col, 1, yrow);
+        /* The rest as one run, as in dw_runs_fixed_avx2. */
+        switch (g->col_hi - col) {
+        case 7: dw_run_avx2(g, t, ve, res_row, col, 7, yrow); break;
+        case 6: dw_run_avx2(g, t, ve, res_row, col, 6, yrow); break;
+        case 5: dw_run_avx2(g, t, ve, res_row, col, 5, yrow); break;
+        case 4: dw_run_avx2(g, t, ve, res_row, col, 4, yrow); break;
+        case 3: dw_run_avx2(g, t, ve, res_row, col, 3, yrow); break;
+        case 2: dw_run_avx2(g, t, ve, res_row, col, 2, yrow); break;
+        case 1: dw_run_avx2(g, t, ve, res_row, col, 1, yrow); break;
+        default: break;
+        }
+        col = g->col_hi;
     }
     for (; col < g->ow; col++)
         dw_border_avx2(g, t, ve, res_row, col, yrow);

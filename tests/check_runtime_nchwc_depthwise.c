@@ -273,6 +273,14 @@ static const DwCase shape_cases[] = {
     {1, 32, 112, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* MobileNet-v2 */
     {1, 16, 112, 112, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1},
     {1, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1},
+    /* Rows of every remainder after the long runs (8 pixels for 3x3, 7 for
+     * 5x5 and the general kernel widths' 8), each one run. */
+    {1, 16, 15, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* 8 + 7 */
+    {1, 16, 13, 13, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   /* 7 + 6 */
+    {1, 16, 11, 12, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   /* 7 + 5 */
+    {1, 24, 7, 7, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},     /* ConvNeXt's last stage */
+    {1, 16, 14, 14, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},   /* 8 + 6 */
+    {1, 16, 11, 11, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},   /* stride 2, 6 columns */
 };
 
 static const char *act_names[] = {"none",      "relu",        "clip", "leaky_relu", "sigmoid",
