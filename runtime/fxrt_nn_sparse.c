@@ -43,6 +43,7 @@
  *
  * No allocation; the caller passes scratch of fxrt_sparse_conv_scratch_bytes.
  */
+#include <math.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -132,13 +133,23 @@ static void weight_offsets(const FxrtSparseConvParams *p, const Phases *f, int64
     }
 }
 
-/* out[0 .. count) = sum over weights k in [begin, end) of
- * values[k] * x[offsets[k] + t]. */
+/* What a tile does to its sums before the store: + bias, then clamped to
+ * [lo, hi] (Relu, Clip; infinite bounds for none).  NaN passes through, as
+ * in the epilogue's Relu and Clip.  Other epilogues (a residual, sigmoid,
+ * ...) go through fxrt_epilogue_apply_f32 after the store: calling it per
+ * tile and channel costs more than the sparse sums themselves. */
+typedef struct RowClamp {
+    float bias, lo, hi;
+} RowClamp;
+
+/* out[0 .. count) = clamp(bias + sum over weights k in [begin, end) of
+ * values[k] * x[offsets[k] + t]). */
 typedef void (*RowTileFn)(const float *x, const int32_t *offsets, const float *values,
-                          int32_t begin, int32_t end, int64_t count, float *out);
+                          int32_t begin, int32_t end, int64_t count, RowClamp clamp, float *out);
 
 static void row_tile_portable(const float *x, const int32_t *offsets, const float *values,
-                              int32_t begin, int32_t end, int64_t count, float *out)
+                              int32_t begin, int32_t end, int64_t count, RowClamp clamp,
+                              float *out)
 {
     float acc[TILE_PORTABLE] = {0};
     for (int32_t k = begin; k < end; k++) {
@@ -146,7 +157,11 @@ static void row_tile_portable(const float *x, const int32_t *offsets, const floa
         for (int64_t t = 0; t < count; t++)
             acc[t] += w * in[t];
     }
-    memcpy(out, acc, (size_t)count * sizeof *out);
+    for (int64_t t = 0; t < count; t++) {
+        float v = acc[t] + clamp.bias;
+        v = v < clamp.lo ? clamp.lo : v;
+        out[t] = v > clamp.hi ? clamp.hi : v;
+    }
 }
 
 #ifdef FXRT_SPARSE_X86
@@ -154,8 +169,11 @@ __attribute__((target("avx2,fma"))) static void row_tile_avx2(const float *x,
                                                                const int32_t *offsets,
                                                                const float *values, int32_t begin,
                                                                int32_t end, int64_t count,
-                                                               float *out)
+                                                               RowClamp clamp, float *out)
 {
+    const __m256 bias = _mm256_set1_ps(clamp.bias), lo = _mm256_set1_ps(clamp.lo),
+                 hi = _mm256_set1_ps(clamp.hi);
+#define FINISH8(a) _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_add_ps(a, bias)))
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     if (count == TILE_AVX2) {
         for (int32_t k = begin; k < end; k++) {
@@ -166,10 +184,10 @@ __attribute__((target("avx2,fma"))) static void row_tile_avx2(const float *x,
             a2 = _mm256_fmadd_ps(w, _mm256_loadu_ps(in + 16), a2);
             a3 = _mm256_fmadd_ps(w, _mm256_loadu_ps(in + 24), a3);
         }
-        _mm256_storeu_ps(out, a0);
-        _mm256_storeu_ps(out + 8, a1);
-        _mm256_storeu_ps(out + 16, a2);
-        _mm256_storeu_ps(out + 24, a3);
+        _mm256_storeu_ps(out, FINISH8(a0));
+        _mm256_storeu_ps(out + 8, FINISH8(a1));
+        _mm256_storeu_ps(out + 16, FINISH8(a2));
+        _mm256_storeu_ps(out + 24, FINISH8(a3));
         return;
     }
     /* A tail: lanes at or past count are neither read nor written. */
@@ -186,18 +204,22 @@ __attribute__((target("avx2,fma"))) static void row_tile_avx2(const float *x,
         a2 = _mm256_fmadd_ps(w, _mm256_maskload_ps(in + 16, m2), a2);
         a3 = _mm256_fmadd_ps(w, _mm256_maskload_ps(in + 24, m3), a3);
     }
-    _mm256_maskstore_ps(out, m0, a0);
-    _mm256_maskstore_ps(out + 8, m1, a1);
-    _mm256_maskstore_ps(out + 16, m2, a2);
-    _mm256_maskstore_ps(out + 24, m3, a3);
+    _mm256_maskstore_ps(out, m0, FINISH8(a0));
+    _mm256_maskstore_ps(out + 8, m1, FINISH8(a1));
+    _mm256_maskstore_ps(out + 16, m2, FINISH8(a2));
+    _mm256_maskstore_ps(out + 24, m3, FINISH8(a3));
+#undef FINISH8
 }
 
 __attribute__((target("avx512f"))) static void row_tile_avx512(const float *x,
                                                                 const int32_t *offsets,
                                                                 const float *values, int32_t begin,
                                                                 int32_t end, int64_t count,
-                                                                float *out)
+                                                                RowClamp clamp, float *out)
 {
+    const __m512 bias = _mm512_set1_ps(clamp.bias), lo = _mm512_set1_ps(clamp.lo),
+                 hi = _mm512_set1_ps(clamp.hi);
+#define FINISH16(a) _mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_add_ps(a, bias)))
     __mmask16 m[4];
     for (int i = 0; i < 4; i++) {
         int64_t left = count - 16 * i;
@@ -213,10 +235,11 @@ __attribute__((target("avx512f"))) static void row_tile_avx512(const float *x,
         a2 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m[2], in + 32), a2);
         a3 = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m[3], in + 48), a3);
     }
-    _mm512_mask_storeu_ps(out, m[0], a0);
-    _mm512_mask_storeu_ps(out + 16, m[1], a1);
-    _mm512_mask_storeu_ps(out + 32, m[2], a2);
-    _mm512_mask_storeu_ps(out + 48, m[3], a3);
+    _mm512_mask_storeu_ps(out, m[0], FINISH16(a0));
+    _mm512_mask_storeu_ps(out + 16, m[1], FINISH16(a1));
+    _mm512_mask_storeu_ps(out + 32, m[2], FINISH16(a2));
+    _mm512_mask_storeu_ps(out + 48, m[3], FINISH16(a3));
+#undef FINISH16
 }
 
 /* The widest tiles in use: 2 AVX-512, 1 AVX2, 0 portable; capped by
@@ -287,6 +310,18 @@ void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const i
         return;
     if (!fxrt_epilogue_active(ep))
         ep = NULL;
+    /* Bias and Relu/Clip in the tiles; anything else after each store. */
+    int clamps = !ep || (!ep->residual && (ep->activation == FXRT_ACT_NONE ||
+                                           ep->activation == FXRT_ACT_RELU ||
+                                           ep->activation == FXRT_ACT_CLIP));
+    RowClamp clamp = {0.0f, -INFINITY, INFINITY};
+    if (clamps && ep && ep->activation == FXRT_ACT_RELU)
+        clamp.lo = 0.0f;
+    if (clamps && ep && ep->activation == FXRT_ACT_CLIP) {
+        clamp.lo = ep->alpha;
+        clamp.hi = ep->beta;
+    }
+    const float *bias = clamps && ep ? ep->bias : NULL;
     Phases f = phases_of(p);
     int64_t nonzeros = row_start[p->out_channels];
     int32_t *offsets = scratch;
@@ -304,15 +339,16 @@ void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const i
         const float *xb = x + b * p->in_channels * in_pixels;
         float *yb = y + b * p->out_channels * pixels;
         FxrtEpilogue image_ep;
-        if (ep) {
+        const FxrtEpilogue *after = NULL;
+        if (!clamps) {
             image_ep = *ep;
             image_ep.bias_row_stride = 1;
             image_ep.bias_col_stride = 0;
             image_ep.residual_ld = pixels;
             if (ep->residual)
                 image_ep.residual = ep->residual + b * p->out_channels * pixels;
+            after = &image_ep;
         }
-        const FxrtEpilogue *image_epp = ep ? &image_ep : NULL;
         if (!f.direct) {
             split_phases(p, &f, xb, image);
             xb = image;
@@ -320,17 +356,14 @@ void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const i
         for (int64_t q0 = 0; q0 < wide; q0 += tile) {
             int64_t count = min64(tile, wide - q0);
             for (int64_t oc = 0; oc < p->out_channels; oc++) {
-                if (contiguous) {
-                    float *out = yb + oc * pixels + q0;
-                    row_tile(xb + q0, offsets, values, row_start[oc], row_start[oc + 1], count,
-                             out);
-                    if (image_epp)
-                        fxrt_epilogue_apply_f32(image_epp, oc, q0, 1, count, out, pixels);
-                } else {
-                    row_tile(xb + q0, offsets, values, row_start[oc], row_start[oc + 1], count,
-                             acc);
-                    store_wide(p, &f, image_epp, oc, q0, count, acc, yb);
-                }
+                clamp.bias = bias ? bias[oc] : 0.0f;
+                float *out = contiguous ? yb + oc * pixels + q0 : acc;
+                row_tile(xb + q0, offsets, values, row_start[oc], row_start[oc + 1], count, clamp,
+                         out);
+                if (!contiguous)
+                    store_wide(p, &f, after, oc, q0, count, acc, yb);
+                else if (after)
+                    fxrt_epilogue_apply_f32(after, oc, q0, 1, count, out, pixels);
             }
         }
     }
