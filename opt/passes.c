@@ -18,38 +18,41 @@
 static const PassDef pass_defs[] = {
     {"qdq-fold", 1, pass_qdq_fold,
      "DequantizeLinear -> op -> QuantizeLinear into the integer op (QLinearConv, QGemm, ...)",
-     false},
+     false, NULL},
     {"const-fold", 1, pass_const_fold,
-     "nodes whose inputs are all constants become get_attr constants", false},
+     "nodes whose inputs are all constants become get_attr constants", false, NULL},
     {"layout-cleanup", 1, pass_layout_cleanup,
-     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM", false},
+     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM", false, NULL},
     {"bn-fold", 1, pass_bn_fold,
-     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul", false},
+     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul", false, NULL},
     {"linear-fold", 1, pass_linear_fold,
-     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs", false},
-    {"cse", 1, pass_cse, "merge identical nodes and identical constants", false},
-    {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false},
+     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs", false, NULL},
+    {"cse", 1, pass_cse, "merge identical nodes and identical constants", false, NULL},
+    {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false, NULL},
     {"bn-to-conv", 2, pass_bn_to_conv,
-     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false},
+     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false, NULL},
     {"qgemm-pack", 2, pass_qgemm_pack,
-     "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false},
+     "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false, NULL},
     {"qconv-pack", 2, pass_qconv_pack,
-     "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false},
+     "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false, NULL},
     {"qconv-nhwc", 2, pass_qconv_nhwc,
      "the 8-bit activations between packed convolutions (and QLinearAdd/Mul) in NHWC "
-     "(host only)", true},
+     "(host only)", true, NULL},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
-     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
+     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false, NULL},
+    {"sparse-weights", 2, pass_sparse_weights,
+     "pruned Conv/Gemm/MatMul weights as compressed rows on the sparse kernels, where smaller "
+     "(and, on the host, faster)", false, pass_sparse_weights_portable},
     {"gemm-pack", 2, pass_gemm_pack,
      "float Gemm/MatMul/FusedGemm with constant weights onto the GEMM on packed weights "
-     "(host only)", true},
+     "(host only)", true, NULL},
     {"elementwise-fusion", 2, pass_elementwise_fusion,
      "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
-     "Reduce*), into one loop nest", false},
+     "Reduce*), into one loop nest", false, NULL},
     {"nchwc-layout", 2, pass_nchwc_layout,
-     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false},
+     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false, NULL},
     {"winograd", 2, pass_winograd,
-     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true},
+     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true, NULL},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
@@ -156,7 +159,8 @@ static FxStatus run_one(Graph *g, const PassDef *p, const PassOptions *o, const 
                         Diag *d)
 {
     PassResult r = {0};
-    FxStatus st = p->run(g, &r, d);
+    PassFn fn = o->portable && p->run_portable ? p->run_portable : p->run;
+    FxStatus st = fn(g, &r, d);
     if (st == FX_OK)
         st = graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
     if (st == FX_OK)
