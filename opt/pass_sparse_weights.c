@@ -23,7 +23,8 @@
  *     which the sparse kernel still beats NCHWc/Winograd: 1x1 layers of
  *     64-512 channels 0.05-0.30 (median 0.20, the DS-CNN's small 64-64
  *     layer 0.05); 3x3 layers 0.05-0.15 at 14x14-56x56 and 0 to 0.15 on
- *     ResNet-8's 8x8-32x32 ones (median 0.05); the GEMV at one row 0.15 for
+ *     ResNet-8's 8x8-32x32 ones (median 0.05; never below 14x14 outputs);
+ *     the GEMV at one row 0.15 for
  *     2 MB of weights, 0.5 from 4 MB, never below 1 MB (OpenBLAS's dense
  *     GEMV is in cache).  The thresholds below take the median or lower,
  *     since a sparse layer also leaves the NCHWc region (a reorder on each
@@ -48,6 +49,12 @@
 /* Host rule (see the header comment for the measurements). */
 static const double HOST_MAX_DENSITY_CONV_1X1 = 0.15;
 static const double HOST_MAX_DENSITY_CONV_KXK = 0.05;
+/* Below 14x14 outputs the tiles are too few to pay for the phase split and
+ * the NCHWc reorders: kxk never, 1x1 only at 0.05 (the DS-CNN's 25x5 layer;
+ * ResNet-8's 64-64 3x3 at 8x8 lost at 0.05, and a whole ResNet-8 at 90%
+ * global sparsity ran 10% slower with it sparse). */
+static const int64_t HOST_MIN_CONV_PIXELS = 14 * 14;
+static const double HOST_MAX_DENSITY_SMALL_CONV_1X1 = 0.05;
 static const double HOST_MAX_DENSITY_GEMV = 0.15, HOST_MAX_DENSITY_LARGE_GEMV = 0.4;
 static const int64_t HOST_MIN_GEMV_BYTES = 1 << 20, HOST_LARGE_GEMV_BYTES = 4 << 20;
 
@@ -172,9 +179,12 @@ static bool smaller(const Candidate *c) { return sparse_bytes(c) < dense_bytes(c
 static bool faster_on_host(const Candidate *c)
 {
     double density = (double)c->nonzeros / (double)(c->rows * c->cols);
-    if (c->kind == LAYER_CONV)
-        return density <= (c->kernel_elements == 1 ? HOST_MAX_DENSITY_CONV_1X1
-                                                   : HOST_MAX_DENSITY_CONV_KXK);
+    if (c->kind == LAYER_CONV) {
+        bool small = c->conv.out_size[1] * c->conv.out_size[2] < HOST_MIN_CONV_PIXELS;
+        if (c->kernel_elements > 1)
+            return !small && density <= HOST_MAX_DENSITY_CONV_KXK;
+        return density <= (small ? HOST_MAX_DENSITY_SMALL_CONV_1X1 : HOST_MAX_DENSITY_CONV_1X1);
+    }
     double most = dense_bytes(c) >= HOST_LARGE_GEMV_BYTES ? HOST_MAX_DENSITY_LARGE_GEMV
                                                            : HOST_MAX_DENSITY_GEMV;
     return c->product_rows == 1 && dense_bytes(c) >= HOST_MIN_GEMV_BYTES && density <= most;

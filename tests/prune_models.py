@@ -22,8 +22,8 @@
   equals fxcc's interpreter on it, `fxcc verify` finds the compiled code
   (SparseConv/SparseGemm in it) equal to the interpreter, and
   `--report` says the pruned layers' weights shrank: below 35% (ResNet-8)
-  and 50% (DS-CNN, whose depthwise layers stay dense) of dense on portable,
-  and some layer sparse on the host for ResNet-8.
+  and 50% (DS-CNN, whose depthwise layers stay dense) of dense on portable
+  (on the host their small layers stay dense by the measured rule).
 - A bad --prune spec exits 2 and a graph that holds fused kernels (-O2)
   exits 1, neither writing a file.
 
@@ -185,7 +185,7 @@ for spec, tag in (("channels:0.5", "c50"), ("magnitude:0.8", "m80")):
 
 # spec, the fewest layers sparse per target, the most bytes stored on portable
 # as a share of dense (the DS-CNN's depthwise layers stay dense)
-SPARSE = {"resnet8": ("magnitude:0.9:global", {"host": 1, "portable": 9}, 0.35),
+SPARSE = {"resnet8": ("magnitude:0.9:global", {"host": 0, "portable": 9}, 0.35),
           "dscnn_kws": ("magnitude:0.8", {"host": 0, "portable": 5}, 0.5)}
 for i, name in enumerate(make_models.MODELS):
     if name not in SPARSE:
