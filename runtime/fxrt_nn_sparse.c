@@ -13,8 +13,9 @@
  * lane does useful work whatever the pattern of the zeros.
  *
  * Convolution, im2col-free.  The image is padded and split into its stride
- * phases once per call (in scratch; a stride-1 layer without padding reads X
- * itself): phase (a, b) of channel c holds padded pixel (r*sh + a, q*sw + b)
+ * phases (in scratch; a stride-1 layer without padding reads X itself), all
+ * at once, or for the firmware kernels (FXRT_SMALL_KERNELS) a band of output
+ * rows at a time so that the scratch stays near 8 KiB: phase (a, b) of channel c holds padded pixel (r*sh + a, q*sw + b)
  * at (r, q), in planes of wq columns.  Output (oh, ow) then reads, for tap
  * (kh, kw), phase (kh % sh, kw % sw) at (oh + kh / sh, ow + kw / sw): one
  * constant offset per weight plus oh * wq + ow.  Walking the output in the
@@ -41,6 +42,11 @@
  * added at the end, one at a time in C.  At one row of A this streams 6
  * bytes per kept weight where the dense GEMV streams 4 per weight.
  *
+ * A 1x1 stride-1 layer with as many outputs as inputs can also write over
+ * its input (the planner's in-place hook off the host): each tile's outputs
+ * of every channel are summed into scratch and stored over X's pixels of
+ * that tile, which no later tile reads.
+ *
  * No allocation; the caller passes scratch of fxrt_sparse_conv_scratch_bytes.
  */
 #include <math.h>
@@ -60,50 +66,80 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The phase-split image the rows read. */
+/* The phase-split image the rows read, a band of output rows at a time. */
 typedef struct Phases {
     int64_t ph, pw;       /* phases used: min(stride, kernel) per axis */
-    int64_t hq, wq;       /* rows and columns of one phase plane */
+    int64_t band;         /* output rows per band (all of them but with small bands) */
+    int64_t hq, wq;       /* rows and columns of one phase plane of a band */
     int64_t channel;      /* floats per input channel: ph * pw * hq * wq */
-    int direct;           /* stride 1, no padding: X itself is the image */
+    int direct;           /* stride 1, no padding: X itself is the image, one band */
 } Phases;
 
-static Phases phases_of(const FxrtSparseConvParams *p)
+/* Bytes of split image a band may take with small bands (the firmware
+ * kernels, FXRT_SMALL_KERNELS); at least one output row's worth. */
+enum { SMALL_BAND_BYTES = 8192 };
+
+static Phases phases_of(const FxrtSparseConvParams *p, int small)
 {
     Phases f;
     f.ph = min64(p->stride_h, p->kernel_h);
     f.pw = min64(p->stride_w, p->kernel_w);
-    f.hq = ceil_div((p->out_h - 1) * p->stride_h + p->kernel_h, p->stride_h);
     f.wq = ceil_div((p->out_w - 1) * p->stride_w + p->kernel_w, p->stride_w);
+    /* phase rows a band of `band` output rows reads: band + extra */
+    int64_t extra = (p->kernel_h - 1) / p->stride_h;
     f.direct = p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 && p->pad_left == 0 &&
-               f.hq == p->in_h && f.wq == p->in_w;
-    if (f.direct) {
-        f.hq = p->in_h;
-        f.wq = p->in_w;
+               p->out_h + extra == p->in_h && f.wq == p->in_w;
+    f.band = p->out_h;
+    if (small && !f.direct) {
+        int64_t row_bytes = p->in_channels * f.ph * f.pw * f.wq * (int64_t)sizeof(float);
+        f.band = SMALL_BAND_BYTES / (row_bytes > 0 ? row_bytes : 1) - extra;
+        f.band = f.band < 1 ? 1 : f.band > p->out_h ? p->out_h : f.band;
     }
+    f.hq = f.band + extra;
     f.channel = f.ph * f.pw * f.hq * f.wq;
     return f;
 }
 
-int64_t fxrt_sparse_conv_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros)
+#ifdef FXRT_SMALL_KERNELS
+enum { SMALL_BANDS = 1 };
+#else
+enum { SMALL_BANDS = 0 };
+#endif
+
+static int64_t offsets_bytes(int64_t nonzeros)
 {
-    Phases f = phases_of(p);
-    size_t offsets = align64((size_t)(nonzeros > 0 ? nonzeros : 1) * sizeof(int32_t));
-    size_t image = f.direct ? 0 : align64((size_t)(p->in_channels * f.channel) * sizeof(float));
-    return (int64_t)(offsets + image);
+    return (int64_t)align64((size_t)(nonzeros > 0 ? nonzeros : 1) * sizeof(int32_t));
 }
 
-/* Padded pixel (r * sh + a, q * sw + b) of every channel of one image into
- * its phase plane; outside X it is zero. */
+static int64_t scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros, int small)
+{
+    Phases f = phases_of(p, small);
+    size_t image = f.direct ? 0 : align64((size_t)(p->in_channels * f.channel) * sizeof(float));
+    return offsets_bytes(nonzeros) + (int64_t)image;
+}
+
+int64_t fxrt_sparse_conv_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros)
+{
+    return scratch_bytes(p, nonzeros, SMALL_BANDS);
+}
+
+int64_t fxrt_sparse_conv_small_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros)
+{
+    return scratch_bytes(p, nonzeros, 1);
+}
+
+/* Padded pixel (r * sh + a, q * sw + b) of every channel of one image, for
+ * the phase rows r = row0 .. row0 + hq - 1 of a band, into its phase plane;
+ * outside X it is zero. */
 static void split_phases(const FxrtSparseConvParams *p, const Phases *f, const float *x,
-                         float *image)
+                         int64_t row0, float *image)
 {
     for (int64_t c = 0; c < p->in_channels; c++) {
         const float *plane = x + c * p->in_h * p->in_w;
         for (int64_t a = 0; a < f->ph; a++)
             for (int64_t b = 0; b < f->pw; b++) {
                 float *out = image + c * f->channel + (a * f->pw + b) * f->hq * f->wq;
-                for (int64_t r = 0; r < f->hq; r++, out += f->wq) {
+                for (int64_t r = row0; r < row0 + f->hq; r++, out += f->wq) {
                     int64_t ih = r * p->stride_h + a - p->pad_top;
                     if (ih < 0 || ih >= p->in_h) {
                         memset(out, 0, (size_t)f->wq * sizeof *out);
@@ -279,11 +315,12 @@ static RowTileFn row_tile_chosen(int64_t *tile)
     return row_tile_portable;
 }
 
-/* Output channel oc's wide positions [q0, q0 + count) from acc into its
- * plane of Y (the positions past out_w dropped), the epilogue on each
- * segment stored. */
+/* Output channel oc's wide positions [q0, q0 + count) of the band starting
+ * at output row oh0 from acc into its plane of Y (the positions past out_w
+ * dropped), the epilogue on each segment stored. */
 static void store_wide(const FxrtSparseConvParams *p, const Phases *f, const FxrtEpilogue *ep,
-                       int64_t oc, int64_t q0, int64_t count, const float *acc, float *y)
+                       int64_t oc, int64_t oh0, int64_t q0, int64_t count, const float *acc,
+                       float *y)
 {
     int64_t pixels = p->out_h * p->out_w;
     float *plane = y + oc * pixels;
@@ -293,7 +330,7 @@ static void store_wide(const FxrtSparseConvParams *p, const Phases *f, const Fxr
             q = (oh + 1) * f->wq;
             continue;
         }
-        int64_t len = min64(p->out_w - ow, q0 + count - q), at = oh * p->out_w + ow;
+        int64_t len = min64(p->out_w - ow, q0 + count - q), at = (oh0 + oh) * p->out_w + ow;
         memcpy(plane + at, acc + (q - q0), (size_t)len * sizeof *acc);
         if (ep)
             fxrt_epilogue_apply_f32(ep, oc, at, 1, len, plane + at, pixels);
@@ -301,9 +338,14 @@ static void store_wide(const FxrtSparseConvParams *p, const Phases *f, const Fxr
     }
 }
 
-void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const int32_t *row_start,
-                          const uint16_t *columns, const float *values, const FxrtEpilogue *ep,
-                          float *y, void *scratch)
+/* One convolution, Y separate from X or (tile_rows given: a 1x1 stride-1
+ * layer with as many outputs as inputs) written over it: then every output
+ * channel's tile is summed into tile_rows first, and stored once no later
+ * channel of that tile needs X's pixels there; later tiles read only later
+ * pixels. */
+static void sparse_conv(const FxrtSparseConvParams *p, const float *x, const int32_t *row_start,
+                        const uint16_t *columns, const float *values, const FxrtEpilogue *ep,
+                        float *y, void *scratch, float *tile_rows)
 {
     int64_t pixels = p->out_h * p->out_w, in_pixels = p->in_h * p->in_w;
     if (p->batch <= 0 || p->out_channels <= 0 || pixels <= 0)
@@ -322,17 +364,15 @@ void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const i
         clamp.hi = ep->beta;
     }
     const float *bias = clamps && ep ? ep->bias : NULL;
-    Phases f = phases_of(p);
+    Phases f = phases_of(p, SMALL_BANDS);
     int64_t nonzeros = row_start[p->out_channels];
     int32_t *offsets = scratch;
-    float *image = (float *)((char *)scratch +
-                             align64((size_t)(nonzeros > 0 ? nonzeros : 1) * sizeof(int32_t)));
+    float *image = (float *)((char *)scratch + offsets_bytes(nonzeros));
     weight_offsets(p, &f, nonzeros, columns, offsets);
     int64_t tile;
     RowTileFn row_tile = row_tile_chosen(&tile);
-    /* Wide positions up to the last output: the last row's dropped columns
-     * are not computed, so no read passes the image's end. */
-    int64_t wide = (p->out_h - 1) * f.wq + p->out_w;
+    if (tile_rows)
+        tile = min64(tile, TILE_PORTABLE);
     int contiguous = f.wq == p->out_w;
     float acc[TILE_MAX];
     for (int64_t b = 0; b < p->batch; b++) {
@@ -349,24 +389,70 @@ void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const i
                 image_ep.residual = ep->residual + b * p->out_channels * pixels;
             after = &image_ep;
         }
-        if (!f.direct) {
-            split_phases(p, &f, xb, image);
-            xb = image;
-        }
-        for (int64_t q0 = 0; q0 < wide; q0 += tile) {
-            int64_t count = min64(tile, wide - q0);
-            for (int64_t oc = 0; oc < p->out_channels; oc++) {
-                clamp.bias = bias ? bias[oc] : 0.0f;
-                float *out = contiguous ? yb + oc * pixels + q0 : acc;
-                row_tile(xb + q0, offsets, values, row_start[oc], row_start[oc + 1], count, clamp,
-                         out);
-                if (!contiguous)
-                    store_wide(p, &f, after, oc, q0, count, acc, yb);
-                else if (after)
-                    fxrt_epilogue_apply_f32(after, oc, q0, 1, count, out, pixels);
+        for (int64_t oh0 = 0; oh0 < p->out_h; oh0 += f.band) {
+            int64_t rows = min64(f.band, p->out_h - oh0);
+            const float *src = xb;
+            if (!f.direct) {
+                split_phases(p, &f, xb, oh0, image);
+                src = image;
+            }
+            /* Wide positions up to the band's last output: the last row's
+             * dropped columns are not computed, so no read passes the
+             * image's end. */
+            int64_t wide = (rows - 1) * f.wq + p->out_w, base = oh0 * p->out_w;
+            for (int64_t q0 = 0; q0 < wide; q0 += tile) {
+                int64_t count = min64(tile, wide - q0);
+                for (int64_t oc = 0; oc < p->out_channels; oc++) {
+                    clamp.bias = bias ? bias[oc] : 0.0f;
+                    float *out = tile_rows    ? tile_rows + oc * TILE_PORTABLE
+                                 : contiguous ? yb + oc * pixels + base + q0
+                                              : acc;
+                    row_tile(src + q0, offsets, values, row_start[oc], row_start[oc + 1], count,
+                             clamp, out);
+                    if (tile_rows)
+                        continue;
+                    if (!contiguous)
+                        store_wide(p, &f, after, oc, oh0, q0, count, acc, yb);
+                    else if (after)
+                        fxrt_epilogue_apply_f32(after, oc, base + q0, 1, count, out, pixels);
+                }
+                for (int64_t oc = 0; tile_rows && oc < p->out_channels; oc++) {
+                    float *out = yb + oc * pixels + q0;
+                    memcpy(out, tile_rows + oc * TILE_PORTABLE, (size_t)count * sizeof *out);
+                    if (after)
+                        fxrt_epilogue_apply_f32(after, oc, q0, 1, count, out, pixels);
+                }
             }
         }
     }
+}
+
+void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const int32_t *row_start,
+                          const uint16_t *columns, const float *values, const FxrtEpilogue *ep,
+                          float *y, void *scratch)
+{
+    sparse_conv(p, x, row_start, columns, values, ep, y, scratch, NULL);
+}
+
+int fxrt_sparse_conv_inplace_applies(const FxrtSparseConvParams *p)
+{
+    return p->kernel_h == 1 && p->kernel_w == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+           p->pad_top == 0 && p->pad_left == 0 && p->out_h == p->in_h && p->out_w == p->in_w &&
+           p->out_channels == p->in_channels;
+}
+
+int64_t fxrt_sparse_conv_inplace_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros)
+{
+    return offsets_bytes(nonzeros) +
+           (int64_t)align64((size_t)(p->out_channels * TILE_PORTABLE) * sizeof(float));
+}
+
+void fxrt_sparse_conv_inplace_f32(const FxrtSparseConvParams *p, float *xy,
+                                  const int32_t *row_start, const uint16_t *columns,
+                                  const float *values, const FxrtEpilogue *ep, void *scratch)
+{
+    float *tile_rows = (float *)((char *)scratch + offsets_bytes(row_start[p->out_channels]));
+    sparse_conv(p, xy, row_start, columns, values, ep, xy, scratch, tile_rows);
 }
 
 /* --- the matrix product ------------------------------------------------------ */

@@ -12,9 +12,12 @@
  * padding at strides 1 and 2, asymmetric kernels and padding (a DS-CNN
  * stem), a stride-1 kxk layer without padding (direct, wide rows), widths
  * that leave every tail of the 16-, 32- and 64-pixel tiles, batch 2; the
- * matrix product at 1 and 3 rows, k past 16 bits' worth of gather tails.  The
+ * matrix product at 1 and 3 rows, k up to 65536 with every gather tail; 1x1
+ * layers written in place over X (fxrt_sparse_conv_inplace_f32).  The
  * host build runs each with the tiles capped at AVX-512, AVX2 and portable C
- * (fxrt_sparse_limit_isa); the portable and cortex-m builds run the C tiles.
+ * (fxrt_sparse_limit_isa); the portable and cortex-m builds run the C tiles,
+ * the cortex-m one (FXRT_SMALL_KERNELS) on the image split a band of rows at
+ * a time.
  */
 #include <check.h>
 #include <math.h>
@@ -97,8 +100,10 @@ typedef struct ConvCase {
     int64_t batch, in_c, out_c, in_h, in_w, kh, kw, sh, sw, pt, pl, pb, pr;
 } ConvCase;
 
-static void check_conv(const ConvCase *k, double density, FxrtActivation act, int with_bias,
-                       int with_residual, uint32_t seed)
+/* One convolution against the double reference; in place (a 1x1 stride-1
+ * layer with as many outputs as inputs): Y written over a copy of X. */
+static void check_conv_mode(const ConvCase *k, double density, FxrtActivation act, int with_bias,
+                            int with_residual, uint32_t seed, int inplace)
 {
     rng_state = seed;
     FxrtSparseConvParams p = {.batch = k->batch, .in_channels = k->in_c, .out_channels = k->out_c,
@@ -114,14 +119,23 @@ static void check_conv(const ConvCase *k, double density, FxrtActivation act, in
     float *bias = random_floats(k->out_c), *res = random_floats(ysize);
     float *y = random_floats(ysize);
     Compressed c = compress(w, k->out_c, cols);
-    int64_t bytes = fxrt_sparse_conv_scratch_bytes(&p, c.row_start[k->out_c]);
+    int64_t bytes = inplace ? fxrt_sparse_conv_inplace_scratch_bytes(&p, c.row_start[k->out_c])
+                            : fxrt_sparse_conv_scratch_bytes(&p, c.row_start[k->out_c]);
     ck_assert_int_gt(bytes, 0);
     void *scratch = malloc((size_t)bytes);
     ck_assert_ptr_nonnull(scratch);
     FxrtEpilogue ep = {.bias = with_bias ? bias : NULL,
                        .residual = with_residual ? res : NULL,
                        .activation = act, .alpha = -0.5f, .beta = 0.5f};
-    fxrt_sparse_conv_f32(&p, x, c.row_start, c.columns, c.values, &ep, y, scratch);
+    if (inplace) {
+        ck_assert(fxrt_sparse_conv_inplace_applies(&p));
+        ck_assert_int_eq(ysize, k->batch * k->in_c * k->in_h * k->in_w);
+        memcpy(y, x, (size_t)ysize * sizeof *y);
+        fxrt_sparse_conv_inplace_f32(&p, y, c.row_start, c.columns, c.values, &ep, scratch);
+    } else {
+        ck_assert(!fxrt_sparse_conv_inplace_applies(&p) || k->kh == 1);
+        fxrt_sparse_conv_f32(&p, x, c.row_start, c.columns, c.values, &ep, y, scratch);
+    }
     for (int64_t b = 0; b < k->batch; b++)
         for (int64_t oc = 0; oc < k->out_c; oc++)
             for (int64_t oh = 0; oh < p.out_h; oh++)
@@ -159,6 +173,12 @@ static void check_conv(const ConvCase *k, double density, FxrtActivation act, in
     free(bias);
     free(res);
     free(y);
+}
+
+static void check_conv(const ConvCase *k, double density, FxrtActivation act, int with_bias,
+                       int with_residual, uint32_t seed)
+{
+    check_conv_mode(k, density, act, with_bias, with_residual, seed, 0);
 }
 
 static const ConvCase conv_cases[] = {
@@ -210,6 +230,24 @@ START_TEST(test_conv_layer_shapes)
         check_conv(&layers[i], 0.1, FXRT_ACT_RELU, 1, 0, 7 + (uint32_t)i);
         check_conv(&layers[i], 0.2, FXRT_ACT_NONE, 1, 1, 17 + (uint32_t)i);
     }
+}
+END_TEST
+
+START_TEST(test_conv_inplace)
+{
+    /* 1x1 stride 1, outputs = inputs: pixel counts around the 16-pixel
+     * tiles, batch 2, the epilogue after the store (residual, sigmoid). */
+    const ConvCase cases[] = {
+        {1, 16, 16, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0},
+        {2, 8, 8, 4, 9, 1, 1, 1, 1, 0, 0, 0, 0},
+        {1, 64, 64, 25, 5, 1, 1, 1, 1, 0, 0, 0, 0},
+    };
+    uint32_t seed = 500;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t d = 0; d < sizeof densities / sizeof *densities; d++) {
+            check_conv_mode(&cases[i], densities[d], FXRT_ACT_RELU, 1, 0, seed++, 1);
+            check_conv_mode(&cases[i], densities[d], FXRT_ACT_CLIP, 1, 1, seed++, 1);
+        }
 }
 END_TEST
 
@@ -290,6 +328,7 @@ static Suite *sparse_suite(void)
         tcase_add_test(tc, test_conv_densities);
         tcase_add_test(tc, test_conv_epilogues);
         tcase_add_test(tc, test_conv_layer_shapes);
+        tcase_add_test(tc, test_conv_inplace);
         tcase_add_test(tc, test_gemm);
         suite_add_tcase(s, tc);
     }

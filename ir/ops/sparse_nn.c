@@ -206,16 +206,43 @@ static FxStatus sparse_conv_node_params(const Node *n, Diag *d, FxrtSparseConvPa
     return sparse_conv_plan(n, d, types, n->num_args, p, &out);
 }
 
+/* n's parameters without a diagnostic (the planner's hooks). */
+static bool sparse_conv_quiet_params(const Node *n, FxrtSparseConvParams *p)
+{
+    Diag quiet;
+    diag_init(&quiet);
+    FxStatus st = sparse_conv_node_params(n, &quiet, p);
+    diag_free(&quiet);
+    return st == FX_OK;
+}
+
 static size_t sparse_conv_scratch(const Node *n)
 {
     FxrtSparseConvParams p;
-    Diag quiet;
-    diag_init(&quiet);
-    FxStatus st = sparse_conv_node_params(n, &quiet, &p);
-    diag_free(&quiet);
-    if (st != FX_OK)
+    if (!sparse_conv_quiet_params(n, &p))
         return 0;
     return (size_t)fxrt_sparse_conv_scratch_bytes(&p, type_numel(node_input_type(n, 3)));
+}
+
+/* cortex-m: the small kernels split the image a band of rows at a time. */
+static size_t sparse_conv_small_scratch(const Node *n)
+{
+    FxrtSparseConvParams p;
+    if (!sparse_conv_quiet_params(n, &p))
+        return 0;
+    return (size_t)fxrt_sparse_conv_small_scratch_bytes(&p, type_numel(node_input_type(n, 3)));
+}
+
+/* A 1x1 stride-1 layer with as many outputs as inputs can write over its
+ * input (off the host) with 16 pixels of every channel as scratch. */
+static bool sparse_conv_inplace(const Node *n, size_t *scratch_bytes)
+{
+    FxrtSparseConvParams p;
+    if (!sparse_conv_quiet_params(n, &p) || !fxrt_sparse_conv_inplace_applies(&p))
+        return false;
+    *scratch_bytes =
+        (size_t)fxrt_sparse_conv_inplace_scratch_bytes(&p, type_numel(node_input_type(n, 3)));
+    return true;
 }
 
 static FxStatus sparse_conv_emit(EmitCtx *c)
@@ -228,6 +255,9 @@ static FxStatus sparse_conv_emit(EmitCtx *c)
         return st;
     if (type_numel(&c->node->out_types[0]) == 0)
         return FX_OK;
+    /* What the kernel uses for each image (it sets these itself). */
+    shape.bias_row_stride = 1;
+    shape.residual_ld = p.out_h * p.out_w;
     const char *ep = nn_emit_epilogue(c, &shape, nn_emit_input(c, 4), nn_emit_input(c, 5));
     emit_line(c, "static const FxrtSparseConvParams p = {");
     emit_line(c, "    .batch = %lld, .in_channels = %lld, .out_channels = %lld,",
@@ -239,8 +269,12 @@ static FxStatus sparse_conv_emit(EmitCtx *c)
               (long long)p.stride_w);
     emit_line(c, "    .pad_top = %lld, .pad_left = %lld};", (long long)p.pad_top,
               (long long)p.pad_left);
-    emit_line(c, "fxrt_sparse_conv_f32(&p, %s, %s, %s, %s, %s, %s, %s);", c->in[0], c->in[1],
-              c->in[2], c->in[3], ep, c->out[0], c->scratch);
+    if (c->inplace)
+        emit_line(c, "fxrt_sparse_conv_inplace_f32(&p, %s, %s, %s, %s, %s, %s);", c->out[0],
+                  c->in[1], c->in[2], c->in[3], ep, c->scratch);
+    else
+        emit_line(c, "fxrt_sparse_conv_f32(&p, %s, %s, %s, %s, %s, %s, %s);", c->in[0], c->in[1],
+                  c->in[2], c->in[3], ep, c->out[0], c->scratch);
     return FX_OK;
 }
 
@@ -260,6 +294,8 @@ const OpDef fx_op_SparseConv = {
     .infer = sparse_conv_infer,
     .eval = sparse_conv_eval,
     .scratch_bytes = sparse_conv_scratch,
+    .small_scratch_bytes = sparse_conv_small_scratch,
+    .inplace = sparse_conv_inplace,
     .emit = sparse_conv_emit,
 };
 
