@@ -332,9 +332,6 @@ typedef struct PassDef {
     /* Left out of the levels for --target portable: a host kernel that
      * trades size or precision for speed. */
     bool host_only;
-    /* What --target portable (and cortex-m) runs instead of `run`, when the
-     * pass's rule differs there (NULL: `run`). */
-    PassFn run_portable;
 } PassDef;
 
 /* Each pass's entry point, one per pass_*.c file.  A pass may leave the
@@ -616,9 +613,11 @@ typedef struct PruneReport {
     bool have_labels;
     double accuracy_before, accuracy_after;
     /* Filled after the passes by prune_report_note_storage (magnitude
-     * pruning only): the pruned layers' weight bytes dense and as the code
-     * stores them, the layers the sparse-weights pass converted and their
-     * names ("a, b", heap). */
+     * pruning of a float model only): the pruned layers' weight bytes dense
+     * and as the code stores them (compressed rows for the layers the
+     * sparse-weights pass converted, 4 bytes a weight for the others, whose
+     * packed forms pad a little), those layers and their names ("a, b",
+     * heap). */
     bool storage_known;
     int64_t weight_bytes_dense, weight_bytes_stored;
     int sparse_layers;

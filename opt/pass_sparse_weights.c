@@ -16,22 +16,24 @@
  * per column.  Then the rule:
  *
  *   - always: the compressed rows are smaller than W dense;
- *   - on the host (PassDef.run): also expected faster than the dense kernel
- *     the layer would run at -O2.  bench/sparse_kernels.c measured
- *     (bench/RESULTS.md, "Sparse weights", 2026-12-06, Xeon with AVX-512,
- *     one thread, densities 0.05 .. 0.6 in steps) the highest density at
+ *   - on the host (pass_sparse_weights): also expected faster than the
+ *     dense kernel the layer would run at -O2.  bench/sparse_kernels.c
+ *     measured (bench/RESULTS.md, "Sparse weights", 2026-12-06, Xeon with
+ *     AVX-512, one thread, densities 0.05 .. 0.6) the highest density at
  *     which the sparse kernel still beats NCHWc/Winograd: 1x1 layers of
- *     64-512 channels 0.05-0.30 (median 0.20, the DS-CNN's small 64-64
- *     layer 0.05); 3x3 layers 0.05-0.15 at 14x14-56x56 and 0 to 0.15 on
- *     ResNet-8's 8x8-32x32 ones (median 0.05; never below 14x14 outputs);
- *     the GEMV at one row 0.15 for
+ *     64-512 channels 0.10-0.30 (median 0.20; the DS-CNN's small 64-64
+ *     layer 0.05); 3x3 layers 0.05-0.15 from 14x14 outputs, 0 to 0.15 on
+ *     ResNet-8's 8x8-32x32 ones (median 0.05); the GEMV at one row 0.15 for
  *     2 MB of weights, 0.5 from 4 MB, never below 1 MB (OpenBLAS's dense
  *     GEMV is in cache).  The thresholds below take the median or lower,
  *     since a sparse layer also leaves the NCHWc region (a reorder on each
- *     side); a product of several rows stays dense (gemm-pack's GEMM);
- *   - on portable and cortex-m (PassDef.run_portable): whenever smaller, as
- *     flash is what counts there (the portable tile is at least as fast as
- *     the dense portable loops once half the weights are gone).
+ *     side), and keep kxk layers below 14x14 outputs dense (a 90%-pruned
+ *     ResNet-8 ran 10% slower with its 8x8 layer sparse); a product of
+ *     several rows stays dense (gemm-pack's GEMM);
+ *   - on portable and cortex-m (pass_sparse_weights_portable, which
+ *     passes.c runs there instead): whenever smaller, as flash is what
+ *     counts there; in QEMU's Cortex-M4 the DS-CNN pruned by 80% also ran
+ *     2.8x fewer instructions sparse than dense.
  *
  * The pass runs at -O2 on any model, not only under --prune: weights that
  * are not sparse never pass the size test (it needs a third of them zero),

@@ -18,44 +18,61 @@
 static const PassDef pass_defs[] = {
     {"qdq-fold", 1, pass_qdq_fold,
      "DequantizeLinear -> op -> QuantizeLinear into the integer op (QLinearConv, QGemm, ...)",
-     false, NULL},
+     false},
     {"const-fold", 1, pass_const_fold,
-     "nodes whose inputs are all constants become get_attr constants", false, NULL},
+     "nodes whose inputs are all constants become get_attr constants", false},
     {"layout-cleanup", 1, pass_layout_cleanup,
-     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM", false, NULL},
+     "cancel Transpose/Reshape/Squeeze/Identity/Dropout chains, absorb transposes into GEMM", false},
     {"bn-fold", 1, pass_bn_fold,
-     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul", false, NULL},
+     "fold inference BatchNormalization into the neighbouring Conv/Gemm/MatMul", false},
     {"linear-fold", 1, pass_linear_fold,
-     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs", false, NULL},
-    {"cse", 1, pass_cse, "merge identical nodes and identical constants", false, NULL},
-    {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false, NULL},
+     "fold constant Add/Sub/Mul/Div into linear layers, merge clamp chains and linear pairs", false},
+    {"cse", 1, pass_cse, "merge identical nodes and identical constants", false},
+    {"dce", 1, pass_dce, "erase nodes whose values nobody reads", false},
     {"bn-to-conv", 2, pass_bn_to_conv,
-     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false, NULL},
+     "a BatchNormalization left unfolded becomes a depthwise 1x1 Conv, to take an epilogue", false},
     {"qgemm-pack", 2, pass_qgemm_pack,
-     "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false, NULL},
+     "QLinearMatMul/MatMulInteger with constant int8 weights onto the packed 8-bit GEMM", false},
     {"qconv-pack", 2, pass_qconv_pack,
-     "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false, NULL},
+     "QLinearConv/ConvInteger with constant int8 weights onto the packed 8-bit convolution", false},
     {"qconv-nhwc", 2, pass_qconv_nhwc,
      "the 8-bit activations between packed convolutions (and QLinearAdd/Mul) in NHWC "
-     "(host only)", true, NULL},
+     "(host only)", true},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
-     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false, NULL},
+     "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
     {"sparse-weights", 2, pass_sparse_weights,
      "pruned Conv/Gemm/MatMul weights as compressed rows on the sparse kernels, where smaller "
-     "(and, on the host, faster)", false, pass_sparse_weights_portable},
+     "(and, on the host, faster)", false},
     {"gemm-pack", 2, pass_gemm_pack,
      "float Gemm/MatMul/FusedGemm with constant weights onto the GEMM on packed weights "
-     "(host only)", true, NULL},
+     "(host only)", true},
     {"elementwise-fusion", 2, pass_elementwise_fusion,
      "chains and trees of elementwise ops, with a row reduction (Softmax, LayerNorm, "
-     "Reduce*), into one loop nest", false, NULL},
+     "Reduce*), into one loop nest", false},
     {"nchwc-layout", 2, pass_nchwc_layout,
-     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false, NULL},
+     "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false},
     {"winograd", 2, pass_winograd,
-     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true, NULL},
+     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
+
+/* Passes whose rule differs for --target portable (and cortex-m): what
+ * those targets run instead of PassDef.run. */
+static const struct {
+    const char *name;
+    PassFn run;
+} portable_variants[] = {
+    {"sparse-weights", pass_sparse_weights_portable},
+};
+
+static PassFn pass_fn(const PassDef *p, const PassOptions *o)
+{
+    for (size_t k = 0; o->portable && k < sizeof portable_variants / sizeof *portable_variants; k++)
+        if (strcmp(portable_variants[k].name, p->name) == 0)
+            return portable_variants[k].run;
+    return p->run;
+}
 
 const PassDef *pass_table(int *count)
 {
@@ -159,8 +176,7 @@ static FxStatus run_one(Graph *g, const PassDef *p, const PassOptions *o, const 
                         Diag *d)
 {
     PassResult r = {0};
-    PassFn fn = o->portable && p->run_portable ? p->run_portable : p->run;
-    FxStatus st = fn(g, &r, d);
+    FxStatus st = pass_fn(p, o)(g, &r, d);
     if (st == FX_OK)
         st = graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
     if (st == FX_OK)

@@ -148,7 +148,9 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
         r->reference = NULL;
         return st;
     }
-    if (o->prune && o->prune_report && !prune_report_note_storage(o->prune_report, g)) {
+    /* Quantized weights are int8 whatever pruning did: no storage figure. */
+    if (o->prune && o->prune_report && !o->quantize &&
+        !prune_report_note_storage(o->prune_report, g)) {
         graph_free(g);
         graph_free(r->reference);
         r->reference = NULL;
