@@ -25,7 +25,6 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops.h"
 
@@ -105,7 +104,6 @@ static FxStatus conv_params(const Node *n, Diag *d, const TensorType *x, int64_t
         node_attr_ints(n, "strides", &strides) != 2 || node_attr_ints(n, "pads", &pads) != 4)
         return diag_node_error(d, FX_ERR_SHAPE, n, "SparseConv takes X [N, C, H, W] and "
                                "kernel_shape, strides of 2 values, pads of 4");
-    memset(p, 0, sizeof *p);
     *p = (FxrtSparseConvParams){.batch = x->dims[0], .in_channels = x->dims[1],
                                 .out_channels = out_channels, .in_h = x->dims[2],
                                 .in_w = x->dims[3], .kernel_h = kernel[0], .kernel_w = kernel[1],
