@@ -42,6 +42,15 @@ int64_t node_macs(const Node *n)
         int64_t in = node_attr_int(n, "in_channels", 0) / (group > 0 ? group : 1);
         return y->dims[0] * out * y->dims[2] * y->dims[3] * in * k[0] * k[1];
     }
+    if (strcmp(op, "SparseConv") == 0 || strcmp(op, "SparseGemm") == 0) {
+        /* the dense layer's, as for Winograd: GFLOP/s then compare times */
+        const int64_t *k;
+        if (strcmp(op, "SparseGemm") == 0)
+            return a->rank >= 1 ? type_numel(y) * a->dims[a->rank - 1] : 0;
+        if (node_attr_ints(n, "kernel_shape", &k) != 2 || a->rank != 4)
+            return 0;
+        return type_numel(y) * a->dims[1] * k[0] * k[1];
+    }
     if (strcmp(op, "Gemm") == 0 || (strcmp(op, "FusedGemm") == 0 && a->rank == 2)) {
         int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
         return type_numel(y) * k;

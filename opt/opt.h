@@ -353,6 +353,10 @@ FxStatus pass_gemm_pack(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_winograd(Graph *g, PassResult *r, Diag *d);
+/* pass_sparse_weights.c: the host rule (smaller and faster) and the
+ * portable one (smaller). */
+FxStatus pass_sparse_weights(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_sparse_weights_portable(Graph *g, PassResult *r, Diag *d);
 
 /* All passes in the order -O2 runs them. */
 const PassDef *pass_table(int *count);
@@ -608,9 +612,22 @@ typedef struct PruneReport {
     double top1_agreement;
     bool have_labels;
     double accuracy_before, accuracy_after;
+    /* Filled after the passes by prune_report_note_storage (magnitude
+     * pruning of a float model only): the pruned layers' weight bytes dense
+     * and as the code stores them (compressed rows for the layers the
+     * sparse-weights pass converted, 4 bytes a weight for the others, whose
+     * packed forms pad a little), those layers and their names ("a, b",
+     * heap). */
+    bool storage_known;
+    int64_t weight_bytes_dense, weight_bytes_stored;
+    int sparse_layers;
+    char *sparse_layer_names;
 } PruneReport;
 
 void prune_report_free(PruneReport *r);
+/* Notes in r how the optimized graph g stores the weights magnitude pruning
+ * zeroed (SparseConv/SparseGemm nodes).  False when out of memory. */
+bool prune_report_note_storage(PruneReport *r, const Graph *g);
 /* Prunes *g (the imported graph) as cfg says and measures the result
  * against the unpruned graph on cfg's samples (report may be NULL).  On
  * failure *g is left as it was. */

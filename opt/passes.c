@@ -40,6 +40,9 @@ static const PassDef pass_defs[] = {
      "(host only)", true},
     {"epilogue-fusion", 2, pass_epilogue_fusion,
      "Conv/Gemm/MatMul + bias + activation + residual Add into one kernel", false},
+    {"sparse-weights", 2, pass_sparse_weights,
+     "pruned Conv/Gemm/MatMul weights as compressed rows on the sparse kernels, where smaller "
+     "(and, on the host, faster)", false},
     {"gemm-pack", 2, pass_gemm_pack,
      "float Gemm/MatMul/FusedGemm with constant weights onto the GEMM on packed weights "
      "(host only)", true},
@@ -53,6 +56,23 @@ static const PassDef pass_defs[] = {
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
+
+/* Passes whose rule differs for --target portable (and cortex-m): what
+ * those targets run instead of PassDef.run. */
+static const struct {
+    const char *name;
+    PassFn run;
+} portable_variants[] = {
+    {"sparse-weights", pass_sparse_weights_portable},
+};
+
+static PassFn pass_fn(const PassDef *p, const PassOptions *o)
+{
+    for (size_t k = 0; o->portable && k < sizeof portable_variants / sizeof *portable_variants; k++)
+        if (strcmp(portable_variants[k].name, p->name) == 0)
+            return portable_variants[k].run;
+    return p->run;
+}
 
 const PassDef *pass_table(int *count)
 {
@@ -156,7 +176,7 @@ static FxStatus run_one(Graph *g, const PassDef *p, const PassOptions *o, const 
                         Diag *d)
 {
     PassResult r = {0};
-    FxStatus st = p->run(g, &r, d);
+    FxStatus st = pass_fn(p, o)(g, &r, d);
     if (st == FX_OK)
         st = graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
     if (st == FX_OK)

@@ -148,6 +148,14 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
         r->reference = NULL;
         return st;
     }
+    /* Quantized weights are int8 whatever pruning did: no storage figure. */
+    if (o->prune && o->prune_report && !o->quantize &&
+        !prune_report_note_storage(o->prune_report, g)) {
+        graph_free(g);
+        graph_free(r->reference);
+        r->reference = NULL;
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
+    }
     r->failed = PIPELINE_DONE;
     r->graph = g;
     return FX_OK;

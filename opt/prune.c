@@ -58,6 +58,7 @@ void prune_report_free(PruneReport *r)
     prune_channels_result_free(&r->channels);
     free(r->output_max_abs);
     free(r->output_sqnr_db);
+    free(r->sparse_layer_names);
     memset(r, 0, sizeof *r);
 }
 
@@ -183,6 +184,56 @@ FxStatus prune_graph(Graph **g, const PruneConfig *cfg, PruneReport *report, Dia
     return st;
 }
 
+/* Weights of sparse node n as dense floats (rows x inputs per row). */
+static int64_t sparse_dense_weights(const Node *n)
+{
+    int64_t rows = type_numel(node_input_type(n, 1)) - 1;
+    const TensorType *x = node_input_type(n, 0);
+    if (n->op == &fx_op_SparseGemm)
+        return rows * x->dims[x->rank - 1];
+    const int64_t *kernel;
+    if (node_attr_ints(n, "kernel_shape", &kernel) != 2 || x->rank != 4)
+        return 0;
+    return rows * x->dims[1] * kernel[0] * kernel[1];
+}
+
+bool prune_report_note_storage(PruneReport *r, const Graph *g)
+{
+    if (!r->did_magnitude)
+        return true;
+    int64_t dense = 4 * r->magnitude.weights, stored = dense;
+    size_t len = 0, cap = 0;
+    char *names = NULL;
+    int layers = 0;
+    for (const Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->op != &fx_op_SparseConv && n->op != &fx_op_SparseGemm)
+            continue;
+        stored -= 4 * sparse_dense_weights(n);
+        for (int i = 1; i <= 3; i++)
+            stored += type_numel(node_input_type(n, i)) *
+                      (int64_t)fxrt_dtype_size(node_input_type(n, i)->dtype);
+        size_t need = len + strlen(n->name) + 3;
+        if (need > cap) {
+            cap = need * 2;
+            char *grown = fx_realloc_array(names, cap, 1);
+            if (!grown) {
+                free(names);
+                return false;
+            }
+            names = grown;
+        }
+        len += (size_t)sprintf(names + len, "%s%s", layers ? ", " : "", n->name);
+        layers++;
+    }
+    free(r->sparse_layer_names);
+    r->sparse_layer_names = names;
+    r->sparse_layers = layers;
+    r->weight_bytes_dense = dense;
+    r->weight_bytes_stored = stored;
+    r->storage_known = true;
+    return true;
+}
+
 static void print_db(FILE *out, double db)
 {
     if (isinf(db))
@@ -217,12 +268,19 @@ void prune_report_print(const PruneReport *r, FILE *out)
     }
     if (r->did_magnitude) {
         const PruneMagnitudeResult *m = &r->magnitude;
-        fprintf(out,
-                "magnitude: %d layers, %lld weights, zeros %lld -> %lld (sparsity %.4f; stored "
-                "dense)\n",
+        fprintf(out, "magnitude: %d layers, %lld weights, zeros %lld -> %lld (sparsity %.4f%s)\n",
                 m->layers, (long long)m->weights, (long long)m->zeros_before,
                 (long long)m->zeros_after,
-                m->weights ? (double)m->zeros_after / (double)m->weights : 0.0);
+                m->weights ? (double)m->zeros_after / (double)m->weights : 0.0,
+                r->storage_known ? "" : "; stored dense");
+        if (r->storage_known) {
+            fprintf(out, "weights of the pruned layers: %lld bytes dense -> %lld bytes as stored "
+                         "(%.3fx); %d layer%s sparse%s%s\n",
+                    (long long)r->weight_bytes_dense, (long long)r->weight_bytes_stored,
+                    ratio(r->weight_bytes_stored, r->weight_bytes_dense), r->sparse_layers,
+                    r->sparse_layers == 1 ? "" : "s", r->sparse_layers ? ": " : "",
+                    r->sparse_layers ? r->sparse_layer_names : "");
+        }
     }
     fprintf(out, "parameters: %lld -> %lld (%.3fx)\n", (long long)r->before.parameters,
             (long long)r->after.parameters, ratio(r->after.parameters, r->before.parameters));

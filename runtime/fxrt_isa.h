@@ -32,4 +32,8 @@ void fxrt_quantize_limit_isa(int level);
 /* The same for QLinearAdd and QLinearMul (fxrt_nn_qlinear.c). */
 void fxrt_qlinear_limit_isa(int level);
 
+/* The same for the sparse convolution and matrix product
+ * (fxrt_nn_sparse.c): 2 AVX-512, 1 AVX2/FMA, 0 portable C. */
+void fxrt_sparse_limit_isa(int level);
+
 #endif

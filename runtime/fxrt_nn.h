@@ -412,6 +412,55 @@ void fxrt_gemm_packed_f32(int64_t m, int64_t n, int64_t k, float alpha, const fl
                           const FxrtEpilogue *ep);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_sparse.c: float layers whose pruned weights are stored compressed  */
+/* ------------------------------------------------------------------------- */
+
+/* The compressed rows the sparse-weights pass writes (one row per output
+ * channel of a convolution, per output column of a matrix product): row r's
+ * nonzero weights are values[row_start[r] .. row_start[r + 1]), each with
+ * its input index in columns[] (a convolution's ic * kh * kw + tap,
+ * tap = kh_index * kernel_w + kw_index; a product's row of B).  Indices fit
+ * 16 bits, so a weight costs 6 bytes instead of 4 dense plus 4 bytes a row. */
+
+/* A 2-D convolution of group 1 and dilation 1 (the ones the pass converts). */
+typedef struct FxrtSparseConvParams {
+    int64_t batch, in_channels, out_channels;
+    int64_t in_h, in_w, out_h, out_w;
+    int64_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left;
+} FxrtSparseConvParams;
+
+/* Bytes of scratch fxrt_sparse_conv_f32 needs for p with `nonzeros` weights:
+ * an int32 input offset per weight and, unless the layer has stride 1 and no
+ * padding, the image padded and split into stride phases (64-byte aligned
+ * parts): all of it, or with FXRT_SMALL_KERNELS bands of output rows whose
+ * part takes about 8 KiB (the figure fxrt_sparse_conv_small_scratch_bytes
+ * gives wherever the runtime was built). */
+int64_t fxrt_sparse_conv_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros);
+int64_t fxrt_sparse_conv_small_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros);
+/* Y [batch, out_channels, out_h, out_w] = epilogue(conv(X, W)) with W in
+ * compressed rows; ep (NULL: none) as for fxrt_conv_f32: bias per output
+ * channel, residual of Y's shape.  Zero weights are skipped, so an inf or NaN
+ * they would have met in X does not reach Y. */
+void fxrt_sparse_conv_f32(const FxrtSparseConvParams *p, const float *x, const int32_t *row_start,
+                          const uint16_t *columns, const float *values, const FxrtEpilogue *ep,
+                          float *y, void *scratch);
+/* Y written over X (one buffer) for a 1x1 stride-1 unpadded layer with as
+ * many output as input channels (the planner's in-place hook off the host);
+ * scratch: fxrt_sparse_conv_inplace_scratch_bytes (the offsets and 16 pixels
+ * of every output channel). */
+int fxrt_sparse_conv_inplace_applies(const FxrtSparseConvParams *p);
+int64_t fxrt_sparse_conv_inplace_scratch_bytes(const FxrtSparseConvParams *p, int64_t nonzeros);
+void fxrt_sparse_conv_inplace_f32(const FxrtSparseConvParams *p, float *xy,
+                                  const int32_t *row_start, const uint16_t *columns,
+                                  const float *values, const FxrtEpilogue *ep, void *scratch);
+/* C (m x n, row stride ldc) = epilogue(A B), A m x k row-major (row stride
+ * lda), B's n columns in compressed rows (column j of B is row j); ep's bias
+ * and residual as for fxrt_gemm_ep_f32.  No scratch. */
+void fxrt_sparse_gemm_f32(int64_t m, int64_t n, const float *a, int64_t lda,
+                          const int32_t *row_start, const uint16_t *columns, const float *values,
+                          float *c, int64_t ldc, const FxrtEpilogue *ep);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_qgemm.c: the packed 8-bit GEMM, requantized in fixed point         */
 /* ------------------------------------------------------------------------- */
 

@@ -19,7 +19,8 @@
 # 40 KiB and its flash within 96 KiB (98,304 bytes; bench/RESULTS.md); and
 # both quantized to int8 by fxcc (--quantize int8, --target cortex-m):
 # the DS-CNN calibrated on 32 seeded standard-normal inputs, digits on 200
-# held-out images other than the one it runs on.  The int8 DS-CNN must add
+# held-out images other than the one it runs on.  And the DS-CNN pruned
+# by 80% (magnitude) on the sparse kernels.  The int8 DS-CNN must add
 # at most 48 KiB of flash and 20 KiB of RAM with its stack, and so must
 # the DS-CNN quantized by ONNX Runtime (QOperator, scripts/
 # make_quant_models.py), whose reference is the interpreter's QLinear ops
@@ -85,13 +86,21 @@ np.save(sys.argv[3], rng.standard_normal((32, 1, 1, 49, 10)).astype(np.float32))
   > "$work/make_quant_models.log" 2>&1 ||
   { cat "$work/make_quant_models.log"; echo "FAIL: scripts/make_quant_models.py"; exit 1; }
 
+# The DS-CNN magnitude-pruned by 80% and written dense: for cortex-m the
+# sparse-weights pass stores its layers as compressed rows (the sparse
+# kernels with their banded, in-place firmware paths).
+"$fxcc" prune "$work/models/dscnn_kws.onnx" --prune magnitude:0.8 \
+  -o "$work/models/dscnn_kws_m80.onnx" > "$work/prune.log" 2>&1 ||
+  { cat "$work/prune.log"; echo "FAIL: fxcc prune"; exit 1; }
+
 digits="$here/examples/digits/digits.onnx:$work/models/digits_input.npy"
 dscnn="$work/models/dscnn_kws.onnx:$work/models/dscnn_kws_input.npy"
 specs=("digits/incbin=$digits"
        "dscnn_kws@cortex-m=$dscnn"
        "digits_int8@cortex-m+$work/models/digits_calib.npy=$digits"
        "dscnn_kws_int8@cortex-m+$work/models/dscnn_kws_calib.npy=$dscnn"
-       "dscnn_kws_ort@cortex-m=$work/models/ort/dscnn_kws_qop.onnx:$work/models/ort/dscnn_kws_input.npy")
+       "dscnn_kws_ort@cortex-m=$work/models/ort/dscnn_kws_qop.onnx:$work/models/ort/dscnn_kws_input.npy"
+       "dscnn_kws_m80@cortex-m=$work/models/dscnn_kws_m80.onnx:$work/models/dscnn_kws_input.npy")
 for extra in ${FXCC_FIRMWARE_MODELS:-}; do specs+=("$extra"); done
 
 qemu=(qemu-system-arm -M mps2-an386 -nographic -monitor none -serial none

@@ -16,6 +16,14 @@
   and the written model, and MACs go down; magnitude:0.8 zeroes at least
   floor(80%) of every layer's weights in the written model, with the report's
   accuracy equal to ONNX Runtime's again.
+- Sparse storage (the sparse-weights pass): ResNet-8 magnitude-pruned by
+  90% (global) and the DS-CNN by 80%, written with `fxcc prune -o` and then
+  compiled for the host and for portable: ONNX Runtime on the written model
+  equals fxcc's interpreter on it, `fxcc verify` finds the compiled code
+  (SparseConv/SparseGemm in it) equal to the interpreter, and
+  `--report` says the pruned layers' weights shrank: below 35% (ResNet-8)
+  and 50% (DS-CNN, whose depthwise layers stay dense) of dense on portable
+  (on the host their small layers stay dense by the measured rule).
 - A bad --prune spec exits 2 and a graph that holds fused kernels (-O2)
   exits 1, neither writing a file.
 
@@ -172,6 +180,61 @@ for spec, tag in (("channels:0.5", "c50"), ("magnitude:0.8", "m80")):
             w = layer_weight(dst, node)
             zeros = int(np.sum(w == 0))
             check(zeros >= int(0.8 * w.size), f"digits {spec}: {node} {zeros} of {w.size} zeros")
+
+# --- sparse storage of magnitude-pruned weights -------------------------------------
+
+# spec, the fewest layers sparse per target, the most bytes stored on portable
+# as a share of dense (the DS-CNN's depthwise layers stay dense)
+SPARSE = {"resnet8": ("magnitude:0.9:global", {"host": 0, "portable": 9}, 0.35),
+          "dscnn_kws": ("magnitude:0.8", {"host": 0, "portable": 5}, 0.5)}
+for i, name in enumerate(make_models.MODELS):
+    if name not in SPARSE:
+        continue
+    spec, least_sparse, share = SPARSE[name]
+    src = os.path.join(WORK, name + ".onnx")
+    xin = os.path.join(WORK, name + "_in.npy")
+    x = np.load(xin)
+    dst = os.path.join(WORK, name + "_sparse.onnx")
+    rc, out = run([FXCC, "prune", src, "--prune", spec, "-o", dst])
+    check(rc == 0, f"{name} {spec}: fxcc prune -o ({rc}) {out[-300:] if rc else ''}")
+    if rc:
+        continue
+    rc, out = run([FXCC, "run", dst, xin, "-o", os.path.join(WORK, name + "_sparse_run")])
+    if rc == 0:
+        mine = np.load(os.path.join(WORK, name + "_sparse_run", "output_0.npy"))
+        ref = ort_run(dst, x)
+        err = float(np.abs(mine - ref).max())
+        check(err <= 1e-4 * float(np.abs(ref).max()) + 1e-7,
+              f"{name} {spec}: interpreter vs ONNX Runtime on the pruned model: max abs {err:.3g}")
+    else:
+        check(False, f"{name} {spec}: fxcc run ({rc}) {out[-300:]}")
+    for target in ("host", "portable"):
+        rc, out = run([FXCC, "verify", dst, xin, "--target", target])
+        check(rc == 0 and "verify: ok" in out,
+              f"{name} {spec} {target}: compiled pruned model equals the interpreter ({rc}) "
+              f"{out[-300:] if rc else ''}")
+        outdir = os.path.join(WORK, f"{name}_sparse_{target}")
+        rc, out = run([FXCC, "compile", src, "--prune", spec, "--target", target, "--report",
+                       "-o", outdir])
+        m = re.search(r"weights of the pruned layers: (\d+) bytes dense -> (\d+) bytes as stored "
+                      r"\([0-9.]+x\); (\d+) layers? sparse", out)
+        check(rc == 0 and m is not None, f"{name} {spec} {target}: report of the stored weights "
+              f"({rc}) {out[-300:] if rc else ''}")
+        if not m:
+            continue
+        dense, stored, layers = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        check(layers >= least_sparse[target],
+              f"{name} {spec} {target}: {layers} layers sparse, at least {least_sparse[target]}")
+        if target == "portable":
+            check(stored < share * dense,
+                  f"{name} {spec} portable: weights {dense} -> {stored} bytes, below "
+                  f"{share:.0%}")
+        else:
+            check(stored <= dense and (stored < dense) == (layers > 0),
+                  f"{name} {spec} host: weights {dense} -> {stored} bytes")
+        code = open(os.path.join(outdir, name + ".c")).read()
+        check((layers > 0) == ("fxrt_sparse_" in code),
+              f"{name} {spec} {target}: the code calls the sparse kernels iff a layer is sparse")
 
 # --- refusals -------------------------------------------------------------------------
 
