@@ -81,7 +81,7 @@ const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *
     return "&ep";
 }
 
-static FxStatus check_f32(const Node *n, Diag *d, const TensorType *t, const char *what)
+FxStatus fused_nn_check_f32(const Node *n, Diag *d, const TensorType *t, const char *what)
 {
     if (!t || t->dtype == FXRT_DTYPE_FLOAT32)
         return FX_OK;
@@ -89,7 +89,8 @@ static FxStatus check_f32(const Node *n, Diag *d, const TensorType *t, const cha
                            dtype_name(t->dtype), n->op->name);
 }
 
-static FxStatus check_residual(const Node *n, Diag *d, const TensorType *r, const TensorType *y)
+FxStatus fused_nn_check_residual(const Node *n, Diag *d, const TensorType *r,
+                                 const TensorType *y)
 {
     if (!r || type_equal(r, y))
         return FX_OK;
@@ -116,11 +117,11 @@ static FxStatus fused_conv_infer(InferCtx *c)
 {
     FxStatus st;
     FxrtEpilogue e;
-    if ((st = check_f32(c->node, c->diag, c->in[0], "X")) != FX_OK ||
+    if ((st = fused_nn_check_f32(c->node, c->diag, c->in[0], "X")) != FX_OK ||
         (st = nn_conv_infer(c)) != FX_OK ||
         (st = fused_nn_node_epilogue(c->node, c->diag, &e)) != FX_OK)
         return st;
-    return check_residual(c->node, c->diag, infer_input(c, 3), &c->out[0]);
+    return fused_nn_check_residual(c->node, c->diag, infer_input(c, 3), &c->out[0]);
 }
 
 static FxStatus fused_conv_eval(EvalCtx *c)
@@ -196,8 +197,8 @@ static FxStatus fused_gemm_shape(const Node *n, Diag *d, const TensorType *a,
                                  const TensorType *res, FusedGemmShape *s)
 {
     FxStatus st;
-    if ((st = check_f32(n, d, a, "A")) != FX_OK || (st = check_f32(n, d, b, "B")) != FX_OK ||
-        (st = check_f32(n, d, bias, "C")) != FX_OK || (st = check_f32(n, d, res, "R")) != FX_OK)
+    if ((st = fused_nn_check_f32(n, d, a, "A")) != FX_OK || (st = fused_nn_check_f32(n, d, b, "B")) != FX_OK ||
+        (st = fused_nn_check_f32(n, d, bias, "C")) != FX_OK || (st = fused_nn_check_f32(n, d, res, "R")) != FX_OK)
         return st;
     memset(s, 0, sizeof *s);
     s->trans_a = node_attr_int(n, "transA", 0) != 0;
@@ -243,7 +244,7 @@ static FxStatus fused_gemm_shape(const Node *n, Diag *d, const TensorType *a,
         s->bias_col_stride = cols == 1 ? 0 : 1;
         s->bias_row_stride = lead == 1 ? 0 : cols;
     }
-    return check_residual(n, d, res, &s->out);
+    return fused_nn_check_residual(n, d, res, &s->out);
 }
 
 /* The shape rules of FusedGemm (fused_gemm_shape) or GemmPacked

@@ -191,6 +191,11 @@ FxStatus layout_mul_dim(InferCtx *c, int64_t a, int64_t b, int64_t *out);
     {"residual_after", FX_ATTR_INT, "0", false}
 /* The epilogue attributes of n into e (pointers and strides left zero). */
 FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e);
+/* A fused kernel's operand checks: t (NULL: absent) is float32; a
+ * residual r (NULL: none) has the output's type y. */
+FxStatus fused_nn_check_f32(const Node *n, Diag *d, const TensorType *t, const char *what);
+FxStatus fused_nn_check_residual(const Node *n, Diag *d, const TensorType *r,
+                                 const TensorType *y);
 /* "none", "relu", "clip", "leaky_relu", "sigmoid", "hardswish",
  * "hardsigmoid", "tanh", "gelu", "silu" by FxrtActivation; NULL past the
  * end. */

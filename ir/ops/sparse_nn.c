@@ -75,23 +75,6 @@ static FxStatus rows_check_values(const Node *n, Diag *d, const Tensor *start,
     return FX_OK;
 }
 
-static FxStatus check_f32(const Node *n, Diag *d, const TensorType *t, const char *what)
-{
-    if (!t || t->dtype == FXRT_DTYPE_FLOAT32)
-        return FX_OK;
-    return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "%s is %s; %s takes float32 only", what,
-                           dtype_name(t->dtype), n->op->name);
-}
-
-static FxStatus check_residual(const Node *n, Diag *d, const TensorType *r, const TensorType *y)
-{
-    if (!r || type_equal(r, y))
-        return FX_OK;
-    char a[128], b[128];
-    return diag_node_error(d, FX_ERR_SHAPE, n, "the residual is %s but the output is %s",
-                           type_format(r, a, sizeof a), type_format(y, b, sizeof b));
-}
-
 /* --- SparseConv --------------------------------------------------------------- */
 
 /* The kernel's parameters from X's type and the attributes, and the input
@@ -137,7 +120,7 @@ static FxStatus sparse_conv_plan(const Node *n, Diag *d, const TensorType *const
 {
     FxStatus st;
     int64_t rows, cols;
-    if ((st = check_f32(n, d, in[0], "X")) != FX_OK ||
+    if ((st = fused_nn_check_f32(n, d, in[0], "X")) != FX_OK ||
         (st = rows_check_types(n, d, in[1], in[2], in[3], &rows)) != FX_OK ||
         (st = conv_params(n, d, in[0], rows, p, &cols)) != FX_OK)
         return st;
@@ -147,7 +130,7 @@ static FxStatus sparse_conv_plan(const Node *n, Diag *d, const TensorType *const
     if (bias && (bias->dtype != FXRT_DTYPE_FLOAT32 || type_numel(bias) != rows))
         return diag_node_error(d, FX_ERR_SHAPE, n, "SparseConv: B must hold %lld floats",
                                (long long)rows);
-    return check_residual(n, d, num > 5 ? in[5] : NULL, out);
+    return fused_nn_check_residual(n, d, num > 5 ? in[5] : NULL, out);
 }
 
 static FxStatus sparse_conv_infer(InferCtx *c)
@@ -310,7 +293,7 @@ static FxStatus sparse_gemm_plan(const Node *n, Diag *d, const TensorType *const
 {
     FxStatus st;
     const TensorType *a = in[0];
-    if ((st = check_f32(n, d, a, "A")) != FX_OK ||
+    if ((st = fused_nn_check_f32(n, d, a, "A")) != FX_OK ||
         (st = rows_check_types(n, d, in[1], in[2], in[3], &s->n)) != FX_OK)
         return st;
     if (a->rank < 2)
@@ -335,7 +318,7 @@ static FxStatus sparse_gemm_plan(const Node *n, Diag *d, const TensorType *const
                                    "one per column (%lld)", (long long)s->n);
         s->bias_col_stride = count == 1 ? 0 : 1;
     }
-    return check_residual(n, d, num > 5 ? in[5] : NULL, &s->out);
+    return fused_nn_check_residual(n, d, num > 5 ? in[5] : NULL, &s->out);
 }
 
 static FxStatus sparse_gemm_infer(InferCtx *c)
