@@ -289,14 +289,15 @@ AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(co
     return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
 }
 
-/* Requantizes the 8 accumulators of one row (columns from col, the first
- * `cols` real) and stores them. */
+/* Stores the 8 accumulators of one row (columns from col, the first
+ * `cols` real): int32 as they are, 8-bit requantized by the half panel's
+ * scale. */
 AVX2_TARGET __attribute__((always_inline)) static inline void
-store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
+store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc,
+           const FxrtQuantScaleAvx2 *scale)
 {
-    const FxrtQGemm *q = g->q;
     int64_t at = row * g->ldy + col;
-    if (q->y_type == FXRT_DTYPE_INT32) {
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
         if (cols >= NR_AVX2) {
             _mm256_storeu_si256((__m256i *)((int32_t *)g->y + at), acc);
         } else {
@@ -306,9 +307,7 @@ store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
         }
         return;
     }
-    __m256i mult = _mm256_loadu_si256((const __m256i *)(g->col_mult + col));
-    __m256i shift = _mm256_loadu_si256((const __m256i *)(g->col_shift + col));
-    __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+    __m256i y = fxrt_quant_requantize_scaled_avx2(acc, scale);
     uint8_t bytes[16];
     _mm_storeu_si128((__m128i *)bytes, fxrt_quant_low_bytes_avx2(y));
     memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
@@ -348,13 +347,17 @@ tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int h
     }
     int64_t col = col0 + half * NR_AVX2;
     __m256i seed = _mm256_loadu_si256((const __m256i *)(g->col_bias + col));
+    const FxrtQGemm *q = g->q;
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_loadu_si256((const __m256i *)(g->col_mult + col)),
+        _mm256_loadu_si256((const __m256i *)(g->col_shift + col)), q->y_zp, q->y_min, q->y_max);
     UNROLL_FULL
     for (int r = 0; r < rows; r++) {
         /* Per 128-bit lane the pair sums of columns 0 1 | 4 5 and 2 3 | 6 7:
          * the permute puts them in column order. */
         __m256i sums = _mm256_hadd_epi32(acc[r][0], acc[r][1]);
         sums = _mm256_permute4x64_epi64(sums, 0xd8);
-        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed));
+        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed), &scale);
     }
 }
 
@@ -384,22 +387,19 @@ enum { MR_VNNI = 6, NR_VNNI = 2 * PANEL };
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-/* Requantizes 16 accumulators of one row (columns from col, `keep` the
- * real ones) and stores them: even and odd columns take one 64-bit pass
- * each, are clamped while still 64-bit, then interleaved back. */
+/* Stores 16 accumulators of one row (columns from col, `keep` the real
+ * ones): int32 as they are, 8-bit requantized by the panel's scale. */
 VNNI_TARGET __attribute__((always_inline)) static inline void
-store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc)
+store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc,
+           const FxrtQuantScaleAvx512 *scale)
 {
-    const FxrtQGemm *q = g->q;
     int64_t at = row * g->ldy + col;
-    if (q->y_type == FXRT_DTYPE_INT32) {
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
         _mm512_mask_storeu_epi32((int32_t *)g->y + at, keep, acc);
         return;
     }
-    __m512i mult = _mm512_loadu_si512(g->col_mult + col);
-    __m512i shift = _mm512_loadu_si512(g->col_shift + col);
-    __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep, y);
+    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep,
+                                     fxrt_quant_requantize_scaled_avx512(acc, scale));
 }
 
 VNNI_TARGET __attribute__((always_inline)) static inline void
@@ -440,13 +440,19 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
                 acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], av, b[f]);
         }
     }
+    const FxrtQGemm *q = g->q;
     UNROLL_FULL
     for (int f = 0; f < panels; f++) {
         int left = cols - f * PANEL;
         __mmask16 keep = (__mmask16)(left >= PANEL ? 0xffff : (1u << left) - 1u);
+        int64_t col = col0 + f * PANEL;
+        /* One scale per panel serves all its rows. */
+        FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
+            _mm512_loadu_si512(g->col_mult + col), _mm512_loadu_si512(g->col_shift + col), q->y_zp,
+            q->y_min, q->y_max);
         UNROLL_FULL
         for (int r = 0; r < rows; r++)
-            store_vnni(g, row0 + r, col0 + f * PANEL, keep, acc[r][f]);
+            store_vnni(g, row0 + r, col, keep, acc[r][f], &scale);
     }
 }
 
