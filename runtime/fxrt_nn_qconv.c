@@ -591,7 +591,8 @@ DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
     }
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    __m512i mult = _mm512_set1_epi32(d->mult), shift = _mm512_set1_epi32(d->shift);
+    FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
+        _mm512_set1_epi32(d->mult), _mm512_set1_epi32(d->shift), q->y_zp, q->y_min, q->y_max);
     for (int64_t i = 0; i < d->count; i += 16) {
         __m512i acc = _mm512_set1_epi32(d->seed);
         for (int64_t t = 0; t < taps; t++) {
@@ -603,7 +604,7 @@ DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
             _mm512_storeu_si512(d->stage + i * 4, acc);
             continue;
         }
-        __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        __m512i y = fxrt_quant_requantize_scaled_avx512(acc, &scale);
         _mm_storeu_si128((__m128i *)(d->stage + i), _mm512_cvtepi32_epi8(y));
     }
 }
@@ -619,7 +620,8 @@ DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
     }
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    __m256i mult = _mm256_set1_epi32(d->mult), shift = _mm256_set1_epi32(d->shift);
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_set1_epi32(d->mult), _mm256_set1_epi32(d->shift), q->y_zp, q->y_min, q->y_max);
     for (int64_t i = 0; i < d->count; i += 8) {
         __m256i acc = _mm256_set1_epi32(d->seed);
         for (int64_t t = 0; t < taps; t++) {
@@ -631,7 +633,7 @@ DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
             _mm256_storeu_si256((__m256i *)(d->stage + i * 4), acc);
             continue;
         }
-        __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        __m256i y = fxrt_quant_requantize_scaled_avx2(acc, &scale);
         _mm_storel_epi64((__m128i *)(d->stage + i), fxrt_quant_low_bytes_avx2(y));
     }
 }
@@ -710,10 +712,17 @@ int fxrt_qconv_nhwc_applies(const FxrtConvParams *p)
 
 #if !FXRT_SMALL_KERNELS /* the firmware build is NCHW only (qconv-nhwc is host-only) */
 
-/* One output pixel of the NHWC depthwise convolution: src[t] is the input
- * pixel (C bytes) tap t reads, or a row of zero points where the window
- * leaves the image (the padding, which the seed's - x_zp x sum(w) cancels
- * as in the reference). */
+/* A run of output pixels of the NHWC depthwise convolution along one output
+ * row: pixel i reads tap t's input pixel (C bytes) at src[t] + i * step, a
+ * row of zero points where the window leaves the image (the padding, which
+ * the seed's - x_zp x sum(w) cancels as in the reference; step 0 then), and
+ * writes its C outputs at y + i * C (elements). */
+typedef struct DwRun {
+    const uint8_t *src[DW_MAX_TAPS];
+    int64_t step, count;
+    uint8_t *y;
+} DwRun;
+
 typedef struct DwPixel {
     const FxrtQConv *q;
     int64_t c, taps;
@@ -722,90 +731,148 @@ typedef struct DwPixel {
     const uint8_t *lanes; /* [taps][C] int32, the int16 weight in the low half (any alignment) */
 } DwPixel;
 
-/* Channels [from, c) of one pixel in portable C. */
-static void dw_pixel_portable(const DwPixel *d, const uint8_t *const *src, int64_t from,
-                              uint8_t *y)
+/* Channels [from, c) of a run in portable C. */
+static void dw_run_portable(const DwPixel *d, const DwRun *r, int64_t from)
 {
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    for (int64_t ch = from; ch < d->c; ch++) {
-        uint32_t acc = (uint32_t)d->seed[ch];
-        for (int64_t t = 0; t < d->taps; t++) {
-            uint8_t byte = src[t][ch];
-            int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
-            acc += (uint32_t)(xv * d->w[ch * d->taps + t]);
+    int64_t size = y_bytes(q);
+    for (int64_t i = 0; i < r->count; i++) {
+        uint8_t *y = r->y + i * d->c * size;
+        for (int64_t ch = from; ch < d->c; ch++) {
+            uint32_t acc = (uint32_t)d->seed[ch];
+            for (int64_t t = 0; t < d->taps; t++) {
+                uint8_t byte = r->src[t][i * r->step + ch];
+                int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
+                acc += (uint32_t)(xv * d->w[ch * d->taps + t]);
+            }
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                int32_t v = (int32_t)acc;
+                memcpy(y + ch * 4, &v, sizeof v);
+                continue;
+            }
+            int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult[ch], d->shift[ch]) + q->y_zp;
+            v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
+            y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
         }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            int32_t v = (int32_t)acc;
-            memcpy(y + ch * 4, &v, sizeof v);
-            continue;
-        }
-        int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult[ch], d->shift[ch]) + q->y_zp;
-        v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
-        y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
     }
 }
 
 #ifdef FXRT_QCONV_X86
-DW_AVX512_TARGET static void dw_pixel_avx512(const DwPixel *d, const uint8_t *const *src,
-                                             uint8_t *y)
+/* One group of 16 channels from c0 over the whole run: the taps' weights,
+ * the seed and the requantization stay in registers across its pixels
+ * (taps and is_int8 constants where the caller inlines it). */
+DW_AVX512_TARGET __attribute__((always_inline)) static inline void
+dw_run_group_avx512(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t taps,
+                    const int is_int8)
 {
     const FxrtQConv *q = d->q;
-    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    for (int64_t c0 = 0; c0 < d->c; c0 += 16) {
-        int64_t left = d->c - c0;
-        __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        __m512i acc = _mm512_maskz_loadu_epi32(live, d->seed + c0);
-        for (int64_t t = 0; t < d->taps; t++) {
-            __m128i bytes = _mm_maskz_loadu_epi8(live, src[t] + c0);
+    int64_t left = d->c - c0;
+    __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    __m512i weight[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++)
+        weight[t] = _mm512_maskz_loadu_epi32(live, d->lanes + (t * d->c + c0) * 4);
+    __m512i seed = _mm512_maskz_loadu_epi32(live, d->seed + c0);
+    FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
+        _mm512_maskz_loadu_epi32(live, d->mult + c0),
+        _mm512_mask_loadu_epi32(_mm512_set1_epi32(31), live, d->shift + c0), q->y_zp, q->y_min,
+        q->y_max);
+    for (int64_t i = 0; i < r->count; i++) {
+        __m512i acc = seed;
+        for (int64_t t = 0; t < taps; t++) {
+            __m128i bytes = _mm_maskz_loadu_epi8(live, r->src[t] + i * r->step + c0);
             __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-            __m512i wv = _mm512_maskz_loadu_epi32(live, d->lanes + (t * d->c + c0) * 4);
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, wv));
+            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, weight[t]));
         }
         if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm512_mask_storeu_epi32(y + c0 * 4, live, acc);
+            _mm512_mask_storeu_epi32(r->y + (i * d->c + c0) * 4, live, acc);
             continue;
         }
-        __m512i mult = _mm512_maskz_loadu_epi32(live, d->mult + c0);
-        __m512i shift = _mm512_mask_loadu_epi32(_mm512_set1_epi32(31), live, d->shift + c0);
-        __m512i v = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-        _mm512_mask_cvtepi32_storeu_epi8(y + c0, live, v);
+        _mm512_mask_cvtepi32_storeu_epi8(r->y + i * d->c + c0, live,
+                                         fxrt_quant_requantize_scaled_avx512(acc, &scale));
+    }
+}
+
+DW_AVX512_TARGET static void dw_run_avx512(const DwPixel *d, const DwRun *r)
+{
+    int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
+    for (int64_t c0 = 0; c0 < d->c; c0 += 16) {
+        /* 3x3, the common kernel, with its taps unrolled. */
+        if (d->taps == 9 && !is_int8)
+            dw_run_group_avx512(d, r, c0, 9, 0);
+        else if (d->taps == 9)
+            dw_run_group_avx512(d, r, c0, 9, 1);
+        else
+            dw_run_group_avx512(d, r, c0, d->taps, is_int8);
+    }
+}
+
+/* Eight channels from c0 over the whole run, as dw_run_group_avx512. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_run_group_avx2(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t taps,
+                  const int is_int8)
+{
+    const FxrtQConv *q = d->q;
+    __m256i weight[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++)
+        weight[t] = _mm256_loadu_si256(
+            (const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
+    __m256i seed = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_loadu_si256((const __m256i *)(d->mult + c0)),
+        _mm256_loadu_si256((const __m256i *)(d->shift + c0)), q->y_zp, q->y_min, q->y_max);
+    for (int64_t i = 0; i < r->count; i++) {
+        __m256i acc = seed;
+        for (int64_t t = 0; t < taps; t++) {
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(r->src[t] + i * r->step + c0));
+            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
+        }
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            _mm256_storeu_si256((__m256i *)(r->y + (i * d->c + c0) * 4), acc);
+            continue;
+        }
+        __m256i v = fxrt_quant_requantize_scaled_avx2(acc, &scale);
+        _mm_storel_epi64((__m128i *)(r->y + i * d->c + c0), fxrt_quant_low_bytes_avx2(v));
     }
 }
 
 /* Whole groups of 8 channels; returns where the portable tail starts. */
-DW_AVX2_TARGET static int64_t dw_pixel_avx2(const DwPixel *d, const uint8_t *const *src,
-                                            uint8_t *y)
+DW_AVX2_TARGET static int64_t dw_run_avx2(const DwPixel *d, const DwRun *r)
 {
-    const FxrtQConv *q = d->q;
-    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     int64_t c0 = 0;
     for (; c0 + 8 <= d->c; c0 += 8) {
-        __m256i acc = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
-        for (int64_t t = 0; t < d->taps; t++) {
-            __m128i bytes = _mm_loadl_epi64((const __m128i *)(src[t] + c0));
-            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
-        }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm256_storeu_si256((__m256i *)(y + c0 * 4), acc);
-            continue;
-        }
-        __m256i mult = _mm256_loadu_si256((const __m256i *)(d->mult + c0));
-        __m256i shift = _mm256_loadu_si256((const __m256i *)(d->shift + c0));
-        __m256i v = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-        _mm_storel_epi64((__m128i *)(y + c0), fxrt_quant_low_bytes_avx2(v));
+        if (d->taps == 9 && !is_int8)
+            dw_run_group_avx2(d, r, c0, 9, 0);
+        else if (d->taps == 9)
+            dw_run_group_avx2(d, r, c0, 9, 1);
+        else
+            dw_run_group_avx2(d, r, c0, d->taps, is_int8);
     }
     return c0;
 }
 #endif
+
+/* The output columns [lo, hi) whose windows lie inside the image's width. */
+static void dw_inner_columns(const FxrtConvParams *p, int64_t *lo, int64_t *hi)
+{
+    int64_t sw = p->stride[2], left = p->pad_begin[2], w = p->in_size[2], ow = p->out_size[2];
+    int64_t span = (p->kernel[2] - 1) * p->dilation[2];
+    /* ox * sw - left >= 0 and ox * sw - left + span <= w - 1 */
+    *lo = (left + sw - 1) / sw;
+    int64_t last = w - 1 - span + left; /* the largest ox * sw allowed */
+    *hi = last < 0 ? 0 : last / sw + 1;
+    *lo = *lo > ow ? ow : *lo;
+    *hi = *hi > ow ? ow : *hi < *lo ? *lo : *hi;
+}
 
 static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                                  const void *packed, uint8_t *y, uint8_t *scratch)
 {
     int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
     int64_t oh = p->out_size[1], ow = p->out_size[2], taps = kernel_taps(p), size = y_bytes(q);
+    int64_t sh = p->stride[1], sw = p->stride[2];
     const int32_t *columns = dw_columns(packed);
     DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
                  .shift = columns + 2 * c, .w = dw_taps(p, packed)};
@@ -822,35 +889,51 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
         }
     d.lanes = lanes;
     memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
+    /* Each tap's offset from the window's corner, in rows and columns. */
+    int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++) {
+        tap_dy[t] = (t / p->kernel[2]) * p->dilation[1];
+        tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
+    }
+    int64_t inner_lo, inner_hi;
+    dw_inner_columns(p, &inner_lo, &inner_hi);
 #ifdef FXRT_QCONV_X86
     int isa = dw_isa(p);
 #endif
-    const uint8_t *src[DW_MAX_TAPS];
+    DwRun r;
     for (int64_t n = 0; n < p->batch; n++) {
         const uint8_t *image = x + n * h * w * c;
-        for (int64_t oy = 0; oy < oh; oy++)
-            for (int64_t ox = 0; ox < ow; ox++) {
+        for (int64_t oy = 0; oy < oh; oy++) {
+            int64_t iy0 = oy * sh - p->pad_begin[1];
+            int rows_inside = iy0 >= 0 && iy0 + tap_dy[taps - 1] < h;
+            uint8_t *y_row = y + (n * oh + oy) * ow * c * size;
+            /* The row in at most three runs: the left edge and the right
+             * one pixel by pixel, the inside columns as one run with a
+             * step of sw pixels.  A row whose window leaves the image at
+             * the top or bottom goes pixel by pixel. */
+            int64_t ox = 0;
+            while (ox < ow) {
+                int inside = rows_inside && ox >= inner_lo && ox < inner_hi;
+                int64_t ix0 = ox * sw - p->pad_begin[2];
+                r.count = inside ? inner_hi - ox : 1;
+                r.step = inside ? sw * c : 0;
+                r.y = y_row + ox * c * size;
                 for (int64_t t = 0; t < taps; t++) {
-                    int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
-                                 (t / p->kernel[2]) * p->dilation[1];
-                    int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
-                                 (t % p->kernel[2]) * p->dilation[2];
-                    src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? image + (iy * w + ix) * c
-                                                                    : zp_row;
+                    int64_t iy = iy0 + tap_dy[t], ix = ix0 + tap_dx[t];
+                    r.src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? image + (iy * w + ix) * c
+                                                                      : zp_row;
                 }
-                uint8_t *dst = y + ((n * oh + oy) * ow + ox) * c * size;
 #ifdef FXRT_QCONV_X86
-                if (isa == 2) {
-                    dw_pixel_avx512(&d, src, dst);
-                    continue;
-                }
-                if (isa == 1) {
-                    dw_pixel_portable(&d, src, dw_pixel_avx2(&d, src, dst), dst);
-                    continue;
-                }
+                if (isa == 2)
+                    dw_run_avx512(&d, &r);
+                else if (isa == 1)
+                    dw_run_portable(&d, &r, dw_run_avx2(&d, &r));
+                else
 #endif
-                dw_pixel_portable(&d, src, 0, dst);
+                    dw_run_portable(&d, &r, 0);
+                ox += r.count;
             }
+        }
     }
 }
 
