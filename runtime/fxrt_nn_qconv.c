@@ -207,6 +207,22 @@ static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
     return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
 }
 
+#if !FXRT_SMALL_KERNELS
+/* The NHWC depthwise kernels' weight tables, built in scratch at each call
+ * (four times the taps' bytes or more: not worth flash in the blob): the
+ * AVX2 kernel's int16 taps in int32 lanes [tap][C], or the VNNI kernel's
+ * blocks of 64 channels (dw_vnni_tables); room for either. */
+enum { DW_BLOCK = 64 };
+static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
+{
+    int64_t c = p->in_channels, taps = kernel_taps(p);
+    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
+    int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
+    int64_t lanes = c * taps * (int64_t)sizeof(int32_t);
+    return vnni > lanes ? vnni : lanes;
+}
+#endif
+
 int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
     if (fxrt_qconv_is_depthwise(p))
@@ -221,8 +237,7 @@ int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
     return fxrt_qconv_small_scratch_bytes(p, q);
 #else
     if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
-        return align64(p->in_channels + SLACK) +
-               p->in_channels * kernel_taps(p) * (int64_t)sizeof(int32_t);
+        return align64(p->in_channels + SLACK) + dw_nhwc_tables_bytes(p);
     if (fxrt_qconv_is_depthwise(p))
         return depthwise_scratch_bytes(p, q);
     Band b = band_plan(p, q);
@@ -656,6 +671,18 @@ static int dw_isa(const FxrtConvParams *p)
         return 2;
     return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
 }
+
+/* The NHWC depthwise kernels: 2 AVX-512 VNNI, 1 AVX2 (also on AVX-512
+ * without VNNI), 0 portable. */
+static int dw_nhwc_isa(const FxrtConvParams *p)
+{
+    if (kernel_taps(p) > DW_MAX_TAPS)
+        return 0;
+    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        return 2;
+    return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
+}
 #else
 void fxrt_qconv_limit_isa(int level) { fxrt_qgemm_limit_isa(level); }
 #endif
@@ -729,6 +756,12 @@ typedef struct DwPixel {
     const int32_t *seed, *mult, *shift; /* [C] */
     const int8_t *w;                    /* [C][taps] */
     const uint8_t *lanes; /* [taps][C] int32, the int16 weight in the low half (any alignment) */
+    /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
+     * the taps in groups of four as vpdpbusd operands, then the seed,
+     * multiplier and shift, all in its accumulators' lane order. */
+    const uint8_t *quads;
+    const int32_t *quad_columns;
+    int64_t groups; /* taps / 4, rounded up */
 } DwPixel;
 
 /* Channels [from, c) of a run in portable C. */
@@ -759,55 +792,162 @@ static void dw_run_portable(const DwPixel *d, const DwRun *r, int64_t from)
 }
 
 #ifdef FXRT_QCONV_X86
-/* One group of 16 channels from c0 over the whole run: the taps' weights,
- * the seed and the requantization stay in registers across its pixels
- * (taps and is_int8 constants where the caller inlines it). */
-DW_AVX512_TARGET __attribute__((always_inline)) static inline void
-dw_run_group_avx512(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t taps,
-                    const int is_int8)
+#define DW_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Where channel ch of a 64-channel block sits in the VNNI kernel's four
+ * accumulators: the byte unpacks below leave channel 16 L + 4 k + j (128-bit
+ * lane L, j < 4) in accumulator k, int32 lane 4 L + j. */
+static int64_t dw_quad_slot(int64_t ch) { return (ch % 16 / 4) * 16 + ch / 16 * 4 + ch % 4; }
+
+/* Fills the tables of d (quads, quad_columns: dw_vnni_tables_bytes at
+ * `tables`).  An int8 activation is read as x + 128 (its top bit flipped)
+ * so that vpdpbusd's unsigned operand serves both types: the seed then
+ * loses 128 x sum(w).  Channels past C get zero weights and seeds. */
+static void dw_vnni_tables(const FxrtQConv *q, DwPixel *d, uint8_t *tables)
+{
+    int64_t c = d->c, taps = d->taps, groups = (taps + 3) / 4;
+    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK;
+    uint8_t *quads = tables;
+    int32_t columns[3 * DW_BLOCK];
+    uint8_t *column_bytes = tables + blocks * groups * 4 * DW_BLOCK;
+    for (int64_t b = 0; b < blocks; b++) {
+        uint8_t *block = quads + b * groups * 4 * DW_BLOCK;
+        memset(block, 0, (size_t)(groups * 4 * DW_BLOCK));
+        for (int64_t i = 0; i < DW_BLOCK; i++) {
+            int64_t ch = b * DW_BLOCK + i, slot = dw_quad_slot(i);
+            uint32_t seed = 0, wsum = 0;
+            int32_t mult = 0, shift = 31;
+            if (ch < c) {
+                for (int64_t t = 0; t < taps; t++) {
+                    int8_t w = d->w[ch * taps + t];
+                    /* group t / 4, accumulator slot / 16, its lane, byte t % 4 */
+                    block[((t / 4) * 4 + slot / 16) * DW_BLOCK + (slot % 16) * 4 + t % 4] =
+                        (uint8_t)w;
+                    wsum += (uint32_t)(int32_t)w;
+                }
+                seed = (uint32_t)d->seed[ch];
+                if (q->x_type == FXRT_DTYPE_INT8)
+                    seed -= 128u * wsum;
+                mult = d->mult[ch];
+                shift = d->shift[ch];
+            }
+            columns[slot] = (int32_t)seed;
+            columns[DW_BLOCK + slot] = mult;
+            columns[2 * DW_BLOCK + slot] = shift;
+        }
+        memcpy(column_bytes + b * (int64_t)sizeof columns, columns, sizeof columns);
+    }
+    d->quads = quads;
+    d->quad_columns = (const int32_t *)(const void *)column_bytes;
+    d->groups = groups;
+}
+
+/* Stores one pixel's 64 (live) int32 sums from the four accumulators. */
+DW_VNNI_TARGET __attribute__((always_inline)) static inline void
+dw_store_int32_vnni(const __m512i *acc, int64_t left, uint8_t *y)
+{
+    for (int k = 0; k < 4; k++) {
+        __m128i part[4] = {
+            _mm512_extracti32x4_epi32(acc[k], 0), _mm512_extracti32x4_epi32(acc[k], 1),
+            _mm512_extracti32x4_epi32(acc[k], 2), _mm512_extracti32x4_epi32(acc[k], 3)};
+        for (int lane = 0; lane < 4; lane++) {
+            int64_t first = 16 * lane + 4 * k, real = left - first;
+            __mmask8 keep = (__mmask8)(real >= 4 ? 0xf : real <= 0 ? 0 : (1u << real) - 1u);
+            _mm_mask_storeu_epi32(y + first * 4, keep, part[lane]);
+        }
+    }
+}
+
+/* One block of 64 channels over the whole run, four taps per vpdpbusd: the
+ * four taps' bytes are interleaved by two rounds of unpacks into
+ * [x_t0 x_t1 x_t2 x_t3] per channel, in dw_quad_slot's order.  The
+ * weights, seeds and scales stay in registers across the run (groups and
+ * is_int8 constants where the caller inlines it).  The requantized int32s
+ * narrow with saturation (packs/packus put the channels back in order),
+ * the zero point is added in saturating int16 and the clamp is on bytes:
+ * a value that saturates is beyond the byte range either way. */
+DW_VNNI_TARGET __attribute__((always_inline)) static inline void
+dw_run_block_vnni(const DwPixel *d, const DwRun *r, int64_t b, const int64_t groups,
+                  const int is_int8)
 {
     const FxrtQConv *q = d->q;
-    int64_t left = d->c - c0;
-    __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    int64_t c0 = b * DW_BLOCK, left = d->c - c0, last = d->taps - 1;
+    __mmask64 live = left >= DW_BLOCK ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1u;
+    const uint8_t *quads = d->quads + b * groups * 4 * DW_BLOCK;
+    const int32_t *columns = d->quad_columns + b * 3 * DW_BLOCK;
     __m512i weight[DW_MAX_TAPS];
-    for (int64_t t = 0; t < taps; t++)
-        weight[t] = _mm512_maskz_loadu_epi32(live, d->lanes + (t * d->c + c0) * 4);
-    __m512i seed = _mm512_maskz_loadu_epi32(live, d->seed + c0);
-    FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
-        _mm512_maskz_loadu_epi32(live, d->mult + c0),
-        _mm512_mask_loadu_epi32(_mm512_set1_epi32(31), live, d->shift + c0), q->y_zp, q->y_min,
-        q->y_max);
+    for (int64_t g = 0; g < groups * 4; g++)
+        weight[g] = _mm512_loadu_si512(quads + g * DW_BLOCK);
+    __m512i seed[4];
+    FxrtQuantScaleAvx512 scale[4];
+    for (int k = 0; k < 4; k++) {
+        seed[k] = _mm512_loadu_si512(columns + k * 16);
+        scale[k] = fxrt_quant_scale_avx512(_mm512_loadu_si512(columns + DW_BLOCK + k * 16),
+                                           _mm512_loadu_si512(columns + 2 * DW_BLOCK + k * 16),
+                                           0, INT32_MIN, INT32_MAX);
+    }
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i zp = _mm512_set1_epi16((short)q->y_zp);
+    const __m512i y_min = _mm512_set1_epi8((char)q->y_min);
+    const __m512i y_max = _mm512_set1_epi8((char)q->y_max);
     for (int64_t i = 0; i < r->count; i++) {
-        __m512i acc = seed;
-        for (int64_t t = 0; t < taps; t++) {
-            __m128i bytes = _mm_maskz_loadu_epi8(live, r->src[t] + i * r->step + c0);
-            __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, weight[t]));
+        __m512i acc[4] = {seed[0], seed[1], seed[2], seed[3]};
+        int64_t at = i * r->step + c0;
+        for (int64_t g = 0; g < groups; g++) {
+            __m512i x[4];
+            for (int64_t u = 0; u < 4; u++) {
+                /* Taps past the kernel read the last tap's pixel, times 0. */
+                int64_t t = 4 * g + u > last ? last : 4 * g + u;
+                x[u] = _mm512_maskz_loadu_epi8(live, r->src[t] + at);
+                if (is_int8)
+                    x[u] = _mm512_xor_si512(x[u], flip);
+            }
+            __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
+            __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
+            __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
+            __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
+            const __m512i *w = weight + 4 * g;
+            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(low01, low23), w[0]);
+            acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(low01, low23), w[1]);
+            acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(high01, high23), w[2]);
+            acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(high01, high23), w[3]);
         }
         if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm512_mask_storeu_epi32(r->y + (i * d->c + c0) * 4, live, acc);
+            dw_store_int32_vnni(acc, left, r->y + (i * d->c + c0) * 4);
             continue;
         }
-        _mm512_mask_cvtepi32_storeu_epi8(r->y + i * d->c + c0, live,
-                                         fxrt_quant_requantize_scaled_avx512(acc, &scale));
+        __m512i rescaled[4];
+        for (int k = 0; k < 4; k++)
+            rescaled[k] = fxrt_quant_rescale_scaled_avx512(acc[k], &scale[k]);
+        __m512i words01 = _mm512_adds_epi16(_mm512_packs_epi32(rescaled[0], rescaled[1]), zp);
+        __m512i words23 = _mm512_adds_epi16(_mm512_packs_epi32(rescaled[2], rescaled[3]), zp);
+        __m512i bytes;
+        if (q->y_type == FXRT_DTYPE_UINT8)
+            bytes = _mm512_min_epu8(_mm512_max_epu8(_mm512_packus_epi16(words01, words23), y_min),
+                                    y_max);
+        else
+            bytes = _mm512_min_epi8(_mm512_max_epi8(_mm512_packs_epi16(words01, words23), y_min),
+                                    y_max);
+        _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
     }
 }
 
-DW_AVX512_TARGET static void dw_run_avx512(const DwPixel *d, const DwRun *r)
+DW_VNNI_TARGET static void dw_run_vnni(const DwPixel *d, const DwRun *r)
 {
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
-    for (int64_t c0 = 0; c0 < d->c; c0 += 16) {
-        /* 3x3, the common kernel, with its taps unrolled. */
-        if (d->taps == 9 && !is_int8)
-            dw_run_group_avx512(d, r, c0, 9, 0);
-        else if (d->taps == 9)
-            dw_run_group_avx512(d, r, c0, 9, 1);
+    for (int64_t b = 0; b * DW_BLOCK < d->c; b++) {
+        /* 3x3 (three groups of four taps), the common kernel, unrolled. */
+        if (d->groups == 3 && !is_int8)
+            dw_run_block_vnni(d, r, b, 3, 0);
+        else if (d->groups == 3)
+            dw_run_block_vnni(d, r, b, 3, 1);
         else
-            dw_run_group_avx512(d, r, c0, d->taps, is_int8);
+            dw_run_block_vnni(d, r, b, d->groups, is_int8);
     }
 }
 
-/* Eight channels from c0 over the whole run, as dw_run_group_avx512. */
+/* Eight channels from c0 over the whole run: the weights (int16 in int32
+ * lanes, vpmaddwd), seed and scale in registers across the run. */
 DW_AVX2_TARGET __attribute__((always_inline)) static inline void
 dw_run_group_avx2(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t taps,
                   const int is_int8)
@@ -876,19 +1016,27 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     const int32_t *columns = dw_columns(packed);
     DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
                  .shift = columns + 2 * c, .w = dw_taps(p, packed)};
-    uint8_t *zp_row = scratch;
-    /* The taps [tap][c] as int32 lanes, the int16 weight in the low half and
-     * 0 in the high one: vpmaddwd then multiplies the activation's (possibly
-     * sign-filled) high half by 0.  Stored by memcpy: scratch has any
-     * alignment, and the vector loads are unaligned ones. */
-    uint8_t *lanes = scratch + align64(c + SLACK);
-    for (int64_t t = 0; t < taps; t++)
-        for (int64_t ch = 0; ch < c; ch++) {
-            int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
-            memcpy(lanes + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
-        }
-    d.lanes = lanes;
+    uint8_t *zp_row = scratch, *tables = scratch + align64(c + SLACK);
     memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
+#ifdef FXRT_QCONV_X86
+    int isa = dw_nhwc_isa(p);
+    if (isa == 2)
+        dw_vnni_tables(q, &d, tables);
+    if (isa == 1) {
+        /* The taps [tap][c] as int32 lanes, the int16 weight in the low half
+         * and 0 in the high one: vpmaddwd then multiplies the activation's
+         * (possibly sign-filled) high half by 0.  Stored by memcpy: scratch
+         * has any alignment, and the vector loads are unaligned ones. */
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
+                memcpy(tables + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
+            }
+        d.lanes = tables;
+    }
+#else
+    (void)tables;
+#endif
     /* Each tap's offset from the window's corner, in rows and columns. */
     int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS];
     for (int64_t t = 0; t < taps; t++) {
@@ -897,9 +1045,6 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     }
     int64_t inner_lo, inner_hi;
     dw_inner_columns(p, &inner_lo, &inner_hi);
-#ifdef FXRT_QCONV_X86
-    int isa = dw_isa(p);
-#endif
     DwRun r;
     for (int64_t n = 0; n < p->batch; n++) {
         const uint8_t *image = x + n * h * w * c;
@@ -925,7 +1070,7 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
                 }
 #ifdef FXRT_QCONV_X86
                 if (isa == 2)
-                    dw_run_avx512(&d, &r);
+                    dw_run_vnni(&d, &r);
                 else if (isa == 1)
                     dw_run_portable(&d, &r, dw_run_avx2(&d, &r));
                 else

@@ -402,9 +402,11 @@ store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc
                                      fxrt_quant_requantize_scaled_avx512(acc, scale));
 }
 
+/* `flipped` (an int8 A) is a constant where the tiles inline this, so that
+ * a uint8 A's words are broadcast straight from memory. */
 VNNI_TARGET __attribute__((always_inline)) static inline void
 tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const int panels,
-               int cols)
+               int cols, const int flipped)
 {
     __m512i acc[MR_VNNI][2];
     const int32_t *bias = g->col_bias + col0;
@@ -416,7 +418,7 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
     const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
     const int64_t panel_bytes = g->k_groups * PANEL * KGROUP;
     const uint8_t *a = g->a + row0 * g->lda;
-    uint32_t flip = 0x01010101u * g->flip;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     int64_t whole = whole_groups(g);
     for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
         __m512i b[2];
@@ -425,16 +427,19 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
             b[f] = _mm512_loadu_si512(w + f * panel_bytes);
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            uint32_t word;
+            int32_t word;
+            __m512i av;
             if (p < whole) {
                 memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
-                word ^= flip;
+                av = _mm512_set1_epi32(word);
+                if (flipped)
+                    av = _mm512_xor_si512(av, flip);
             } else {
                 uint8_t v[KGROUP];
                 load_group(g, row0 + r, p, v);
                 memcpy(&word, v, sizeof word);
+                av = _mm512_set1_epi32(word);
             }
-            __m512i av = _mm512_set1_epi32((int)word);
             UNROLL_FULL
             for (int f = 0; f < panels; f++)
                 acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], av, b[f]);
@@ -460,7 +465,10 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
     VNNI_TARGET static void tile_vnni_##mr##_##np(const QGemm *g, int64_t row0, int64_t col0,   \
                                                   int cols)                                     \
     {                                                                                           \
-        tile_vnni_body(g, row0, mr, col0, np, cols);                                            \
+        if (g->flip)                                                                            \
+            tile_vnni_body(g, row0, mr, col0, np, cols, 1);                                     \
+        else                                                                                    \
+            tile_vnni_body(g, row0, mr, col0, np, cols, 0);                                     \
     }
 #define TILE_VNNI_ROWS(mr) TILE_VNNI(mr, 1) TILE_VNNI(mr, 2)
 TILE_VNNI_ROWS(1)

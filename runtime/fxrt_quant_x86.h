@@ -207,22 +207,46 @@ fxrt_quant_scale_avx512(__m512i mult, __m512i shift, int32_t zp, int32_t y_min, 
     return s;
 }
 
+/* Whether every lane's double product is exact.  Unsigned: |INT32_MIN|
+ * stays 2^31, beyond every bound. */
+FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline int
+fxrt_quant_exact_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
+{
+    return _mm512_cmplt_epu32_mask(_mm512_abs_epi32(acc), s->exact_bound) == 0xffff;
+}
+
+/* rint(acc x scale) in int32 lanes, for accumulators fxrt_quant_exact_avx512
+ * accepts. */
+FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
+fxrt_quant_rescale_double_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
+{
+    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    __m512d low = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(acc)), s->low);
+    __m512d high = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1)), s->high);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvt_roundpd_epi32(low, nearest)),
+                              _mm512_cvt_roundpd_epi32(high, nearest), 1);
+}
+
 /* fxrt_quant_requantize_avx512's result through doubles when exact. */
 FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
 fxrt_quant_requantize_scaled_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
 {
-    /* Unsigned: |INT32_MIN| stays 2^31, beyond every bound. */
-    __mmask16 exact = _mm512_cmplt_epu32_mask(_mm512_abs_epi32(acc), s->exact_bound);
-    if (__builtin_expect(exact != 0xffff, 0))
+    if (__builtin_expect(!fxrt_quant_exact_avx512(acc, s), 0))
         return fxrt_quant_requantize_avx512(acc, s->mult, s->shift, s->zp, s->y_min, s->y_max);
-    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    __m512d low = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(acc)), s->low);
-    __m512d high = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1)), s->high);
-    __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvt_roundpd_epi32(low, nearest)),
-                                   _mm512_cvt_roundpd_epi32(high, nearest), 1);
-    y = _mm512_add_epi32(y, _mm512_set1_epi32(s->zp));
+    __m512i y = _mm512_add_epi32(fxrt_quant_rescale_double_avx512(acc, s),
+                                 _mm512_set1_epi32(s->zp));
     return _mm512_min_epi32(_mm512_max_epi32(y, _mm512_set1_epi32(s->y_min)),
                             _mm512_set1_epi32(s->y_max));
+}
+
+/* fxrt_quant_rescale of 16 accumulators saturated to int32, no zero point
+ * or clamp: for callers that narrow with saturation and clamp the bytes. */
+FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
+fxrt_quant_rescale_scaled_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
+{
+    if (__builtin_expect(!fxrt_quant_exact_avx512(acc, s), 0))
+        return fxrt_quant_requantize_avx512(acc, s->mult, s->shift, 0, INT32_MIN, INT32_MAX);
+    return fxrt_quant_rescale_double_avx512(acc, s);
 }
 
 #endif
