@@ -764,6 +764,65 @@ typedef struct DwPixel {
     int64_t groups; /* taps / 4, rounded up */
 } DwPixel;
 
+/* The output columns [lo, hi) whose windows lie inside the image's width. */
+static void dw_inner_columns(const FxrtConvParams *p, int64_t *lo, int64_t *hi)
+{
+    int64_t sw = p->stride[2], left = p->pad_begin[2], w = p->in_size[2], ow = p->out_size[2];
+    int64_t span = (p->kernel[2] - 1) * p->dilation[2];
+    /* ox * sw - left >= 0 and ox * sw - left + span <= w - 1 */
+    *lo = (left + sw - 1) / sw;
+    int64_t last = w - 1 - span + left; /* the largest ox * sw allowed */
+    *hi = last < 0 ? 0 : last / sw + 1;
+    *lo = *lo > ow ? ow : *lo;
+    *hi = *hi > ow ? ow : *hi < *lo ? *lo : *hi;
+}
+
+/* One image of the NHWC depthwise convolution and where its taps read. */
+typedef struct DwImage {
+    const FxrtConvParams *p;
+    const uint8_t *x, *zp_row; /* the NHWC image; C zero points */
+    uint8_t *y;                /* its NHWC output */
+    int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS]; /* from the window's corner */
+    int64_t inner_lo, inner_hi;                       /* dw_inner_columns */
+} DwImage;
+
+/* The run of output row oy that starts at column ox.  A row is at most
+ * three runs: the left edge and the right one pixel by pixel, the inside
+ * columns as one run with a step of stride_w pixels; a row whose window
+ * leaves the image at the top or bottom goes pixel by pixel. */
+static void dw_run_at(const DwImage *m, int64_t c, int64_t size, int64_t oy, int64_t ox,
+                      DwRun *r)
+{
+    const FxrtConvParams *p = m->p;
+    int64_t h = p->in_size[1], w = p->in_size[2], taps = kernel_taps(p);
+    int64_t iy0 = oy * p->stride[1] - p->pad_begin[1], ix0 = ox * p->stride[2] - p->pad_begin[2];
+    int inside = iy0 >= 0 && iy0 + m->tap_dy[taps - 1] < h && ox >= m->inner_lo &&
+                 ox < m->inner_hi;
+    r->count = inside ? m->inner_hi - ox : 1;
+    r->step = inside ? p->stride[2] * c : 0;
+    r->y = m->y + (oy * p->out_size[2] + ox) * c * size;
+    for (int64_t t = 0; t < taps; t++) {
+        int64_t iy = iy0 + m->tap_dy[t], ix = ix0 + m->tap_dx[t];
+        r->src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? m->x + (iy * w + ix) * c : m->zp_row;
+    }
+}
+
+/* Steps (oy, ox) past the run r holds (count 0 at the start) and fills r
+ * with the next one; 0 at the end of the image. */
+static int dw_next_run(const DwImage *m, int64_t c, int64_t size, int64_t *oy, int64_t *ox,
+                       DwRun *r)
+{
+    *ox += r->count;
+    if (*ox >= m->p->out_size[2]) {
+        *ox = 0;
+        ++*oy;
+    }
+    if (*oy >= m->p->out_size[1])
+        return 0;
+    dw_run_at(m, c, size, *oy, *ox, r);
+    return 1;
+}
+
 /* Channels [from, c) of a run in portable C. */
 static void dw_run_portable(const DwPixel *d, const DwRun *r, int64_t from)
 {
@@ -789,6 +848,14 @@ static void dw_run_portable(const DwPixel *d, const DwRun *r, int64_t from)
             y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
         }
     }
+}
+
+/* Channels [from, c) of the image in portable C. */
+static void dw_image_portable(const DwPixel *d, const DwImage *m, int64_t from)
+{
+    DwRun r = {.count = 0};
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(d->q), &oy, &ox, &r);)
+        dw_run_portable(d, &r, from);
 }
 
 #ifdef FXRT_QCONV_X86
@@ -867,8 +934,8 @@ dw_store_int32_vnni(const __m512i *acc, int64_t left, uint8_t *y)
  * the zero point is added in saturating int16 and the clamp is on bytes:
  * a value that saturates is beyond the byte range either way. */
 DW_VNNI_TARGET __attribute__((always_inline)) static inline void
-dw_run_block_vnni(const DwPixel *d, const DwRun *r, int64_t b, const int64_t groups,
-                  const int is_int8)
+dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t groups,
+              const int is_int8)
 {
     const FxrtQConv *q = d->q;
     int64_t c0 = b * DW_BLOCK, left = d->c - c0, last = d->taps - 1;
@@ -890,67 +957,76 @@ dw_run_block_vnni(const DwPixel *d, const DwRun *r, int64_t b, const int64_t gro
     const __m512i zp = _mm512_set1_epi16((short)q->y_zp);
     const __m512i y_min = _mm512_set1_epi8((char)q->y_min);
     const __m512i y_max = _mm512_set1_epi8((char)q->y_max);
-    for (int64_t i = 0; i < r->count; i++) {
-        __m512i acc[4] = {seed[0], seed[1], seed[2], seed[3]};
-        int64_t at = i * r->step + c0;
-        for (int64_t g = 0; g < groups; g++) {
-            __m512i x[4];
-            for (int64_t u = 0; u < 4; u++) {
-                /* Taps past the kernel read the last tap's pixel, times 0. */
-                int64_t t = 4 * g + u > last ? last : 4 * g + u;
-                x[u] = _mm512_maskz_loadu_epi8(live, r->src[t] + at);
-                if (is_int8)
-                    x[u] = _mm512_xor_si512(x[u], flip);
+    DwRun run = {.count = 0}, *r = &run;
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
+        for (int64_t i = 0; i < r->count; i++) {
+            __m512i acc[4] = {seed[0], seed[1], seed[2], seed[3]};
+            int64_t at = i * r->step + c0;
+            for (int64_t g = 0; g < groups; g++) {
+                __m512i x[4];
+                for (int64_t u = 0; u < 4; u++) {
+                    /* Taps past the kernel read the last tap's pixel, times 0. */
+                    int64_t t = 4 * g + u > last ? last : 4 * g + u;
+                    x[u] = _mm512_maskz_loadu_epi8(live, r->src[t] + at);
+                    if (is_int8)
+                        x[u] = _mm512_xor_si512(x[u], flip);
+                }
+                __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
+                __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
+                __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
+                __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
+                const __m512i *w = weight + 4 * g;
+                __m512i quad0 = _mm512_unpacklo_epi16(low01, low23);
+                __m512i quad1 = _mm512_unpackhi_epi16(low01, low23);
+                __m512i quad2 = _mm512_unpacklo_epi16(high01, high23);
+                __m512i quad3 = _mm512_unpackhi_epi16(high01, high23);
+                acc[0] = _mm512_dpbusd_epi32(acc[0], quad0, w[0]);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], quad1, w[1]);
+                acc[2] = _mm512_dpbusd_epi32(acc[2], quad2, w[2]);
+                acc[3] = _mm512_dpbusd_epi32(acc[3], quad3, w[3]);
             }
-            __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
-            __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
-            __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
-            __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
-            const __m512i *w = weight + 4 * g;
-            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(low01, low23), w[0]);
-            acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(low01, low23), w[1]);
-            acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(high01, high23), w[2]);
-            acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(high01, high23), w[3]);
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                dw_store_int32_vnni(acc, left, r->y + (i * d->c + c0) * 4);
+                continue;
+            }
+            __m512i rescaled[4];
+            for (int k = 0; k < 4; k++)
+                rescaled[k] = fxrt_quant_rescale_scaled_avx512(acc[k], &scale[k]);
+            __m512i words01 = _mm512_packs_epi32(rescaled[0], rescaled[1]);
+            __m512i words23 = _mm512_packs_epi32(rescaled[2], rescaled[3]);
+            words01 = _mm512_adds_epi16(words01, zp);
+            words23 = _mm512_adds_epi16(words23, zp);
+            __m512i bytes;
+            if (q->y_type == FXRT_DTYPE_UINT8) {
+                bytes = _mm512_max_epu8(_mm512_packus_epi16(words01, words23), y_min);
+                bytes = _mm512_min_epu8(bytes, y_max);
+            } else {
+                bytes = _mm512_max_epi8(_mm512_packs_epi16(words01, words23), y_min);
+                bytes = _mm512_min_epi8(bytes, y_max);
+            }
+            _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
         }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            dw_store_int32_vnni(acc, left, r->y + (i * d->c + c0) * 4);
-            continue;
-        }
-        __m512i rescaled[4];
-        for (int k = 0; k < 4; k++)
-            rescaled[k] = fxrt_quant_rescale_scaled_avx512(acc[k], &scale[k]);
-        __m512i words01 = _mm512_adds_epi16(_mm512_packs_epi32(rescaled[0], rescaled[1]), zp);
-        __m512i words23 = _mm512_adds_epi16(_mm512_packs_epi32(rescaled[2], rescaled[3]), zp);
-        __m512i bytes;
-        if (q->y_type == FXRT_DTYPE_UINT8)
-            bytes = _mm512_min_epu8(_mm512_max_epu8(_mm512_packus_epi16(words01, words23), y_min),
-                                    y_max);
-        else
-            bytes = _mm512_min_epi8(_mm512_max_epi8(_mm512_packs_epi16(words01, words23), y_min),
-                                    y_max);
-        _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
-    }
 }
 
-DW_VNNI_TARGET static void dw_run_vnni(const DwPixel *d, const DwRun *r)
+DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m)
 {
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     for (int64_t b = 0; b * DW_BLOCK < d->c; b++) {
         /* 3x3 (three groups of four taps), the common kernel, unrolled. */
         if (d->groups == 3 && !is_int8)
-            dw_run_block_vnni(d, r, b, 3, 0);
+            dw_block_vnni(d, m, b, 3, 0);
         else if (d->groups == 3)
-            dw_run_block_vnni(d, r, b, 3, 1);
+            dw_block_vnni(d, m, b, 3, 1);
         else
-            dw_run_block_vnni(d, r, b, d->groups, is_int8);
+            dw_block_vnni(d, m, b, d->groups, is_int8);
     }
 }
 
 /* Eight channels from c0 over the whole run: the weights (int16 in int32
  * lanes, vpmaddwd), seed and scale in registers across the run. */
 DW_AVX2_TARGET __attribute__((always_inline)) static inline void
-dw_run_group_avx2(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t taps,
-                  const int is_int8)
+dw_group_avx2(const DwPixel *d, const DwImage *m, int64_t c0, const int64_t taps,
+              const int is_int8)
 {
     const FxrtQConv *q = d->q;
     __m256i weight[DW_MAX_TAPS];
@@ -961,58 +1037,46 @@ dw_run_group_avx2(const DwPixel *d, const DwRun *r, int64_t c0, const int64_t ta
     FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
         _mm256_loadu_si256((const __m256i *)(d->mult + c0)),
         _mm256_loadu_si256((const __m256i *)(d->shift + c0)), q->y_zp, q->y_min, q->y_max);
-    for (int64_t i = 0; i < r->count; i++) {
-        __m256i acc = seed;
-        for (int64_t t = 0; t < taps; t++) {
-            __m128i bytes = _mm_loadl_epi64((const __m128i *)(r->src[t] + i * r->step + c0));
-            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
+    DwRun run = {.count = 0}, *r = &run;
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
+        for (int64_t i = 0; i < r->count; i++) {
+            __m256i acc = seed;
+            int64_t at = i * r->step + c0;
+            for (int64_t t = 0; t < taps; t++) {
+                __m128i bytes = _mm_loadl_epi64((const __m128i *)(r->src[t] + at));
+                __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
+            }
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                _mm256_storeu_si256((__m256i *)(r->y + (i * d->c + c0) * 4), acc);
+                continue;
+            }
+            __m256i v = fxrt_quant_requantize_scaled_avx2(acc, &scale);
+            _mm_storel_epi64((__m128i *)(r->y + i * d->c + c0), fxrt_quant_low_bytes_avx2(v));
         }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm256_storeu_si256((__m256i *)(r->y + (i * d->c + c0) * 4), acc);
-            continue;
-        }
-        __m256i v = fxrt_quant_requantize_scaled_avx2(acc, &scale);
-        _mm_storel_epi64((__m128i *)(r->y + i * d->c + c0), fxrt_quant_low_bytes_avx2(v));
-    }
 }
 
 /* Whole groups of 8 channels; returns where the portable tail starts. */
-DW_AVX2_TARGET static int64_t dw_run_avx2(const DwPixel *d, const DwRun *r)
+DW_AVX2_TARGET static int64_t dw_image_avx2(const DwPixel *d, const DwImage *m)
 {
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     int64_t c0 = 0;
     for (; c0 + 8 <= d->c; c0 += 8) {
         if (d->taps == 9 && !is_int8)
-            dw_run_group_avx2(d, r, c0, 9, 0);
+            dw_group_avx2(d, m, c0, 9, 0);
         else if (d->taps == 9)
-            dw_run_group_avx2(d, r, c0, 9, 1);
+            dw_group_avx2(d, m, c0, 9, 1);
         else
-            dw_run_group_avx2(d, r, c0, d->taps, is_int8);
+            dw_group_avx2(d, m, c0, d->taps, is_int8);
     }
     return c0;
 }
 #endif
 
-/* The output columns [lo, hi) whose windows lie inside the image's width. */
-static void dw_inner_columns(const FxrtConvParams *p, int64_t *lo, int64_t *hi)
-{
-    int64_t sw = p->stride[2], left = p->pad_begin[2], w = p->in_size[2], ow = p->out_size[2];
-    int64_t span = (p->kernel[2] - 1) * p->dilation[2];
-    /* ox * sw - left >= 0 and ox * sw - left + span <= w - 1 */
-    *lo = (left + sw - 1) / sw;
-    int64_t last = w - 1 - span + left; /* the largest ox * sw allowed */
-    *hi = last < 0 ? 0 : last / sw + 1;
-    *lo = *lo > ow ? ow : *lo;
-    *hi = *hi > ow ? ow : *hi < *lo ? *lo : *hi;
-}
-
 static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                                  const void *packed, uint8_t *y, uint8_t *scratch)
 {
-    int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
-    int64_t oh = p->out_size[1], ow = p->out_size[2], taps = kernel_taps(p), size = y_bytes(q);
-    int64_t sh = p->stride[1], sw = p->stride[2];
+    int64_t c = p->in_channels, taps = kernel_taps(p);
     const int32_t *columns = dw_columns(packed);
     DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
                  .shift = columns + 2 * c, .w = dw_taps(p, packed)};
@@ -1037,48 +1101,23 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
 #else
     (void)tables;
 #endif
-    /* Each tap's offset from the window's corner, in rows and columns. */
-    int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS];
+    DwImage m = {.p = p, .zp_row = zp_row};
     for (int64_t t = 0; t < taps; t++) {
-        tap_dy[t] = (t / p->kernel[2]) * p->dilation[1];
-        tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
+        m.tap_dy[t] = (t / p->kernel[2]) * p->dilation[1];
+        m.tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
     }
-    int64_t inner_lo, inner_hi;
-    dw_inner_columns(p, &inner_lo, &inner_hi);
-    DwRun r;
+    dw_inner_columns(p, &m.inner_lo, &m.inner_hi);
     for (int64_t n = 0; n < p->batch; n++) {
-        const uint8_t *image = x + n * h * w * c;
-        for (int64_t oy = 0; oy < oh; oy++) {
-            int64_t iy0 = oy * sh - p->pad_begin[1];
-            int rows_inside = iy0 >= 0 && iy0 + tap_dy[taps - 1] < h;
-            uint8_t *y_row = y + (n * oh + oy) * ow * c * size;
-            /* The row in at most three runs: the left edge and the right
-             * one pixel by pixel, the inside columns as one run with a
-             * step of sw pixels.  A row whose window leaves the image at
-             * the top or bottom goes pixel by pixel. */
-            int64_t ox = 0;
-            while (ox < ow) {
-                int inside = rows_inside && ox >= inner_lo && ox < inner_hi;
-                int64_t ix0 = ox * sw - p->pad_begin[2];
-                r.count = inside ? inner_hi - ox : 1;
-                r.step = inside ? sw * c : 0;
-                r.y = y_row + ox * c * size;
-                for (int64_t t = 0; t < taps; t++) {
-                    int64_t iy = iy0 + tap_dy[t], ix = ix0 + tap_dx[t];
-                    r.src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? image + (iy * w + ix) * c
-                                                                      : zp_row;
-                }
+        m.x = x + n * p->in_size[1] * p->in_size[2] * c;
+        m.y = y + n * p->out_size[1] * p->out_size[2] * c * y_bytes(q);
 #ifdef FXRT_QCONV_X86
-                if (isa == 2)
-                    dw_run_vnni(&d, &r);
-                else if (isa == 1)
-                    dw_run_portable(&d, &r, dw_run_avx2(&d, &r));
-                else
+        if (isa == 2)
+            dw_image_vnni(&d, &m);
+        else if (isa == 1)
+            dw_image_portable(&d, &m, dw_image_avx2(&d, &m));
+        else
 #endif
-                    dw_run_portable(&d, &r, 0);
-                ox += r.count;
-            }
-        }
+            dw_image_portable(&d, &m, 0);
     }
 }
 
