@@ -156,6 +156,10 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
  * input rows of padded_w pixels (NHWC, C bytes each). */
 typedef struct Band {
     int64_t rows, in_rows, padded_w, k;
+    /* The im2col rows' stride, k rounded up to the GEMM's groups of four:
+     * the packed weights are zero there, so the GEMM runs on k_padded and
+     * reads every group whole. */
+    int64_t k_padded;
     int pointwise; /* 1x1, stride 1, no padding: the NHWC band is A */
     int64_t band_bytes, col_bytes, out_bytes;
 } Band;
@@ -165,10 +169,11 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     Band b;
     int64_t ow = p->out_size[2], oh = p->out_size[1], c = p->in_channels;
     b.k = kernel_taps(p) * c;
+    b.k_padded = (b.k + 3) / 4 * 4;
     b.pointwise = p->kernel[1] == 1 && p->kernel[2] == 1 && p->stride[1] == 1 &&
                   p->stride[2] == 1 && p->pad_begin[1] == 0 && p->pad_begin[2] == 0 &&
                   oh == p->in_size[1] && ow == p->in_size[2];
-    int64_t row_bytes = ow * b.k;
+    int64_t row_bytes = ow * b.k_padded;
     b.rows = BAND_BYTES / (row_bytes > 0 ? row_bytes : 1);
     b.rows = b.rows < 1 ? 1 : b.rows > oh ? oh : b.rows;
     b.in_rows = (b.rows - 1) * p->stride[1] + (p->kernel[1] - 1) * p->dilation[1] + 1;
@@ -178,7 +183,12 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     if (b.padded_w < need_w)
         b.padded_w = need_w;
     b.band_bytes = align64(b.in_rows * b.padded_w * c);
-    b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k);
+    b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k_padded);
+    /* or, for the VNNI tiles' implicit im2col, a pointer per pixel and an
+     * offset per k-group, aligned in scratch of any alignment */
+    int64_t gather_bytes = 64 + align64(b.rows * ow * (int64_t)sizeof(void *)) + b.k_padded;
+    if (!b.pointwise && b.col_bytes < gather_bytes)
+        b.col_bytes = align64(gather_bytes);
     b.out_bytes = align64(b.rows * ow * p->out_channels * y_bytes(q));
     return b;
 }
@@ -332,8 +342,30 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int
     }
 }
 
+/* Copies one im2col run (kernel_w x C bytes, or C) without a call: 16-byte
+ * steps with the last one overlapping, two overlapping 8-byte copies below
+ * 16, bytes below 8.  The runs are tens of bytes, where a call to memcpy
+ * cost as much as the GEMM on them (ResNet-8's 16-channel layers). */
+static void im2col_copy(uint8_t *dst, const uint8_t *src, int64_t n)
+{
+    if (n >= 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            memcpy(dst + i, src + i, 16);
+        if (i < n)
+            memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
+}
+
 /* The im2col rows of output rows [oy0, oy0 + rows) from the NHWC band that
- * starts at their first input row: (kh, kw, c) order, as packed. */
+ * starts at their first input row: (kh, kw, c) order, as packed, each row
+ * k_padded bytes with zeros after k. */
 static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *band,
                         int64_t rows, uint8_t *col)
 {
@@ -341,16 +373,18 @@ static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *b
     int64_t sh = p->stride[1], sw = p->stride[2], dh = p->dilation[1], dw = p->dilation[2];
     for (int64_t r = 0; r < rows; r++)
         for (int64_t ox = 0; ox < ow; ox++) {
-            uint8_t *dst = col + (r * ow + ox) * b->k;
+            uint8_t *dst = col + (r * ow + ox) * b->k_padded;
+            if (b->k_padded > b->k)
+                memset(dst + b->k, 0, (size_t)(b->k_padded - b->k));
             for (int64_t kh = 0; kh < kh_n; kh++) {
                 const uint8_t *src = band + ((r * sh + kh * dh) * b->padded_w + ox * sw) * c;
                 if (dw == 1) {
-                    memcpy(dst, src, (size_t)(kw_n * c));
+                    im2col_copy(dst, src, kw_n * c);
                     dst += kw_n * c;
                     continue;
                 }
                 for (int64_t kw = 0; kw < kw_n; kw++, dst += c)
-                    memcpy(dst, src + kw * dw * c, (size_t)c);
+                    im2col_copy(dst, src + kw * dw * c, c);
             }
         }
 }
@@ -371,6 +405,47 @@ static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_
     }
 }
 
+#ifdef FXRT_QCONV_X86
+/* Whether the GEMM reads its A rows straight from the NHWC band (the VNNI
+ * tiles' gather) rather than from im2col rows: every k-group of four bytes
+ * must be contiguous in the band, which it is when C is a multiple of 4
+ * (four channels of one tap) or when a kernel row's taps are adjacent
+ * (dilation_w 1) and its kernel_w x C bytes a multiple of 4 (DS-CNN's
+ * one-channel 10 x 4 stem). */
+static int implicit_im2col(const FxrtConvParams *p, const Band *b)
+{
+    int64_t c = p->in_channels;
+    int contiguous = c % 4 == 0 || (p->dilation[2] == 1 && p->kernel[2] * c % 4 == 0);
+    return !b->pointwise && contiguous && fxrt_qgemm_vnni_in_use();
+}
+
+/* Where the k-groups of an im2col row ((kh, kw, c) order) lie relative to
+ * its window's corner in the band. */
+static void band_k_offsets(const FxrtConvParams *p, const Band *b, int32_t *k_offsets)
+{
+    int64_t c = p->in_channels, kw_n = p->kernel[2], row_run = kw_n * c;
+    for (int64_t g = 0; g < b->k / 4; g++) {
+        int64_t e = 4 * g, kh = e / row_run, in_row = e % row_run;
+        int64_t row_at = kh * p->dilation[1] * b->padded_w * c;
+        /* a dilated row's taps are dilation_w pixels apart */
+        int64_t kw = in_row / c, ch = in_row % c;
+        k_offsets[g] = (int32_t)(row_at + kw * p->dilation[2] * c + ch);
+    }
+}
+
+/* The window corners of output rows [0, rows) of the band: pixel (r, ox)
+ * reads from band row r x stride_h, column ox x stride_w. */
+static void band_rows(const FxrtConvParams *p, const Band *b, const uint8_t *band, int64_t rows,
+                      const uint8_t **a_rows)
+{
+    int64_t c = p->in_channels, ow = p->out_size[2];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t ox = 0; ox < ow; ox++)
+            a_rows[r * ow + ox] =
+                band + ((r * p->stride[1]) * b->padded_w + ox * p->stride[2]) * c;
+}
+#endif
+
 static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                        const void *packed, uint8_t *y, uint8_t *scratch)
 {
@@ -378,9 +453,18 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
     uint8_t *band = scratch, *col = scratch + b.band_bytes, *out = col + b.col_bytes;
     int64_t c = p->in_channels, m = p->out_channels, oh = p->out_size[1], ow = p->out_size[2];
     int64_t in_image = c * p->in_size[1] * p->in_size[2], out_plane = oh * ow;
-    FxrtQGemm g = {.n = m, .k = b.k, .a_type = q->x_type, .y_type = q->y_type,
+    int64_t k = b.pointwise ? b.k : b.k_padded; /* A's k and row stride */
+    FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
                    .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
     int64_t size = y_bytes(q);
+#ifdef FXRT_QCONV_X86
+    int implicit = implicit_im2col(p, &b);
+    const uint8_t **a_rows = (const uint8_t **)(void *)(col + (64 - (uintptr_t)col % 64) % 64);
+    int32_t *k_offsets = (int32_t *)(void *)((uint8_t *)a_rows +
+                                             align64(b.rows * ow * (int64_t)sizeof(void *)));
+    if (implicit)
+        band_k_offsets(p, &b, k_offsets);
+#endif
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t oy0 = 0; oy0 < oh; oy0 += b.rows) {
             int64_t rows = oh - oy0 < b.rows ? oh - oy0 : b.rows;
@@ -390,16 +474,26 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
             else
                 band_to_nhwc(p, &b, (uint8_t)q->x_zp, q->x_nhwc, x + n * in_image,
                              oy0 * p->stride[1] - p->pad_begin[1], band);
+            uint8_t *image = y + n * m * out_plane * size;
+#ifdef FXRT_QCONV_X86
+            if (implicit) {
+                band_rows(p, &b, band, rows, a_rows);
+                uint8_t *dst = q->y_nhwc ? image + oy0 * ow * m * size : out;
+                fxrt_qgemm_gather_vnni(&g, rows * ow, a_rows, k_offsets, packed, dst, m);
+                if (!q->y_nhwc)
+                    pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
+                continue;
+            }
+#endif
             if (!b.pointwise) {
                 band_im2col(p, &b, band, rows, col);
                 a = col;
             }
-            uint8_t *image = y + n * m * out_plane * size;
             if (q->y_nhwc) { /* pixel-major rows are NHWC's */
-                fxrt_qgemm(&g, rows * ow, a, b.k, packed, image + oy0 * ow * m * size, m);
+                fxrt_qgemm(&g, rows * ow, a, k, packed, image + oy0 * ow * m * size, m);
                 continue;
             }
-            fxrt_qgemm(&g, rows * ow, a, b.k, packed, out, m);
+            fxrt_qgemm(&g, rows * ow, a, k, packed, out, m);
             pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
         }
 }

@@ -131,6 +131,10 @@ typedef struct QGemm {
     const FxrtQGemm *q;
     const uint8_t *a; /* bytes; an int8 A has flip = 0x80 */
     int64_t lda;
+    /* Or A gathered (fxrt_qgemm_gather_vnni): row i's k-group p at
+     * a_rows[i] + k_offsets[p]; NULL for the plain product. */
+    const uint8_t *const *a_rows;
+    const int32_t *k_offsets;
     uint8_t flip;
     const int8_t *w;
     const int32_t *col_bias, *col_mult, *col_shift;
@@ -417,10 +421,14 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
             acc[r][f] = _mm512_loadu_si512(bias + f * PANEL);
     const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
     const int64_t panel_bytes = g->k_groups * PANEL * KGROUP;
-    const uint8_t *a = g->a + row0 * g->lda;
+    const uint8_t *row_at[MR_VNNI];
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++)
+        row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     int64_t whole = whole_groups(g);
     for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+        int64_t at = g->k_offsets ? g->k_offsets[p] : p * KGROUP;
         __m512i b[2];
         UNROLL_FULL
         for (int f = 0; f < panels; f++)
@@ -430,7 +438,7 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
             int32_t word;
             __m512i av;
             if (p < whole) {
-                memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
+                memcpy(&word, row_at[r] + at, sizeof word);
                 av = _mm512_set1_epi32(word);
                 if (flipped)
                     av = _mm512_xor_si512(av, flip);
@@ -507,21 +515,61 @@ static int cpu_has_avx2(void) { return isa_cap >= 1 && __builtin_cpu_supports("a
 void fxrt_qgemm_limit_isa(int level) { (void)level; }
 #endif
 
+/* Everything of g but A. */
+static void qgemm_init(QGemm *g, const FxrtQGemm *q, const void *packed, void *y, int64_t ldy)
+{
+    g->q = q;
+    g->a = NULL;
+    g->lda = 0;
+    g->a_rows = NULL;
+    g->k_offsets = NULL;
+    g->flip = q->a_type == FXRT_DTYPE_INT8 ? 0x80 : 0;
+    g->w = (const int8_t *)packed;
+    g->col_bias = packed_columns(packed, q->n, q->k);
+    g->col_mult = g->col_bias + round_up(q->n, PANEL);
+    g->col_shift = g->col_mult + round_up(q->n, PANEL);
+    g->k_groups = round_up(q->k, KGROUP) / KGROUP;
+    g->y = (uint8_t *)y;
+    g->ldy = ldy;
+}
+
+/* Every tile of the m x n product: the row tiles outermost while B fits in
+ * L2, else the column blocks. */
+static void qgemm_walk(const QGemm *g, int64_t m, TileFn tile, int64_t mr, int64_t nr)
+{
+    int64_t n = g->q->n;
+    if (fxrt_qgemm_packed_bytes(n, g->q->k) <= B_IN_CACHE_BYTES) {
+        for (int64_t i = 0; i < m; i += mr)
+            for (int64_t j = 0; j < n; j += nr)
+                tile(g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    } else {
+        for (int64_t j = 0; j < n; j += nr)
+            for (int64_t i = 0; i < m; i += mr)
+                tile(g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    }
+}
+
+#ifdef FXRT_QGEMM_X86
+int fxrt_qgemm_vnni_in_use(void) { return cpu_has_vnni(); }
+
+void fxrt_qgemm_gather_vnni(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
+                            const int32_t *k_offsets, const void *packed, void *y, int64_t ldy)
+{
+    QGemm g;
+    qgemm_init(&g, q, packed, y, ldy);
+    g.a_rows = a_rows;
+    g.k_offsets = k_offsets;
+    qgemm_walk(&g, m, tile_vnni, MR_VNNI, NR_VNNI);
+}
+#endif
+
 void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const void *packed,
                 void *y, int64_t ldy)
 {
     QGemm g;
-    g.q = q;
+    qgemm_init(&g, q, packed, y, ldy);
     g.a = (const uint8_t *)a;
     g.lda = lda;
-    g.flip = q->a_type == FXRT_DTYPE_INT8 ? 0x80 : 0;
-    g.w = (const int8_t *)packed;
-    g.col_bias = packed_columns(packed, q->n, q->k);
-    g.col_mult = g.col_bias + round_up(q->n, PANEL);
-    g.col_shift = g.col_mult + round_up(q->n, PANEL);
-    g.k_groups = round_up(q->k, KGROUP) / KGROUP;
-    g.y = (uint8_t *)y;
-    g.ldy = ldy;
     TileFn tile = TILE_PLAIN;
     int64_t mr = MR_PORTABLE, nr = PANEL;
 #ifdef FXRT_QGEMM_X86
@@ -535,14 +583,5 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
         nr = PANEL;
     }
 #endif
-    int64_t n = q->n;
-    if (fxrt_qgemm_packed_bytes(n, q->k) <= B_IN_CACHE_BYTES) {
-        for (int64_t i = 0; i < m; i += mr)
-            for (int64_t j = 0; j < n; j += nr)
-                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
-    } else {
-        for (int64_t j = 0; j < n; j += nr)
-            for (int64_t i = 0; i < m; i += mr)
-                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
-    }
+    qgemm_walk(&g, m, tile, mr, nr);
 }
