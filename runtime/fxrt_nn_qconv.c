@@ -979,13 +979,19 @@ static void dw_vnni_tables(const FxrtQConv *q, DwPixel *d, uint8_t *tables)
             uint32_t seed = 0, wsum = 0;
             int32_t mult = 0, shift = 31;
             if (ch < c) {
-                for (int64_t t = 0; t < taps; t++) {
-                    int8_t w = d->w[ch * taps + t];
-                    /* group t / 4, accumulator slot / 16, its lane, byte t % 4 */
-                    block[((t / 4) * 4 + slot / 16) * DW_BLOCK + (slot % 16) * 4 + t % 4] =
-                        (uint8_t)w;
-                    wsum += (uint32_t)(int32_t)w;
+                const int8_t *w = d->w + ch * taps;
+                /* Group g's four taps go to accumulator slot / 16, lane
+                 * slot % 16 of that group's vectors: one 4-byte copy (the
+                 * last group's missing taps stay 0). */
+                for (int64_t g = 0; g < groups; g++) {
+                    uint8_t *quad = block + (g * 4 + slot / 16) * DW_BLOCK + (slot % 16) * 4;
+                    if (taps - 4 * g >= 4)
+                        memcpy(quad, w + 4 * g, 4);
+                    else
+                        memcpy(quad, w + 4 * g, (size_t)(taps - 4 * g));
                 }
+                for (int64_t t = 0; t < taps; t++)
+                    wsum += (uint32_t)(int32_t)w[t];
                 seed = (uint32_t)d->seed[ch];
                 if (q->x_type == FXRT_DTYPE_INT8)
                     seed -= 128u * wsum;
