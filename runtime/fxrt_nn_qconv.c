@@ -9,7 +9,10 @@
  *     NHWC with the padding written as the input zero point, so that each
  *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
  *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
- *     band itself as the GEMM's A, no im2col.  The GEMM writes the band's
+ *     band itself as the GEMM's A, no im2col.  On AVX-512 VNNI, when each
+ *     k-group of four bytes is contiguous in the band, the tiles read the
+ *     band directly (fxrt_qgemm_gather_vnni: a pointer per output pixel,
+ *     an offset per k-group), no im2col either.  The GEMM writes the band's
  *     outputs pixel-major and they are transposed back into NCHW (both
  *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
  *     band (about BAND_BYTES of im2col, at least one output row), not the
@@ -24,7 +27,10 @@
  *     columns per row, and copies the OW real ones out.  Dilation works the
  *     same way (tap kh sits kh x dilation rows down).  The planes' padding
  *     is the same for every channel, so it is written once per call;
- *     scratch holds one channel's planes and outputs.
+ *     scratch holds one channel's planes and outputs.  With NHWC
+ *     activations (x_nhwc, y_nhwc) it walks runs of output pixels with the
+ *     channels in the vector lanes instead: on AVX-512 VNNI 64 channels and
+ *     four taps per vpdpbusd, on AVX2 8 channels by vpmaddwd.
  *
  * The depthwise accumulators start from a per-channel seed, bias - x_zp x
  * sum(w), so that the taps multiply the raw activation bytes; padding holds
@@ -32,8 +38,9 @@
  * (|255 x -128| < 2^15), so the SIMD kernels widen the activations to int32
  * lanes whose high halves vpmaddwd multiplies by zero.  Sums are int32 and
  * wrap like fxrt_conv_integer's; the requantization is fxrt_quant_rescale
- * (fxrt_quant_x86.h on vectors), exact against fxrt_requantize below |acc +
- * bias| = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
+ * (fxrt_quant_x86.h on vectors: through doubles where that is exact, its
+ * 64-bit form elsewhere), exact against fxrt_requantize below |acc + bias|
+ * = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
  * x86-64, GCC or Clang), chosen by CPUID at each call and capped by
  * fxrt_qconv_limit_isa (fxrt_isa.h), which caps the GEMM's tiles too.
  *

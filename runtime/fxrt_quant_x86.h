@@ -1,9 +1,10 @@
 /*
  * fxrt_quant_x86.h - internal to the runtime: fxrt_quant_rescale on AVX2
- * and AVX-512 registers, the one vector form of the fixed-point
+ * and AVX-512 registers, the vector forms of the fixed-point
  * requantization that the 8-bit GEMM tiles (fxrt_nn_qgemm.c) and the 8-bit
  * depthwise convolution (fxrt_nn_qconv.c) apply to their accumulators
- * before storing bytes.  Included only by host builds on x86-64 with GCC or
+ * before storing bytes; and the entry to the GEMM's VNNI tiles that the
+ * convolution's implicit im2col uses.  Included only by host builds on x86-64 with GCC or
  * Clang (FXRT_USE_CBLAS); the functions carry their own target attributes.
  *
  * Both work in floor arithmetic on 64-bit lanes: with arithmetic shifts,
