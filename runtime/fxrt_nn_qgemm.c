@@ -406,6 +406,16 @@ store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc
                                      fxrt_quant_requantize_scaled_avx512(acc, scale));
 }
 
+/* acc += the dot products of av's unsigned and b's signed byte quads, in
+ * place: GCC 12 copies the accumulators of _mm512_dpbusd_epi32 around
+ * every step of the loop (a register move per accumulator and k-group). */
+VNNI_TARGET __attribute__((always_inline)) static inline void dpbusd_in_place(__m512i *acc,
+                                                                              __m512i av,
+                                                                              __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(av), "v"(b));
+}
+
 /* `flipped` (an int8 A) is a constant where the tiles inline this, so that
  * a uint8 A's words are broadcast straight from memory. */
 VNNI_TARGET __attribute__((always_inline)) static inline void
@@ -427,7 +437,9 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
         row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     int64_t whole = whole_groups(g);
-    for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+    /* The whole k-groups, then the partial last one apart: one branch-free
+     * loop keeps the accumulators in place. */
+    for (int64_t p = 0; p < whole; p++, w += PANEL * KGROUP) {
         int64_t at = g->k_offsets ? g->k_offsets[p] : p * KGROUP;
         __m512i b[2];
         UNROLL_FULL
@@ -436,21 +448,32 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
             int32_t word;
-            __m512i av;
-            if (p < whole) {
-                memcpy(&word, row_at[r] + at, sizeof word);
-                av = _mm512_set1_epi32(word);
-                if (flipped)
-                    av = _mm512_xor_si512(av, flip);
-            } else {
-                uint8_t v[KGROUP];
-                load_group(g, row0 + r, p, v);
-                memcpy(&word, v, sizeof word);
-                av = _mm512_set1_epi32(word);
-            }
+            memcpy(&word, row_at[r] + at, sizeof word);
+            __m512i av = _mm512_set1_epi32(word);
+            if (flipped)
+                av = _mm512_xor_si512(av, flip);
             UNROLL_FULL
             for (int f = 0; f < panels; f++)
-                acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], av, b[f]);
+                dpbusd_in_place(&acc[r][f], av, b[f]);
+        }
+    }
+    if (whole < g->k_groups) {
+        __m512i b[2];
+        UNROLL_FULL
+        for (int f = 0; f < panels; f++)
+            b[f] = _mm512_loadu_si512(w + f * panel_bytes);
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            /* load_group's bytes, inline: a call here would make every
+             * accumulator live across it (no zmm register is preserved). */
+            uint8_t v[KGROUP] = {0};
+            int32_t word;
+            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
+                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
+            memcpy(&word, v, sizeof word);
+            UNROLL_FULL
+            for (int f = 0; f < panels; f++)
+                acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], _mm512_set1_epi32(word), b[f]);
         }
     }
     const FxrtQGemm *q = g->q;
