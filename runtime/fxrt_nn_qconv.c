@@ -328,6 +328,24 @@ static void transpose_bytes(const uint8_t *src, int64_t src_stride, uint8_t *dst
 /* Input rows [iy0, iy0 + b->in_rows) of image x (NCHW bytes), NHWC into
  * band with pad_begin[2] columns of x_zp on the left and x_zp wherever the
  * window leaves the image. */
+/* Fills n bytes with v without a call when n is a pixel's padding (tens of
+ * bytes, at both ends of every band row), as im2col_copy copies. */
+static void fill_short(uint8_t *dst, uint8_t v, int64_t n)
+{
+    if (n > 64) {
+        memset(dst, v, (size_t)n);
+    } else if (n >= 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            memset(dst + i, v, 16);
+        if (i < n)
+            memset(dst + n - 16, v, 16);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = v;
+    }
+}
+
 static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int x_nhwc,
                          const uint8_t *x, int64_t iy0, uint8_t *band)
 {
@@ -340,8 +358,8 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int
             memset(dst, zp, (size_t)row_bytes);
             continue;
         }
-        memset(dst, zp, (size_t)(left * c));
-        memset(dst + (left + w) * c, zp, (size_t)((b->padded_w - left - w) * c));
+        fill_short(dst, zp, left * c);
+        fill_short(dst + (left + w) * c, zp, (b->padded_w - left - w) * c);
         if (x_nhwc) /* the row as it is */
             memcpy(dst + left * c, x + iy * w * c, (size_t)(w * c));
         else /* the row of every channel, a C x W matrix of stride H x W */
