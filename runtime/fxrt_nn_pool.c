@@ -216,6 +216,8 @@ static void store_mean_q8(FxrtDType t, void *y, int64_t q, float s, int64_t coun
 
 #ifdef FXRT_POOL_X86
 #define POOL_AVX512_TARGET __attribute__((target("avx512f")))
+/* A macro: the intrinsics want an immediate even in unoptimized builds. */
+#define POOL_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 /* Whether the one window of every plane is the whole plane, unpadded (a
  * global average written as AveragePool, as in DS-CNN): its taps are the
@@ -238,7 +240,6 @@ POOL_AVX512_TARGET static void plane_sums_avx512(FxrtDType t, const uint8_t *x, 
                                                  int live, int64_t size, float x_scale,
                                                  int32_t x_zp, float *sums)
 {
-    const int round = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __mmask16 lanes = (__mmask16)((1u << live) - 1u);
     __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
                                                       13, 14, 15),
@@ -251,13 +252,13 @@ POOL_AVX512_TARGET static void plane_sums_avx512(FxrtDType t, const uint8_t *x, 
         __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, at,
                                                     base + from, 1);
         for (int64_t b = first; b < 4; b++) {
-            __m512i v = t == FXRT_DTYPE_UINT8
-                            ? _mm512_and_si512(_mm512_srli_epi32(words, (unsigned)(8 * b)),
-                                               _mm512_set1_epi32(0xff))
-                            : _mm512_srai_epi32(_mm512_slli_epi32(words, (unsigned)(24 - 8 * b)),
-                                                24);
-            __m512 d = _mm512_sub_round_ps(_mm512_cvtepi32_ps(v), zx, round);
-            s = _mm512_add_round_ps(s, _mm512_mul_round_ps(d, scale, round), round);
+            /* byte b to the top, then down with zero or sign fill (shift
+             * counts in a register: b is not an immediate) */
+            __m512i top = _mm512_sll_epi32(words, _mm_cvtsi32_si128((int)(24 - 8 * b)));
+            __m512i v = t == FXRT_DTYPE_UINT8 ? _mm512_srli_epi32(top, 24)
+                                              : _mm512_srai_epi32(top, 24);
+            __m512 d = _mm512_sub_round_ps(_mm512_cvtepi32_ps(v), zx, POOL_NEAREST);
+            s = _mm512_add_round_ps(s, _mm512_mul_round_ps(d, scale, POOL_NEAREST), POOL_NEAREST);
         }
     }
     _mm512_storeu_ps(sums, s);

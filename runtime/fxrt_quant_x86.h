@@ -121,6 +121,10 @@ int fxrt_qgemm_vnni_in_use(void);
 void fxrt_qgemm_gather_vnni(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
                             const int32_t *k_offsets, const void *packed, void *y, int64_t ldy);
 
+/* Round to nearest even, exceptions suppressed: a macro, since the
+ * intrinsics want an immediate even in unoptimized builds. */
+#define FXRT_QUANT_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
 /* Accumulator bounds below which the double product is exact: 2^29 for a
  * multiplier with its low 7 bits zero (24 significant bits), else 2^22. */
 enum { FXRT_QUANT_EXACT_FLOAT_MULT = 1 << 29, FXRT_QUANT_EXACT_ANY_MULT = 1 << 22 };
@@ -172,11 +176,10 @@ fxrt_quant_requantize_scaled_avx2(__m256i acc, const FxrtQuantScaleAvx2 *s)
     __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(magnitude, s->exact_max), s->exact_max);
     if (__builtin_expect(_mm256_movemask_epi8(within) != -1, 0))
         return fxrt_quant_requantize_avx2(acc, s->mult, s->shift, s->zp, s->y_min, s->y_max);
-    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m256d low = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(acc)), s->low);
     __m256d high = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(acc, 1)), s->high);
-    __m256i y = _mm256_set_m128i(_mm256_cvttpd_epi32(_mm256_round_pd(high, nearest)),
-                                 _mm256_cvttpd_epi32(_mm256_round_pd(low, nearest)));
+    __m256i y = _mm256_set_m128i(_mm256_cvttpd_epi32(_mm256_round_pd(high, FXRT_QUANT_NEAREST)),
+                                 _mm256_cvttpd_epi32(_mm256_round_pd(low, FXRT_QUANT_NEAREST)));
     y = _mm256_add_epi32(y, _mm256_set1_epi32(s->zp));
     return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_set1_epi32(s->y_min)),
                             _mm256_set1_epi32(s->y_max));
@@ -230,11 +233,10 @@ fxrt_quant_exact_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
 FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
 fxrt_quant_rescale_double_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
 {
-    const int nearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     __m512d low = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(acc)), s->low);
     __m512d high = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1)), s->high);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvt_roundpd_epi32(low, nearest)),
-                              _mm512_cvt_roundpd_epi32(high, nearest), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvt_roundpd_epi32(low, FXRT_QUANT_NEAREST)),
+                              _mm512_cvt_roundpd_epi32(high, FXRT_QUANT_NEAREST), 1);
 }
 
 /* fxrt_quant_requantize_avx512's result through doubles when exact. */
