@@ -584,9 +584,10 @@ int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p);
 int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w,
                     const int32_t *bias, const float *scale, int64_t scale_count, void *packed,
                     void *scratch);
-/* Scratch of fxrt_qconv, any alignment: one band (group 1) or one
- * channel's padded planes (depthwise NCHW; NHWC: one row of C zero
- * points and the taps widened to int32 lanes), never the whole image. */
+/* Scratch of fxrt_qconv, any alignment: one band (group 1: its im2col
+ * rows, or the pointers and offsets the VNNI tiles read the band through)
+ * or one channel's padded planes (depthwise NCHW; NHWC: one row of C zero
+ * points and the kernels' weight tables), never the whole image. */
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q);
 void fxrt_qconv(const FxrtConvParams *p, const FxrtQConv *q, const void *x, const void *packed,
                 void *y, void *scratch);

@@ -14,6 +14,11 @@
 
 #include "fxrt.h"
 
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#define FXRT_POOL_X86 1
+#include <immintrin.h>
+#endif
+
 #define SP FXRT_CONV_MAX_SPATIAL
 
 static int64_t spatial_numel(const int64_t *size)
@@ -191,20 +196,102 @@ void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y)
     }
 }
 
+/* The mean of `count` taps summed to s, quantized as fxrt_quantize_linear
+ * does, into element q of y. */
+static void store_mean_q8(FxrtDType t, void *y, int64_t q, float s, int64_t count, float y_scale,
+                          int32_t y_zp)
+{
+    const double lo = t == FXRT_DTYPE_UINT8 ? 0.0 : -128.0;
+    const double hi = t == FXRT_DTYPE_UINT8 ? 255.0 : 127.0;
+    float mean = count > 0 ? s / (float)count : 0.0f;
+    double r = (double)fxrt_round_half_even_f32(mean / y_scale) + (double)y_zp;
+    if (!(r == r))
+        r = (double)y_zp;
+    r = r < lo ? lo : r > hi ? hi : r;
+    if (t == FXRT_DTYPE_UINT8)
+        ((uint8_t *)y)[q] = (uint8_t)r;
+    else
+        ((int8_t *)y)[q] = (int8_t)r;
+}
+
+#ifdef FXRT_POOL_X86
+#define POOL_AVX512_TARGET __attribute__((target("avx512f")))
+/* A macro: the intrinsics want an immediate even in unoptimized builds. */
+#define POOL_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* Whether the one window of every plane is the whole plane, unpadded (a
+ * global average written as AveragePool, as in DS-CNN): its taps are the
+ * plane's bytes in order. */
+static int window_is_plane(const FxrtPoolParams *p)
+{
+    for (int i = 0; i < SP; i++)
+        if (p->out_size[i] != 1 || p->kernel[i] != p->in_size[i] || p->pad_begin[i] != 0 ||
+            p->dilation[i] != 1)
+            return 0;
+    return spatial_numel(p->in_size) >= 4 && p->planes * spatial_numel(p->in_size) <= INT32_MAX;
+}
+
+/* Planes [plane0, plane0 + 16) (`live` of them) summed, one per lane, with
+ * the scalar loop's float operations in its order (explicitly rounded, so
+ * never contracted into a fused multiply-add): four taps per gather (bytes
+ * i to i + 3 of each plane), the last partial four from one more gather
+ * that ends at the plane's end. */
+POOL_AVX512_TARGET static void plane_sums_avx512(FxrtDType t, const uint8_t *x, int64_t plane0,
+                                                 int live, int64_t size, float x_scale,
+                                                 int32_t x_zp, float *sums)
+{
+    __mmask16 lanes = (__mmask16)((1u << live) - 1u);
+    __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                      13, 14, 15),
+                                    _mm512_set1_epi32((int32_t)size));
+    const uint8_t *base = x + plane0 * size;
+    __m512 zx = _mm512_set1_ps((float)x_zp), scale = _mm512_set1_ps(x_scale);
+    __m512 s = _mm512_setzero_ps();
+    for (int64_t i = 0; i < size; i += 4) {
+        int64_t from = i + 4 <= size ? i : size - 4, first = i - from;
+        __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, at,
+                                                    base + from, 1);
+        for (int64_t b = first; b < 4; b++) {
+            /* byte b to the top, then down with zero or sign fill (shift
+             * counts in a register: b is not an immediate) */
+            __m512i top = _mm512_sll_epi32(words, _mm_cvtsi32_si128((int)(24 - 8 * b)));
+            __m512i v = t == FXRT_DTYPE_UINT8 ? _mm512_srli_epi32(top, 24)
+                                              : _mm512_srai_epi32(top, 24);
+            __m512 d = _mm512_sub_round_ps(_mm512_cvtepi32_ps(v), zx, POOL_NEAREST);
+            s = _mm512_add_round_ps(s, _mm512_mul_round_ps(d, scale, POOL_NEAREST), POOL_NEAREST);
+        }
+    }
+    _mm512_storeu_ps(sums, s);
+}
+#endif
+
 /* QLinearAveragePool without float buffers: each tap dequantized as
  * fxrt_dequantize_linear does ((x - zp) x scale in float), summed in
  * fxrt_avgpool_f32's order, divided by the same count and quantized as
  * fxrt_quantize_linear does, so the bytes equal dequantize -> pool ->
  * quantize while the scratch (4 bytes per input and output element, most
- * of a small model's RAM) is gone. */
+ * of a small model's RAM) is gone.  On host builds with AVX-512, a window
+ * that is the whole plane sums 16 planes at once, one per lane, in the
+ * same order with the same operations. */
 void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, float x_scale,
                           int32_t x_zp, float y_scale, int32_t y_zp, void *y)
 {
     const int64_t *is = p->in_size;
     int64_t in_n = spatial_numel(is);
+#ifdef FXRT_POOL_X86
+    if (window_is_plane(p) && __builtin_cpu_supports("avx512f")) {
+        for (int64_t plane0 = 0; plane0 < p->planes; plane0 += 16) {
+            int live = p->planes - plane0 < 16 ? (int)(p->planes - plane0) : 16;
+            float sums[16];
+            plane_sums_avx512(t, (const uint8_t *)x, plane0, live, in_n, x_scale, x_zp, sums);
+            for (int j = 0; j < live; j++)
+                store_mean_q8(t, y, plane0 + j, sums[j], in_n, y_scale, y_zp);
+        }
+        return;
+    }
+#endif
     int64_t q = 0;
     const float zx = (float)x_zp;
-    const double lo = t == FXRT_DTYPE_UINT8 ? 0.0 : -128.0, hi = t == FXRT_DTYPE_UINT8 ? 255.0 : 127.0;
     for (int64_t plane = 0; plane < p->planes; plane++) {
         int64_t o[SP];
         for (o[0] = 0; o[0] < p->out_size[0]; o[0]++)
@@ -226,16 +313,7 @@ void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, f
                             }
                         }
                     }
-                    int64_t count = avgpool_count(p, o, &win);
-                    float mean = count > 0 ? s / (float)count : 0.0f;
-                    double r = (double)fxrt_round_half_even_f32(mean / y_scale) + (double)y_zp;
-                    if (!(r == r))
-                        r = (double)y_zp;
-                    r = r < lo ? lo : r > hi ? hi : r;
-                    if (t == FXRT_DTYPE_UINT8)
-                        ((uint8_t *)y)[q] = (uint8_t)r;
-                    else
-                        ((int8_t *)y)[q] = (int8_t)r;
+                    store_mean_q8(t, y, q, s, avgpool_count(p, o, &win), y_scale, y_zp);
                 }
     }
 }

@@ -9,7 +9,10 @@
  *     NHWC with the padding written as the input zero point, so that each
  *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
  *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
- *     band itself as the GEMM's A, no im2col.  The GEMM writes the band's
+ *     band itself as the GEMM's A, no im2col.  On AVX-512 VNNI, when each
+ *     k-group of four bytes is contiguous in the band, the tiles read the
+ *     band directly (fxrt_qgemm_gather_vnni: a pointer per output pixel,
+ *     an offset per k-group), no im2col either.  The GEMM writes the band's
  *     outputs pixel-major and they are transposed back into NCHW (both
  *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
  *     band (about BAND_BYTES of im2col, at least one output row), not the
@@ -24,7 +27,10 @@
  *     columns per row, and copies the OW real ones out.  Dilation works the
  *     same way (tap kh sits kh x dilation rows down).  The planes' padding
  *     is the same for every channel, so it is written once per call;
- *     scratch holds one channel's planes and outputs.
+ *     scratch holds one channel's planes and outputs.  With NHWC
+ *     activations (x_nhwc, y_nhwc) it walks runs of output pixels with the
+ *     channels in the vector lanes instead: on AVX-512 VNNI 64 channels and
+ *     four taps per vpdpbusd, on AVX2 8 channels by vpmaddwd.
  *
  * The depthwise accumulators start from a per-channel seed, bias - x_zp x
  * sum(w), so that the taps multiply the raw activation bytes; padding holds
@@ -32,8 +38,9 @@
  * (|255 x -128| < 2^15), so the SIMD kernels widen the activations to int32
  * lanes whose high halves vpmaddwd multiplies by zero.  Sums are int32 and
  * wrap like fxrt_conv_integer's; the requantization is fxrt_quant_rescale
- * (fxrt_quant_x86.h on vectors), exact against fxrt_requantize below |acc +
- * bias| = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
+ * (fxrt_quant_x86.h on vectors: through doubles where that is exact, its
+ * 64-bit form elsewhere), exact against fxrt_requantize below |acc + bias|
+ * = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
  * x86-64, GCC or Clang), chosen by CPUID at each call and capped by
  * fxrt_qconv_limit_isa (fxrt_isa.h), which caps the GEMM's tiles too.
  *
@@ -156,6 +163,10 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
  * input rows of padded_w pixels (NHWC, C bytes each). */
 typedef struct Band {
     int64_t rows, in_rows, padded_w, k;
+    /* The im2col rows' stride, k rounded up to the GEMM's groups of four:
+     * the packed weights are zero there, so the GEMM runs on k_padded and
+     * reads every group whole. */
+    int64_t k_padded;
     int pointwise; /* 1x1, stride 1, no padding: the NHWC band is A */
     int64_t band_bytes, col_bytes, out_bytes;
 } Band;
@@ -165,10 +176,11 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     Band b;
     int64_t ow = p->out_size[2], oh = p->out_size[1], c = p->in_channels;
     b.k = kernel_taps(p) * c;
+    b.k_padded = (b.k + 3) / 4 * 4;
     b.pointwise = p->kernel[1] == 1 && p->kernel[2] == 1 && p->stride[1] == 1 &&
                   p->stride[2] == 1 && p->pad_begin[1] == 0 && p->pad_begin[2] == 0 &&
                   oh == p->in_size[1] && ow == p->in_size[2];
-    int64_t row_bytes = ow * b.k;
+    int64_t row_bytes = ow * b.k_padded;
     b.rows = BAND_BYTES / (row_bytes > 0 ? row_bytes : 1);
     b.rows = b.rows < 1 ? 1 : b.rows > oh ? oh : b.rows;
     b.in_rows = (b.rows - 1) * p->stride[1] + (p->kernel[1] - 1) * p->dilation[1] + 1;
@@ -178,7 +190,12 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     if (b.padded_w < need_w)
         b.padded_w = need_w;
     b.band_bytes = align64(b.in_rows * b.padded_w * c);
-    b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k);
+    b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k_padded);
+    /* or, for the VNNI tiles' implicit im2col, a pointer per pixel and an
+     * offset per k-group, aligned in scratch of any alignment */
+    int64_t gather_bytes = 64 + align64(b.rows * ow * (int64_t)sizeof(void *)) + b.k_padded;
+    if (!b.pointwise && b.col_bytes < gather_bytes)
+        b.col_bytes = align64(gather_bytes);
     b.out_bytes = align64(b.rows * ow * p->out_channels * y_bytes(q));
     return b;
 }
@@ -207,6 +224,22 @@ static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
     return p->stride[1] * p->stride[2] * f.plane_bytes + f.stage_bytes;
 }
 
+#if !FXRT_SMALL_KERNELS
+/* The NHWC depthwise kernels' weight tables, built in scratch at each call
+ * (four times the taps' bytes or more: not worth flash in the blob): the
+ * AVX2 kernel's int16 taps in int32 lanes [tap][C], or the VNNI kernel's
+ * blocks of 64 channels (dw_vnni_tables); room for either. */
+enum { DW_BLOCK = 64 };
+static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
+{
+    int64_t c = p->in_channels, taps = kernel_taps(p);
+    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
+    int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
+    int64_t lanes = c * taps * (int64_t)sizeof(int32_t);
+    return vnni > lanes ? vnni : lanes;
+}
+#endif
+
 int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
     if (fxrt_qconv_is_depthwise(p))
@@ -221,8 +254,7 @@ int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
     return fxrt_qconv_small_scratch_bytes(p, q);
 #else
     if (fxrt_qconv_is_depthwise(p) && q->x_nhwc)
-        return align64(p->in_channels + SLACK) +
-               p->in_channels * kernel_taps(p) * (int64_t)sizeof(int32_t);
+        return align64(p->in_channels + SLACK) + dw_nhwc_tables_bytes(p);
     if (fxrt_qconv_is_depthwise(p))
         return depthwise_scratch_bytes(p, q);
     Band b = band_plan(p, q);
@@ -296,6 +328,24 @@ static void transpose_bytes(const uint8_t *src, int64_t src_stride, uint8_t *dst
 /* Input rows [iy0, iy0 + b->in_rows) of image x (NCHW bytes), NHWC into
  * band with pad_begin[2] columns of x_zp on the left and x_zp wherever the
  * window leaves the image. */
+/* Fills n bytes with v without a call when n is a pixel's padding (tens of
+ * bytes, at both ends of every band row), as im2col_copy copies. */
+static void fill_short(uint8_t *dst, uint8_t v, int64_t n)
+{
+    if (n > 64) {
+        memset(dst, v, (size_t)n);
+    } else if (n >= 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            memset(dst + i, v, 16);
+        if (i < n)
+            memset(dst + n - 16, v, 16);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = v;
+    }
+}
+
 static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int x_nhwc,
                          const uint8_t *x, int64_t iy0, uint8_t *band)
 {
@@ -308,8 +358,8 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int
             memset(dst, zp, (size_t)row_bytes);
             continue;
         }
-        memset(dst, zp, (size_t)(left * c));
-        memset(dst + (left + w) * c, zp, (size_t)((b->padded_w - left - w) * c));
+        fill_short(dst, zp, left * c);
+        fill_short(dst + (left + w) * c, zp, (b->padded_w - left - w) * c);
         if (x_nhwc) /* the row as it is */
             memcpy(dst + left * c, x + iy * w * c, (size_t)(w * c));
         else /* the row of every channel, a C x W matrix of stride H x W */
@@ -317,8 +367,30 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int
     }
 }
 
+/* Copies one im2col run (kernel_w x C bytes, or C) without a call: 16-byte
+ * steps with the last one overlapping, two overlapping 8-byte copies below
+ * 16, bytes below 8.  The runs are tens of bytes, where a call to memcpy
+ * cost as much as the GEMM on them (ResNet-8's 16-channel layers). */
+static void im2col_copy(uint8_t *dst, const uint8_t *src, int64_t n)
+{
+    if (n >= 16) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            memcpy(dst + i, src + i, 16);
+        if (i < n)
+            memcpy(dst + n - 16, src + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
+}
+
 /* The im2col rows of output rows [oy0, oy0 + rows) from the NHWC band that
- * starts at their first input row: (kh, kw, c) order, as packed. */
+ * starts at their first input row: (kh, kw, c) order, as packed, each row
+ * k_padded bytes with zeros after k. */
 static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *band,
                         int64_t rows, uint8_t *col)
 {
@@ -326,16 +398,18 @@ static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *b
     int64_t sh = p->stride[1], sw = p->stride[2], dh = p->dilation[1], dw = p->dilation[2];
     for (int64_t r = 0; r < rows; r++)
         for (int64_t ox = 0; ox < ow; ox++) {
-            uint8_t *dst = col + (r * ow + ox) * b->k;
+            uint8_t *dst = col + (r * ow + ox) * b->k_padded;
+            if (b->k_padded > b->k)
+                memset(dst + b->k, 0, (size_t)(b->k_padded - b->k));
             for (int64_t kh = 0; kh < kh_n; kh++) {
                 const uint8_t *src = band + ((r * sh + kh * dh) * b->padded_w + ox * sw) * c;
                 if (dw == 1) {
-                    memcpy(dst, src, (size_t)(kw_n * c));
+                    im2col_copy(dst, src, kw_n * c);
                     dst += kw_n * c;
                     continue;
                 }
                 for (int64_t kw = 0; kw < kw_n; kw++, dst += c)
-                    memcpy(dst, src + kw * dw * c, (size_t)c);
+                    im2col_copy(dst, src + kw * dw * c, c);
             }
         }
 }
@@ -356,6 +430,47 @@ static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_
     }
 }
 
+#ifdef FXRT_QCONV_X86
+/* Whether the GEMM reads its A rows straight from the NHWC band (the VNNI
+ * tiles' gather) rather than from im2col rows: every k-group of four bytes
+ * must be contiguous in the band, which it is when C is a multiple of 4
+ * (four channels of one tap) or when a kernel row's taps are adjacent
+ * (dilation_w 1) and its kernel_w x C bytes a multiple of 4 (DS-CNN's
+ * one-channel 10 x 4 stem). */
+static int implicit_im2col(const FxrtConvParams *p, const Band *b)
+{
+    int64_t c = p->in_channels;
+    int contiguous = c % 4 == 0 || (p->dilation[2] == 1 && p->kernel[2] * c % 4 == 0);
+    return !b->pointwise && contiguous && fxrt_qgemm_vnni_in_use();
+}
+
+/* Where the k-groups of an im2col row ((kh, kw, c) order) lie relative to
+ * its window's corner in the band. */
+static void band_k_offsets(const FxrtConvParams *p, const Band *b, int32_t *k_offsets)
+{
+    int64_t c = p->in_channels, kw_n = p->kernel[2], row_run = kw_n * c;
+    for (int64_t g = 0; g < b->k / 4; g++) {
+        int64_t e = 4 * g, kh = e / row_run, in_row = e % row_run;
+        int64_t row_at = kh * p->dilation[1] * b->padded_w * c;
+        /* a dilated row's taps are dilation_w pixels apart */
+        int64_t kw = in_row / c, ch = in_row % c;
+        k_offsets[g] = (int32_t)(row_at + kw * p->dilation[2] * c + ch);
+    }
+}
+
+/* The window corners of output rows [0, rows) of the band: pixel (r, ox)
+ * reads from band row r x stride_h, column ox x stride_w. */
+static void band_rows(const FxrtConvParams *p, const Band *b, const uint8_t *band, int64_t rows,
+                      const uint8_t **a_rows)
+{
+    int64_t c = p->in_channels, ow = p->out_size[2];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t ox = 0; ox < ow; ox++)
+            a_rows[r * ow + ox] =
+                band + ((r * p->stride[1]) * b->padded_w + ox * p->stride[2]) * c;
+}
+#endif
+
 static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                        const void *packed, uint8_t *y, uint8_t *scratch)
 {
@@ -363,9 +478,18 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
     uint8_t *band = scratch, *col = scratch + b.band_bytes, *out = col + b.col_bytes;
     int64_t c = p->in_channels, m = p->out_channels, oh = p->out_size[1], ow = p->out_size[2];
     int64_t in_image = c * p->in_size[1] * p->in_size[2], out_plane = oh * ow;
-    FxrtQGemm g = {.n = m, .k = b.k, .a_type = q->x_type, .y_type = q->y_type,
+    int64_t k = b.pointwise ? b.k : b.k_padded; /* A's k and row stride */
+    FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
                    .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
     int64_t size = y_bytes(q);
+#ifdef FXRT_QCONV_X86
+    int implicit = implicit_im2col(p, &b);
+    const uint8_t **a_rows = (const uint8_t **)(void *)(col + (64 - (uintptr_t)col % 64) % 64);
+    int32_t *k_offsets = (int32_t *)(void *)((uint8_t *)a_rows +
+                                             align64(b.rows * ow * (int64_t)sizeof(void *)));
+    if (implicit)
+        band_k_offsets(p, &b, k_offsets);
+#endif
     for (int64_t n = 0; n < p->batch; n++)
         for (int64_t oy0 = 0; oy0 < oh; oy0 += b.rows) {
             int64_t rows = oh - oy0 < b.rows ? oh - oy0 : b.rows;
@@ -375,16 +499,26 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
             else
                 band_to_nhwc(p, &b, (uint8_t)q->x_zp, q->x_nhwc, x + n * in_image,
                              oy0 * p->stride[1] - p->pad_begin[1], band);
+            uint8_t *image = y + n * m * out_plane * size;
+#ifdef FXRT_QCONV_X86
+            if (implicit) {
+                band_rows(p, &b, band, rows, a_rows);
+                uint8_t *dst = q->y_nhwc ? image + oy0 * ow * m * size : out;
+                fxrt_qgemm_gather_vnni(&g, rows * ow, a_rows, k_offsets, packed, dst, m);
+                if (!q->y_nhwc)
+                    pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
+                continue;
+            }
+#endif
             if (!b.pointwise) {
                 band_im2col(p, &b, band, rows, col);
                 a = col;
             }
-            uint8_t *image = y + n * m * out_plane * size;
             if (q->y_nhwc) { /* pixel-major rows are NHWC's */
-                fxrt_qgemm(&g, rows * ow, a, b.k, packed, image + oy0 * ow * m * size, m);
+                fxrt_qgemm(&g, rows * ow, a, k, packed, image + oy0 * ow * m * size, m);
                 continue;
             }
-            fxrt_qgemm(&g, rows * ow, a, b.k, packed, out, m);
+            fxrt_qgemm(&g, rows * ow, a, k, packed, out, m);
             pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
         }
 }
@@ -591,7 +725,8 @@ DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
     }
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    __m512i mult = _mm512_set1_epi32(d->mult), shift = _mm512_set1_epi32(d->shift);
+    FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
+        _mm512_set1_epi32(d->mult), _mm512_set1_epi32(d->shift), q->y_zp, q->y_min, q->y_max);
     for (int64_t i = 0; i < d->count; i += 16) {
         __m512i acc = _mm512_set1_epi32(d->seed);
         for (int64_t t = 0; t < taps; t++) {
@@ -603,7 +738,7 @@ DW_AVX512_TARGET static void dw_channel_avx512(const DwChannel *d)
             _mm512_storeu_si512(d->stage + i * 4, acc);
             continue;
         }
-        __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        __m512i y = fxrt_quant_requantize_scaled_avx512(acc, &scale);
         _mm_storeu_si128((__m128i *)(d->stage + i), _mm512_cvtepi32_epi8(y));
     }
 }
@@ -619,7 +754,8 @@ DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
     }
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    __m256i mult = _mm256_set1_epi32(d->mult), shift = _mm256_set1_epi32(d->shift);
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_set1_epi32(d->mult), _mm256_set1_epi32(d->shift), q->y_zp, q->y_min, q->y_max);
     for (int64_t i = 0; i < d->count; i += 8) {
         __m256i acc = _mm256_set1_epi32(d->seed);
         for (int64_t t = 0; t < taps; t++) {
@@ -631,7 +767,7 @@ DW_AVX2_TARGET static void dw_channel_avx2(const DwChannel *d)
             _mm256_storeu_si256((__m256i *)(d->stage + i * 4), acc);
             continue;
         }
-        __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+        __m256i y = fxrt_quant_requantize_scaled_avx2(acc, &scale);
         _mm_storel_epi64((__m128i *)(d->stage + i), fxrt_quant_low_bytes_avx2(y));
     }
 }
@@ -651,6 +787,18 @@ static int dw_isa(const FxrtConvParams *p)
         return 0;
     if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
+        return 2;
+    return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
+}
+
+/* The NHWC depthwise kernels: 2 AVX-512 VNNI, 1 AVX2 (also on AVX-512
+ * without VNNI), 0 portable. */
+static int dw_nhwc_isa(const FxrtConvParams *p)
+{
+    if (kernel_taps(p) > DW_MAX_TAPS)
+        return 0;
+    if (isa_cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         return 2;
     return isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1 : 0;
 }
@@ -710,92 +858,341 @@ int fxrt_qconv_nhwc_applies(const FxrtConvParams *p)
 
 #if !FXRT_SMALL_KERNELS /* the firmware build is NCHW only (qconv-nhwc is host-only) */
 
-/* One output pixel of the NHWC depthwise convolution: src[t] is the input
- * pixel (C bytes) tap t reads, or a row of zero points where the window
- * leaves the image (the padding, which the seed's - x_zp x sum(w) cancels
- * as in the reference). */
+/* A run of output pixels of the NHWC depthwise convolution along one output
+ * row: pixel i reads tap t's input pixel (C bytes) at src[t] + i * step, a
+ * row of zero points where the window leaves the image (the padding, which
+ * the seed's - x_zp x sum(w) cancels as in the reference; step 0 then), and
+ * writes its C outputs at y + i * C (elements). */
+typedef struct DwRun {
+    const uint8_t *src[DW_MAX_TAPS];
+    int64_t step, count;
+    uint8_t *y;
+} DwRun;
+
 typedef struct DwPixel {
     const FxrtQConv *q;
     int64_t c, taps;
     const int32_t *seed, *mult, *shift; /* [C] */
     const int8_t *w;                    /* [C][taps] */
     const uint8_t *lanes; /* [taps][C] int32, the int16 weight in the low half (any alignment) */
+    /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
+     * the taps in groups of four as vpdpbusd operands, then the seed,
+     * multiplier and shift, all in its accumulators' lane order. */
+    const uint8_t *quads;
+    const int32_t *quad_columns;
+    int64_t groups; /* taps / 4, rounded up */
 } DwPixel;
 
-/* Channels [from, c) of one pixel in portable C. */
-static void dw_pixel_portable(const DwPixel *d, const uint8_t *const *src, int64_t from,
-                              uint8_t *y)
+/* The output columns [lo, hi) whose windows lie inside the image's width. */
+static void dw_inner_columns(const FxrtConvParams *p, int64_t *lo, int64_t *hi)
+{
+    int64_t sw = p->stride[2], left = p->pad_begin[2], w = p->in_size[2], ow = p->out_size[2];
+    int64_t span = (p->kernel[2] - 1) * p->dilation[2];
+    /* ox * sw - left >= 0 and ox * sw - left + span <= w - 1 */
+    *lo = (left + sw - 1) / sw;
+    int64_t last = w - 1 - span + left; /* the largest ox * sw allowed */
+    *hi = last < 0 ? 0 : last / sw + 1;
+    *lo = *lo > ow ? ow : *lo;
+    *hi = *hi > ow ? ow : *hi < *lo ? *lo : *hi;
+}
+
+/* One image of the NHWC depthwise convolution and where its taps read. */
+typedef struct DwImage {
+    const FxrtConvParams *p;
+    const uint8_t *x, *zp_row; /* the NHWC image; C zero points */
+    uint8_t *y;                /* its NHWC output */
+    int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS]; /* from the window's corner */
+    int64_t inner_lo, inner_hi;                       /* dw_inner_columns */
+} DwImage;
+
+/* The run of output row oy that starts at column ox.  A row is at most
+ * three runs: the left edge and the right one pixel by pixel, the inside
+ * columns as one run with a step of stride_w pixels; a row whose window
+ * leaves the image at the top or bottom goes pixel by pixel. */
+static void dw_run_at(const DwImage *m, int64_t c, int64_t size, int64_t oy, int64_t ox,
+                      DwRun *r)
+{
+    const FxrtConvParams *p = m->p;
+    int64_t h = p->in_size[1], w = p->in_size[2], taps = kernel_taps(p);
+    int64_t iy0 = oy * p->stride[1] - p->pad_begin[1], ix0 = ox * p->stride[2] - p->pad_begin[2];
+    int inside = iy0 >= 0 && iy0 + m->tap_dy[taps - 1] < h && ox >= m->inner_lo &&
+                 ox < m->inner_hi;
+    r->count = inside ? m->inner_hi - ox : 1;
+    r->step = inside ? p->stride[2] * c : 0;
+    r->y = m->y + (oy * p->out_size[2] + ox) * c * size;
+    for (int64_t t = 0; t < taps; t++) {
+        int64_t iy = iy0 + m->tap_dy[t], ix = ix0 + m->tap_dx[t];
+        r->src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? m->x + (iy * w + ix) * c : m->zp_row;
+    }
+}
+
+/* Steps (oy, ox) past the run r holds (count 0 at the start) and fills r
+ * with the next one; 0 at the end of the image. */
+static int dw_next_run(const DwImage *m, int64_t c, int64_t size, int64_t *oy, int64_t *ox,
+                       DwRun *r)
+{
+    *ox += r->count;
+    if (*ox >= m->p->out_size[2]) {
+        *ox = 0;
+        ++*oy;
+    }
+    if (*oy >= m->p->out_size[1])
+        return 0;
+    dw_run_at(m, c, size, *oy, *ox, r);
+    return 1;
+}
+
+/* Channels [from, c) of a run in portable C. */
+static void dw_run_portable(const DwPixel *d, const DwRun *r, int64_t from)
 {
     const FxrtQConv *q = d->q;
     int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    for (int64_t ch = from; ch < d->c; ch++) {
-        uint32_t acc = (uint32_t)d->seed[ch];
-        for (int64_t t = 0; t < d->taps; t++) {
-            uint8_t byte = src[t][ch];
-            int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
-            acc += (uint32_t)(xv * d->w[ch * d->taps + t]);
+    int64_t size = y_bytes(q);
+    for (int64_t i = 0; i < r->count; i++) {
+        uint8_t *y = r->y + i * d->c * size;
+        for (int64_t ch = from; ch < d->c; ch++) {
+            uint32_t acc = (uint32_t)d->seed[ch];
+            for (int64_t t = 0; t < d->taps; t++) {
+                uint8_t byte = r->src[t][i * r->step + ch];
+                int32_t xv = is_int8 ? (int32_t)(int8_t)byte : (int32_t)byte;
+                acc += (uint32_t)(xv * d->w[ch * d->taps + t]);
+            }
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                int32_t v = (int32_t)acc;
+                memcpy(y + ch * 4, &v, sizeof v);
+                continue;
+            }
+            int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult[ch], d->shift[ch]) + q->y_zp;
+            v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
+            y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
         }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            int32_t v = (int32_t)acc;
-            memcpy(y + ch * 4, &v, sizeof v);
-            continue;
-        }
-        int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult[ch], d->shift[ch]) + q->y_zp;
-        v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
-        y[ch] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
     }
+}
+
+/* Channels [from, c) of the image in portable C. */
+static void dw_image_portable(const DwPixel *d, const DwImage *m, int64_t from)
+{
+    DwRun r = {.count = 0};
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(d->q), &oy, &ox, &r);)
+        dw_run_portable(d, &r, from);
 }
 
 #ifdef FXRT_QCONV_X86
-DW_AVX512_TARGET static void dw_pixel_avx512(const DwPixel *d, const uint8_t *const *src,
-                                             uint8_t *y)
+#define DW_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* Where channel ch of a 64-channel block sits in the VNNI kernel's four
+ * accumulators: the byte unpacks below leave channel 16 L + 4 k + j (128-bit
+ * lane L, j < 4) in accumulator k, int32 lane 4 L + j. */
+static int64_t dw_quad_slot(int64_t ch) { return (ch % 16 / 4) * 16 + ch / 16 * 4 + ch % 4; }
+
+/* Fills the tables of d (quads, quad_columns: dw_vnni_tables_bytes at
+ * `tables`).  An int8 activation is read as x + 128 (its top bit flipped)
+ * so that vpdpbusd's unsigned operand serves both types: the seed then
+ * loses 128 x sum(w).  Channels past C get zero weights and seeds. */
+static void dw_vnni_tables(const FxrtQConv *q, DwPixel *d, uint8_t *tables)
 {
-    const FxrtQConv *q = d->q;
-    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
-    for (int64_t c0 = 0; c0 < d->c; c0 += 16) {
-        int64_t left = d->c - c0;
-        __mmask16 live = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        __m512i acc = _mm512_maskz_loadu_epi32(live, d->seed + c0);
-        for (int64_t t = 0; t < d->taps; t++) {
-            __m128i bytes = _mm_maskz_loadu_epi8(live, src[t] + c0);
-            __m512i xv = is_int8 ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-            __m512i wv = _mm512_maskz_loadu_epi32(live, d->lanes + (t * d->c + c0) * 4);
-            acc = _mm512_add_epi32(acc, _mm512_madd_epi16(xv, wv));
+    int64_t c = d->c, taps = d->taps, groups = (taps + 3) / 4;
+    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK;
+    uint8_t *quads = tables;
+    int32_t columns[3 * DW_BLOCK];
+    uint8_t *column_bytes = tables + blocks * groups * 4 * DW_BLOCK;
+    for (int64_t b = 0; b < blocks; b++) {
+        uint8_t *block = quads + b * groups * 4 * DW_BLOCK;
+        memset(block, 0, (size_t)(groups * 4 * DW_BLOCK));
+        for (int64_t i = 0; i < DW_BLOCK; i++) {
+            int64_t ch = b * DW_BLOCK + i, slot = dw_quad_slot(i);
+            uint32_t seed = 0, wsum = 0;
+            int32_t mult = 0, shift = 31;
+            if (ch < c) {
+                const int8_t *w = d->w + ch * taps;
+                /* Group g's four taps go to accumulator slot / 16, lane
+                 * slot % 16 of that group's vectors: one 4-byte copy (the
+                 * last group's missing taps stay 0). */
+                for (int64_t g = 0; g < groups; g++) {
+                    uint8_t *quad = block + (g * 4 + slot / 16) * DW_BLOCK + (slot % 16) * 4;
+                    if (taps - 4 * g >= 4)
+                        memcpy(quad, w + 4 * g, 4);
+                    else
+                        memcpy(quad, w + 4 * g, (size_t)(taps - 4 * g));
+                }
+                for (int64_t t = 0; t < taps; t++)
+                    wsum += (uint32_t)(int32_t)w[t];
+                seed = (uint32_t)d->seed[ch];
+                if (q->x_type == FXRT_DTYPE_INT8)
+                    seed -= 128u * wsum;
+                mult = d->mult[ch];
+                shift = d->shift[ch];
+            }
+            columns[slot] = (int32_t)seed;
+            columns[DW_BLOCK + slot] = mult;
+            columns[2 * DW_BLOCK + slot] = shift;
         }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm512_mask_storeu_epi32(y + c0 * 4, live, acc);
-            continue;
+        memcpy(column_bytes + b * (int64_t)sizeof columns, columns, sizeof columns);
+    }
+    d->quads = quads;
+    d->quad_columns = (const int32_t *)(const void *)column_bytes;
+    d->groups = groups;
+}
+
+/* Stores one pixel's 64 (live) int32 sums from the four accumulators. */
+DW_VNNI_TARGET __attribute__((always_inline)) static inline void
+dw_store_int32_vnni(const __m512i *acc, int64_t left, uint8_t *y)
+{
+    for (int k = 0; k < 4; k++) {
+        __m128i part[4] = {
+            _mm512_extracti32x4_epi32(acc[k], 0), _mm512_extracti32x4_epi32(acc[k], 1),
+            _mm512_extracti32x4_epi32(acc[k], 2), _mm512_extracti32x4_epi32(acc[k], 3)};
+        for (int lane = 0; lane < 4; lane++) {
+            int64_t first = 16 * lane + 4 * k, real = left - first;
+            __mmask8 keep = (__mmask8)(real >= 4 ? 0xf : real <= 0 ? 0 : (1u << real) - 1u);
+            _mm_mask_storeu_epi32(y + first * 4, keep, part[lane]);
         }
-        __m512i mult = _mm512_maskz_loadu_epi32(live, d->mult + c0);
-        __m512i shift = _mm512_mask_loadu_epi32(_mm512_set1_epi32(31), live, d->shift + c0);
-        __m512i v = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-        _mm512_mask_cvtepi32_storeu_epi8(y + c0, live, v);
     }
 }
 
-/* Whole groups of 8 channels; returns where the portable tail starts. */
-DW_AVX2_TARGET static int64_t dw_pixel_avx2(const DwPixel *d, const uint8_t *const *src,
-                                            uint8_t *y)
+/* One block of 64 channels over the whole run, four taps per vpdpbusd: the
+ * four taps' bytes are interleaved by two rounds of unpacks into
+ * [x_t0 x_t1 x_t2 x_t3] per channel, in dw_quad_slot's order.  The
+ * weights, seeds and scales stay in registers across the run (groups and
+ * is_int8 constants where the caller inlines it).  The requantized int32s
+ * narrow with saturation (packs/packus put the channels back in order),
+ * the zero point is added in saturating int16 and the clamp is on bytes:
+ * a value that saturates is beyond the byte range either way. */
+DW_VNNI_TARGET __attribute__((always_inline)) static inline void
+dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t groups,
+              const int is_int8)
 {
     const FxrtQConv *q = d->q;
-    int is_int8 = q->x_type == FXRT_DTYPE_INT8;
+    int64_t c0 = b * DW_BLOCK, left = d->c - c0, last = d->taps - 1;
+    __mmask64 live = left >= DW_BLOCK ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1u;
+    const uint8_t *quads = d->quads + b * groups * 4 * DW_BLOCK;
+    const int32_t *columns = d->quad_columns + b * 3 * DW_BLOCK;
+    __m512i weight[DW_MAX_TAPS];
+    for (int64_t g = 0; g < groups * 4; g++)
+        weight[g] = _mm512_loadu_si512(quads + g * DW_BLOCK);
+    __m512i seed[4];
+    FxrtQuantScaleAvx512 scale[4];
+    for (int k = 0; k < 4; k++) {
+        seed[k] = _mm512_loadu_si512(columns + k * 16);
+        scale[k] = fxrt_quant_scale_avx512(_mm512_loadu_si512(columns + DW_BLOCK + k * 16),
+                                           _mm512_loadu_si512(columns + 2 * DW_BLOCK + k * 16),
+                                           0, INT32_MIN, INT32_MAX);
+    }
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i zp = _mm512_set1_epi16((short)q->y_zp);
+    const __m512i y_min = _mm512_set1_epi8((char)q->y_min);
+    const __m512i y_max = _mm512_set1_epi8((char)q->y_max);
+    DwRun run = {.count = 0}, *r = &run;
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
+        for (int64_t i = 0; i < r->count; i++) {
+            __m512i acc[4] = {seed[0], seed[1], seed[2], seed[3]};
+            int64_t at = i * r->step + c0;
+            for (int64_t g = 0; g < groups; g++) {
+                __m512i x[4];
+                for (int64_t u = 0; u < 4; u++) {
+                    /* Taps past the kernel read the last tap's pixel, times 0. */
+                    int64_t t = 4 * g + u > last ? last : 4 * g + u;
+                    x[u] = _mm512_maskz_loadu_epi8(live, r->src[t] + at);
+                    if (is_int8)
+                        x[u] = _mm512_xor_si512(x[u], flip);
+                }
+                __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
+                __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
+                __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
+                __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
+                const __m512i *w = weight + 4 * g;
+                __m512i quad0 = _mm512_unpacklo_epi16(low01, low23);
+                __m512i quad1 = _mm512_unpackhi_epi16(low01, low23);
+                __m512i quad2 = _mm512_unpacklo_epi16(high01, high23);
+                __m512i quad3 = _mm512_unpackhi_epi16(high01, high23);
+                acc[0] = _mm512_dpbusd_epi32(acc[0], quad0, w[0]);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], quad1, w[1]);
+                acc[2] = _mm512_dpbusd_epi32(acc[2], quad2, w[2]);
+                acc[3] = _mm512_dpbusd_epi32(acc[3], quad3, w[3]);
+            }
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                dw_store_int32_vnni(acc, left, r->y + (i * d->c + c0) * 4);
+                continue;
+            }
+            __m512i rescaled[4];
+            for (int k = 0; k < 4; k++)
+                rescaled[k] = fxrt_quant_rescale_scaled_avx512(acc[k], &scale[k]);
+            __m512i words01 = _mm512_packs_epi32(rescaled[0], rescaled[1]);
+            __m512i words23 = _mm512_packs_epi32(rescaled[2], rescaled[3]);
+            words01 = _mm512_adds_epi16(words01, zp);
+            words23 = _mm512_adds_epi16(words23, zp);
+            __m512i bytes;
+            if (q->y_type == FXRT_DTYPE_UINT8) {
+                bytes = _mm512_max_epu8(_mm512_packus_epi16(words01, words23), y_min);
+                bytes = _mm512_min_epu8(bytes, y_max);
+            } else {
+                bytes = _mm512_max_epi8(_mm512_packs_epi16(words01, words23), y_min);
+                bytes = _mm512_min_epi8(bytes, y_max);
+            }
+            _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
+        }
+}
+
+DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m)
+{
+    int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
+    for (int64_t b = 0; b * DW_BLOCK < d->c; b++) {
+        /* 3x3 (three groups of four taps), the common kernel, unrolled. */
+        if (d->groups == 3 && !is_int8)
+            dw_block_vnni(d, m, b, 3, 0);
+        else if (d->groups == 3)
+            dw_block_vnni(d, m, b, 3, 1);
+        else
+            dw_block_vnni(d, m, b, d->groups, is_int8);
+    }
+}
+
+/* Eight channels from c0 over the whole run: the weights (int16 in int32
+ * lanes, vpmaddwd), seed and scale in registers across the run. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_group_avx2(const DwPixel *d, const DwImage *m, int64_t c0, const int64_t taps,
+              const int is_int8)
+{
+    const FxrtQConv *q = d->q;
+    __m256i weight[DW_MAX_TAPS];
+    for (int64_t t = 0; t < taps; t++)
+        weight[t] = _mm256_loadu_si256(
+            (const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
+    __m256i seed = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_loadu_si256((const __m256i *)(d->mult + c0)),
+        _mm256_loadu_si256((const __m256i *)(d->shift + c0)), q->y_zp, q->y_min, q->y_max);
+    DwRun run = {.count = 0}, *r = &run;
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
+        for (int64_t i = 0; i < r->count; i++) {
+            __m256i acc = seed;
+            int64_t at = i * r->step + c0;
+            for (int64_t t = 0; t < taps; t++) {
+                __m128i bytes = _mm_loadl_epi64((const __m128i *)(r->src[t] + at));
+                __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
+            }
+            if (q->y_type == FXRT_DTYPE_INT32) {
+                _mm256_storeu_si256((__m256i *)(r->y + (i * d->c + c0) * 4), acc);
+                continue;
+            }
+            __m256i v = fxrt_quant_requantize_scaled_avx2(acc, &scale);
+            _mm_storel_epi64((__m128i *)(r->y + i * d->c + c0), fxrt_quant_low_bytes_avx2(v));
+        }
+}
+
+/* Whole groups of 8 channels; returns where the portable tail starts. */
+DW_AVX2_TARGET static int64_t dw_image_avx2(const DwPixel *d, const DwImage *m)
+{
+    int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     int64_t c0 = 0;
     for (; c0 + 8 <= d->c; c0 += 8) {
-        __m256i acc = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
-        for (int64_t t = 0; t < d->taps; t++) {
-            __m128i bytes = _mm_loadl_epi64((const __m128i *)(src[t] + c0));
-            __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-            __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
-        }
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            _mm256_storeu_si256((__m256i *)(y + c0 * 4), acc);
-            continue;
-        }
-        __m256i mult = _mm256_loadu_si256((const __m256i *)(d->mult + c0));
-        __m256i shift = _mm256_loadu_si256((const __m256i *)(d->shift + c0));
-        __m256i v = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-        _mm_storel_epi64((__m128i *)(y + c0), fxrt_quant_low_bytes_avx2(v));
+        if (d->taps == 9 && !is_int8)
+            dw_group_avx2(d, m, c0, 9, 0);
+        else if (d->taps == 9)
+            dw_group_avx2(d, m, c0, 9, 1);
+        else
+            dw_group_avx2(d, m, c0, d->taps, is_int8);
     }
     return c0;
 }
@@ -804,53 +1201,48 @@ DW_AVX2_TARGET static int64_t dw_pixel_avx2(const DwPixel *d, const uint8_t *con
 static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                                  const void *packed, uint8_t *y, uint8_t *scratch)
 {
-    int64_t c = p->in_channels, h = p->in_size[1], w = p->in_size[2];
-    int64_t oh = p->out_size[1], ow = p->out_size[2], taps = kernel_taps(p), size = y_bytes(q);
+    int64_t c = p->in_channels, taps = kernel_taps(p);
     const int32_t *columns = dw_columns(packed);
     DwPixel d = {.q = q, .c = c, .taps = taps, .seed = columns, .mult = columns + c,
                  .shift = columns + 2 * c, .w = dw_taps(p, packed)};
-    uint8_t *zp_row = scratch;
-    /* The taps [tap][c] as int32 lanes, the int16 weight in the low half and
-     * 0 in the high one: vpmaddwd then multiplies the activation's (possibly
-     * sign-filled) high half by 0.  Stored by memcpy: scratch has any
-     * alignment, and the vector loads are unaligned ones. */
-    uint8_t *lanes = scratch + align64(c + SLACK);
-    for (int64_t t = 0; t < taps; t++)
-        for (int64_t ch = 0; ch < c; ch++) {
-            int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
-            memcpy(lanes + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
-        }
-    d.lanes = lanes;
+    uint8_t *zp_row = scratch, *tables = scratch + align64(c + SLACK);
     memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
 #ifdef FXRT_QCONV_X86
-    int isa = dw_isa(p);
-#endif
-    const uint8_t *src[DW_MAX_TAPS];
-    for (int64_t n = 0; n < p->batch; n++) {
-        const uint8_t *image = x + n * h * w * c;
-        for (int64_t oy = 0; oy < oh; oy++)
-            for (int64_t ox = 0; ox < ow; ox++) {
-                for (int64_t t = 0; t < taps; t++) {
-                    int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
-                                 (t / p->kernel[2]) * p->dilation[1];
-                    int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
-                                 (t % p->kernel[2]) * p->dilation[2];
-                    src[t] = iy >= 0 && iy < h && ix >= 0 && ix < w ? image + (iy * w + ix) * c
-                                                                    : zp_row;
-                }
-                uint8_t *dst = y + ((n * oh + oy) * ow + ox) * c * size;
-#ifdef FXRT_QCONV_X86
-                if (isa == 2) {
-                    dw_pixel_avx512(&d, src, dst);
-                    continue;
-                }
-                if (isa == 1) {
-                    dw_pixel_portable(&d, src, dw_pixel_avx2(&d, src, dst), dst);
-                    continue;
-                }
-#endif
-                dw_pixel_portable(&d, src, 0, dst);
+    int isa = dw_nhwc_isa(p);
+    if (isa == 2)
+        dw_vnni_tables(q, &d, tables);
+    if (isa == 1) {
+        /* The taps [tap][c] as int32 lanes, the int16 weight in the low half
+         * and 0 in the high one: vpmaddwd then multiplies the activation's
+         * (possibly sign-filled) high half by 0.  Stored by memcpy: scratch
+         * has any alignment, and the vector loads are unaligned ones. */
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t ch = 0; ch < c; ch++) {
+                int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
+                memcpy(tables + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
             }
+        d.lanes = tables;
+    }
+#else
+    (void)tables;
+#endif
+    DwImage m = {.p = p, .zp_row = zp_row};
+    for (int64_t t = 0; t < taps; t++) {
+        m.tap_dy[t] = (t / p->kernel[2]) * p->dilation[1];
+        m.tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
+    }
+    dw_inner_columns(p, &m.inner_lo, &m.inner_hi);
+    for (int64_t n = 0; n < p->batch; n++) {
+        m.x = x + n * p->in_size[1] * p->in_size[2] * c;
+        m.y = y + n * p->out_size[1] * p->out_size[2] * c * y_bytes(q);
+#ifdef FXRT_QCONV_X86
+        if (isa == 2)
+            dw_image_vnni(&d, &m);
+        else if (isa == 1)
+            dw_image_portable(&d, &m, dw_image_avx2(&d, &m));
+        else
+#endif
+            dw_image_portable(&d, &m, 0);
     }
 }
 

@@ -131,6 +131,10 @@ typedef struct QGemm {
     const FxrtQGemm *q;
     const uint8_t *a; /* bytes; an int8 A has flip = 0x80 */
     int64_t lda;
+    /* Or A gathered (fxrt_qgemm_gather_vnni): row i's k-group p at
+     * a_rows[i] + k_offsets[p]; NULL for the plain product. */
+    const uint8_t *const *a_rows;
+    const int32_t *k_offsets;
     uint8_t flip;
     const int8_t *w;
     const int32_t *col_bias, *col_mult, *col_shift;
@@ -289,14 +293,15 @@ AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(co
     return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
 }
 
-/* Requantizes the 8 accumulators of one row (columns from col, the first
- * `cols` real) and stores them. */
+/* Stores the 8 accumulators of one row (columns from col, the first
+ * `cols` real): int32 as they are, 8-bit requantized by the half panel's
+ * scale. */
 AVX2_TARGET __attribute__((always_inline)) static inline void
-store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
+store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc,
+           const FxrtQuantScaleAvx2 *scale)
 {
-    const FxrtQGemm *q = g->q;
     int64_t at = row * g->ldy + col;
-    if (q->y_type == FXRT_DTYPE_INT32) {
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
         if (cols >= NR_AVX2) {
             _mm256_storeu_si256((__m256i *)((int32_t *)g->y + at), acc);
         } else {
@@ -306,9 +311,7 @@ store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc)
         }
         return;
     }
-    __m256i mult = _mm256_loadu_si256((const __m256i *)(g->col_mult + col));
-    __m256i shift = _mm256_loadu_si256((const __m256i *)(g->col_shift + col));
-    __m256i y = fxrt_quant_requantize_avx2(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
+    __m256i y = fxrt_quant_requantize_scaled_avx2(acc, scale);
     uint8_t bytes[16];
     _mm_storeu_si128((__m128i *)bytes, fxrt_quant_low_bytes_avx2(y));
     memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
@@ -348,13 +351,17 @@ tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int h
     }
     int64_t col = col0 + half * NR_AVX2;
     __m256i seed = _mm256_loadu_si256((const __m256i *)(g->col_bias + col));
+    const FxrtQGemm *q = g->q;
+    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+        _mm256_loadu_si256((const __m256i *)(g->col_mult + col)),
+        _mm256_loadu_si256((const __m256i *)(g->col_shift + col)), q->y_zp, q->y_min, q->y_max);
     UNROLL_FULL
     for (int r = 0; r < rows; r++) {
         /* Per 128-bit lane the pair sums of columns 0 1 | 4 5 and 2 3 | 6 7:
          * the permute puts them in column order. */
         __m256i sums = _mm256_hadd_epi32(acc[r][0], acc[r][1]);
         sums = _mm256_permute4x64_epi64(sums, 0xd8);
-        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed));
+        store_avx2(g, row0 + r, col, cols - half * NR_AVX2, _mm256_add_epi32(sums, seed), &scale);
     }
 }
 
@@ -384,27 +391,36 @@ enum { MR_VNNI = 6, NR_VNNI = 2 * PANEL };
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
-/* Requantizes 16 accumulators of one row (columns from col, `keep` the
- * real ones) and stores them: even and odd columns take one 64-bit pass
- * each, are clamped while still 64-bit, then interleaved back. */
+/* Stores 16 accumulators of one row (columns from col, `keep` the real
+ * ones): int32 as they are, 8-bit requantized by the panel's scale. */
 VNNI_TARGET __attribute__((always_inline)) static inline void
-store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc)
+store_vnni(const QGemm *g, int64_t row, int64_t col, __mmask16 keep, __m512i acc,
+           const FxrtQuantScaleAvx512 *scale)
 {
-    const FxrtQGemm *q = g->q;
     int64_t at = row * g->ldy + col;
-    if (q->y_type == FXRT_DTYPE_INT32) {
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
         _mm512_mask_storeu_epi32((int32_t *)g->y + at, keep, acc);
         return;
     }
-    __m512i mult = _mm512_loadu_si512(g->col_mult + col);
-    __m512i shift = _mm512_loadu_si512(g->col_shift + col);
-    __m512i y = fxrt_quant_requantize_avx512(acc, mult, shift, q->y_zp, q->y_min, q->y_max);
-    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep, y);
+    _mm512_mask_cvtepi32_storeu_epi8(g->y + at, keep,
+                                     fxrt_quant_requantize_scaled_avx512(acc, scale));
 }
 
+/* acc += the dot products of av's unsigned and b's signed byte quads, in
+ * place: GCC 12 copies the accumulators of _mm512_dpbusd_epi32 around
+ * every step of the loop (a register move per accumulator and k-group). */
+VNNI_TARGET __attribute__((always_inline)) static inline void dpbusd_in_place(__m512i *acc,
+                                                                              __m512i av,
+                                                                              __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(*acc) : "v"(av), "v"(b));
+}
+
+/* `flipped` (an int8 A) is a constant where the tiles inline this, so that
+ * a uint8 A's words are broadcast straight from memory. */
 VNNI_TARGET __attribute__((always_inline)) static inline void
 tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const int panels,
-               int cols)
+               int cols, const int flipped)
 {
     __m512i acc[MR_VNNI][2];
     const int32_t *bias = g->col_bias + col0;
@@ -415,38 +431,64 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
             acc[r][f] = _mm512_loadu_si512(bias + f * PANEL);
     const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
     const int64_t panel_bytes = g->k_groups * PANEL * KGROUP;
-    const uint8_t *a = g->a + row0 * g->lda;
-    uint32_t flip = 0x01010101u * g->flip;
+    const uint8_t *row_at[MR_VNNI];
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++)
+        row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     int64_t whole = whole_groups(g);
-    for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+    /* The whole k-groups, then the partial last one apart: one branch-free
+     * loop keeps the accumulators in place. */
+    for (int64_t p = 0; p < whole; p++, w += PANEL * KGROUP) {
+        int64_t at = g->k_offsets ? g->k_offsets[p] : p * KGROUP;
         __m512i b[2];
         UNROLL_FULL
         for (int f = 0; f < panels; f++)
             b[f] = _mm512_loadu_si512(w + f * panel_bytes);
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            uint32_t word;
-            if (p < whole) {
-                memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
-                word ^= flip;
-            } else {
-                uint8_t v[KGROUP];
-                load_group(g, row0 + r, p, v);
-                memcpy(&word, v, sizeof word);
-            }
-            __m512i av = _mm512_set1_epi32((int)word);
+            int32_t word;
+            memcpy(&word, row_at[r] + at, sizeof word);
+            __m512i av = _mm512_set1_epi32(word);
+            if (flipped)
+                av = _mm512_xor_si512(av, flip);
             UNROLL_FULL
             for (int f = 0; f < panels; f++)
-                acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], av, b[f]);
+                dpbusd_in_place(&acc[r][f], av, b[f]);
         }
     }
+    if (whole < g->k_groups) {
+        __m512i b[2];
+        UNROLL_FULL
+        for (int f = 0; f < panels; f++)
+            b[f] = _mm512_loadu_si512(w + f * panel_bytes);
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            /* load_group's bytes, inline: a call here would make every
+             * accumulator live across it (no zmm register is preserved). */
+            uint8_t v[KGROUP] = {0};
+            int32_t word;
+            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
+                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
+            memcpy(&word, v, sizeof word);
+            UNROLL_FULL
+            for (int f = 0; f < panels; f++)
+                acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], _mm512_set1_epi32(word), b[f]);
+        }
+    }
+    const FxrtQGemm *q = g->q;
     UNROLL_FULL
     for (int f = 0; f < panels; f++) {
         int left = cols - f * PANEL;
         __mmask16 keep = (__mmask16)(left >= PANEL ? 0xffff : (1u << left) - 1u);
+        int64_t col = col0 + f * PANEL;
+        /* One scale per panel serves all its rows. */
+        FxrtQuantScaleAvx512 scale = fxrt_quant_scale_avx512(
+            _mm512_loadu_si512(g->col_mult + col), _mm512_loadu_si512(g->col_shift + col), q->y_zp,
+            q->y_min, q->y_max);
         UNROLL_FULL
         for (int r = 0; r < rows; r++)
-            store_vnni(g, row0 + r, col0 + f * PANEL, keep, acc[r][f]);
+            store_vnni(g, row0 + r, col, keep, acc[r][f], &scale);
     }
 }
 
@@ -454,7 +496,10 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
     VNNI_TARGET static void tile_vnni_##mr##_##np(const QGemm *g, int64_t row0, int64_t col0,   \
                                                   int cols)                                     \
     {                                                                                           \
-        tile_vnni_body(g, row0, mr, col0, np, cols);                                            \
+        if (g->flip)                                                                            \
+            tile_vnni_body(g, row0, mr, col0, np, cols, 1);                                     \
+        else                                                                                    \
+            tile_vnni_body(g, row0, mr, col0, np, cols, 0);                                     \
     }
 #define TILE_VNNI_ROWS(mr) TILE_VNNI(mr, 1) TILE_VNNI(mr, 2)
 TILE_VNNI_ROWS(1)
@@ -493,21 +538,61 @@ static int cpu_has_avx2(void) { return isa_cap >= 1 && __builtin_cpu_supports("a
 void fxrt_qgemm_limit_isa(int level) { (void)level; }
 #endif
 
+/* Everything of g but A. */
+static void qgemm_init(QGemm *g, const FxrtQGemm *q, const void *packed, void *y, int64_t ldy)
+{
+    g->q = q;
+    g->a = NULL;
+    g->lda = 0;
+    g->a_rows = NULL;
+    g->k_offsets = NULL;
+    g->flip = q->a_type == FXRT_DTYPE_INT8 ? 0x80 : 0;
+    g->w = (const int8_t *)packed;
+    g->col_bias = packed_columns(packed, q->n, q->k);
+    g->col_mult = g->col_bias + round_up(q->n, PANEL);
+    g->col_shift = g->col_mult + round_up(q->n, PANEL);
+    g->k_groups = round_up(q->k, KGROUP) / KGROUP;
+    g->y = (uint8_t *)y;
+    g->ldy = ldy;
+}
+
+/* Every tile of the m x n product: the row tiles outermost while B fits in
+ * L2, else the column blocks. */
+static void qgemm_walk(const QGemm *g, int64_t m, TileFn tile, int64_t mr, int64_t nr)
+{
+    int64_t n = g->q->n;
+    if (fxrt_qgemm_packed_bytes(n, g->q->k) <= B_IN_CACHE_BYTES) {
+        for (int64_t i = 0; i < m; i += mr)
+            for (int64_t j = 0; j < n; j += nr)
+                tile(g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    } else {
+        for (int64_t j = 0; j < n; j += nr)
+            for (int64_t i = 0; i < m; i += mr)
+                tile(g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
+    }
+}
+
+#ifdef FXRT_QGEMM_X86
+int fxrt_qgemm_vnni_in_use(void) { return cpu_has_vnni(); }
+
+void fxrt_qgemm_gather_vnni(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
+                            const int32_t *k_offsets, const void *packed, void *y, int64_t ldy)
+{
+    QGemm g;
+    qgemm_init(&g, q, packed, y, ldy);
+    g.a_rows = a_rows;
+    g.k_offsets = k_offsets;
+    qgemm_walk(&g, m, tile_vnni, MR_VNNI, NR_VNNI);
+}
+#endif
+
 void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const void *packed,
                 void *y, int64_t ldy)
 {
     QGemm g;
-    g.q = q;
+    qgemm_init(&g, q, packed, y, ldy);
     g.a = (const uint8_t *)a;
     g.lda = lda;
-    g.flip = q->a_type == FXRT_DTYPE_INT8 ? 0x80 : 0;
-    g.w = (const int8_t *)packed;
-    g.col_bias = packed_columns(packed, q->n, q->k);
-    g.col_mult = g.col_bias + round_up(q->n, PANEL);
-    g.col_shift = g.col_mult + round_up(q->n, PANEL);
-    g.k_groups = round_up(q->k, KGROUP) / KGROUP;
-    g.y = (uint8_t *)y;
-    g.ldy = ldy;
     TileFn tile = TILE_PLAIN;
     int64_t mr = MR_PORTABLE, nr = PANEL;
 #ifdef FXRT_QGEMM_X86
@@ -521,14 +606,5 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
         nr = PANEL;
     }
 #endif
-    int64_t n = q->n;
-    if (fxrt_qgemm_packed_bytes(n, q->k) <= B_IN_CACHE_BYTES) {
-        for (int64_t i = 0; i < m; i += mr)
-            for (int64_t j = 0; j < n; j += nr)
-                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
-    } else {
-        for (int64_t j = 0; j < n; j += nr)
-            for (int64_t i = 0; i < m; i += mr)
-                tile(&g, i, (int)(m - i < mr ? m - i : mr), j, (int)(n - j < nr ? n - j : nr));
-    }
+    qgemm_walk(&g, m, tile, mr, nr);
 }

@@ -10,7 +10,9 @@
  * 5x5, 1x3 and 3x1, strides 1 to 3, symmetric and asymmetric padding,
  * dilation, 1-D, batch 2, images narrower than a vector and wider than a
  * band, odd channel counts (n not a multiple of the 16-column panels, k not
- * of the 4-byte groups); group 1 and depthwise.  Each with uint8 and int8
+ * of the 4-byte groups); group 1 (on AVX-512 VNNI read from the band
+ * without im2col when each k-group is contiguous there: C a multiple of 4,
+ * or kernel rows of a multiple of 4 bytes) and depthwise.  Each with uint8 and int8
  * activations and zero points (padding must read x_zp), per-tensor and
  * per-channel scales, a bias, uint8, int8 and int32 outputs, and clamp
  * bounds tighter than the type (a fused Relu).  Built twice
@@ -281,6 +283,8 @@ static const Shape group1_shapes[] = {
     {1, 7, 5, 16, 16, 5, 5, 3, 3, 1, 1, 2, 1, 0, 2, 0},    /* 5x5 stride 3 */
     {1, 6, 10, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0},   /* dilated */
     {1, 5, 4, 9, 10, 3, 3, 1, 1, 3, 1, 1, 0, 3, 2, 0},     /* dilated rows only */
+    {1, 8, 12, 13, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0},   /* dilated, C of 4s: implicit im2col */
+    {1, 2, 17, 9, 8, 3, 2, 2, 1, 1, 1, 1, 0, 1, 1, 0},     /* 3x2 of 2 channels: 4-byte rows */
     {1, 3, 20, 9, 10, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 0},    /* 1x3 */
     {1, 9, 3, 10, 6, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0, 0},     /* 3x1 */
     {1, 6, 11, 1, 25, 1, 5, 1, 2, 1, 1, 0, 2, 0, 2, 0},    /* 1-D */

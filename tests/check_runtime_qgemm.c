@@ -412,6 +412,83 @@ START_TEST(test_large_shapes)
 }
 END_TEST
 
+/* The tiles requantize through doubles where that is exact and in 64-bit
+ * integers elsewhere (fxrt_quant_x86.h): accumulators from 2^21 to past
+ * 2^29, and multipliers with more than 24 significant bits (written into
+ * the blob: a double scale's, which fxrt_quant_multiplier also makes), must
+ * give fxrt_quant_rescale's bytes exactly.  The reference is the fixed
+ * point itself, since fxrt_requantize's double product is inexact there. */
+START_TEST(test_requantize_wide)
+{
+    rng_state = 600;
+    const int64_t m = 7, n = 37, k = 20000;
+    /* The last row is the zero point: its accumulators are the biases. */
+    const uint8_t row_value[7] = {0, 1, 3, 17, 100, 255, 2};
+    uint8_t *a = xmalloc((size_t)(m * k));
+    int8_t *b = xmalloc((size_t)(k * n));
+    int32_t *bias = xmalloc((size_t)n * sizeof *bias);
+    float *scale = xmalloc((size_t)n * sizeof *scale);
+    int32_t *acc = xmalloc((size_t)(m * n) * sizeof *acc);
+    uint8_t *y = xmalloc((size_t)(m * n));
+    int64_t packed_bytes = fxrt_qgemm_packed_bytes(n, k);
+    void *packed = xmalloc((size_t)packed_bytes);
+    for (int64_t i = 0; i < m; i++)
+        memset(a + i * k, row_value[i], (size_t)k);
+    /* Half the columns at the largest magnitude, half random. */
+    for (int64_t i = 0; i < k * n; i++)
+        b[i] = i % n < n / 2 ? -128 : (int8_t)rnd_range(-128, 127);
+    for (int64_t j = 0; j < n; j++) {
+        bias[j] = rnd_range(-1000, 1000);
+        scale[j] = (float)ldexp(0.5 + 0.5 * rnd_unit(), -(int)(8 + j % 24));
+    }
+    /* Beyond 2^29 the double product can round onto a tie: this one's
+     * exact value rounds to 35, its double product to 34. */
+    const int32_t near_tie = 1799789345;
+    bias[0] = near_tie;
+    scale[0] = 0x1.4951c2p-26f;
+    ck_assert(nearbyint((double)near_tie * (double)scale[0]) == 34.0);
+    const int32_t a_zp = 2, y_zp = 100;
+    ck_assert_int_eq(fxrt_qgemm_pack_b(n, k, b, bias, scale, n, FXRT_DTYPE_UINT8, a_zp, packed),
+                     0);
+    /* The blob ends with n padded to 16 int32 each of seed, multiplier and
+     * shift (fxrt_nn.h); odd columns get 31 significant bits. */
+    int64_t n_pad = (n + 15) / 16 * 16;
+    uint8_t *mult_at = (uint8_t *)packed + packed_bytes - 2 * n_pad * (int64_t)sizeof(int32_t);
+    int32_t mult[37], shift[37];
+    for (int64_t j = 0; j < n; j++) {
+        memcpy(&mult[j], mult_at + j * 4, 4);
+        memcpy(&shift[j], mult_at + (n_pad + j) * 4, 4);
+        if (j % 2) {
+            mult[j] |= 0x55;
+            memcpy(mult_at + j * 4, &mult[j], 4);
+        }
+    }
+    int32_t zero = 0;
+    fxrt_gemm_integer(m, n, k, FXRT_DTYPE_UINT8, a, &a_zp, 1, FXRT_DTYPE_INT8, b, &zero, 1, acc);
+    FxrtQGemm q = {n, k, FXRT_DTYPE_UINT8, FXRT_DTYPE_UINT8, y_zp, 0, 255};
+    fxrt_qgemm(&q, m, a, k, packed, y, n);
+    int unsaturated = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int32_t v = (int32_t)((uint32_t)acc[i * n + j] + (uint32_t)bias[j]);
+            int64_t want = fxrt_quant_rescale(v, mult[j], shift[j]) + y_zp;
+            want = want < 0 ? 0 : want > 255 ? 255 : want;
+            unsaturated += want > 0 && want < 255;
+            ck_assert_msg(y[i * n + j] == want, "y[%lld][%lld] = %d, expected %lld (acc %d)",
+                          (long long)i, (long long)j, y[i * n + j], (long long)want, v);
+        }
+    ck_assert_int_gt(unsaturated, m * n / 4);
+    ck_assert_int_eq(y[(m - 1) * n], 35 + y_zp);
+    free(a);
+    free(b);
+    free(bias);
+    free(scale);
+    free(acc);
+    free(y);
+    free(packed);
+}
+END_TEST
+
 /* A scale without a fixed-point pair refuses the packing. */
 START_TEST(test_pack_refuses_scale)
 {
@@ -453,6 +530,7 @@ static Suite *qgemm_suite(void)
         tcase_add_test(tc, test_zero_points);
         tcase_add_test(tc, test_extremes);
         tcase_add_test(tc, test_large_shapes);
+        tcase_add_test(tc, test_requantize_wide);
         suite_add_tcase(s, tc);
     }
     return s;

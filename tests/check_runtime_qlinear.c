@@ -309,6 +309,44 @@ START_TEST(test_avgpool_float_path)
 }
 END_TEST
 
+/* A window that is the whole plane (DS-CNN's AveragePool; on AVX-512 hosts
+ * 16 planes per vector, a gather per four taps): the same bytes as the
+ * float path, for plane sizes with and without a partial last four taps
+ * and plane counts past whole vectors. */
+START_TEST(test_avgpool_whole_plane)
+{
+    srand(8);
+    const int64_t shapes[][3] = {{37, 25, 5}, {16, 2, 2}, {3, 1, 7}, {20, 4, 4}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int variant = 0; variant < 2; variant++) {
+            FxrtDType t = variant ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+            int64_t planes = shapes[s][0], h = shapes[s][1], w = shapes[s][2];
+            FxrtPoolParams p = {.planes = planes, .in_size = {1, h, w}, .out_size = {1, 1, 1},
+                                .kernel = {1, h, w}, .stride = {1, 1, 1},
+                                .dilation = {1, 1, 1}};
+            enum { MAX_X = 37 * 25 * 5, MAX_Y = 37 };
+            uint8_t x[MAX_X], got[MAX_Y], want[MAX_Y];
+            float fx[MAX_X], fy[MAX_Y];
+            int64_t nx = planes * h * w;
+            for (int64_t i = 0; i < nx; i++)
+                x[i] = (uint8_t)(rand() & 0xff);
+            float xs = 0.0371f, ys = 0.00293f;
+            uint8_t xzp_u = 131, yzp_u = 120;
+            int8_t xzp_s = -7, yzp_s = 5;
+            const void *xzp = t == FXRT_DTYPE_UINT8 ? (const void *)&xzp_u : (const void *)&xzp_s;
+            const void *yzp = t == FXRT_DTYPE_UINT8 ? (const void *)&yzp_u : (const void *)&yzp_s;
+            int32_t xz = t == FXRT_DTYPE_UINT8 ? xzp_u : xzp_s;
+            int32_t yz = t == FXRT_DTYPE_UINT8 ? yzp_u : yzp_s;
+            ck_assert_int_eq(fxrt_dequantize_linear(t, x, 1, 1, nx, &xs, xzp, fx), 0);
+            fxrt_avgpool_f32(&p, fx, fy);
+            ck_assert_int_eq(
+                fxrt_quantize_linear(FXRT_DTYPE_FLOAT32, fy, 1, 1, planes, &ys, t, yzp, want), 0);
+            fxrt_qlinear_avgpool(&p, t, x, xs, xz, ys, yz, got);
+            ck_assert_int_eq(memcmp(got, want, (size_t)planes), 0);
+        }
+}
+END_TEST
+
 START_TEST(test_gemm_strided_transposes)
 {
     rng_state = 3;
@@ -352,6 +390,7 @@ static Suite *qlinear_suite(void)
     tcase_add_test(tc, test_global_avgpool_random);
     tcase_add_test(tc, test_gemm_strided_transposes);
     tcase_add_test(tc, test_avgpool_float_path);
+    tcase_add_test(tc, test_avgpool_whole_plane);
     suite_add_tcase(s, tc);
     return s;
 }
