@@ -65,8 +65,8 @@
  * the lone last block, and the pixels per tile for each count: twelve
  * accumulators or so, what AVX2's sixteen registers hold next to the
  * weight vectors and the broadcast.  Two pairs of three pixels would need
- * seventeen; measured, four blocks of three ran 10-25% slower than three
- * of four. */
+ * seventeen registers (four blocks of three, measured before the pairing,
+ * ran 10-25% slower than three blocks of four). */
 enum { MAX_FB = 2, MAX_NP = 8 };
 static const int64_t tile_pixels[MAX_FB + 1] = {0, 8, 6};
 
