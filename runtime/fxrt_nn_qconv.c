@@ -9,9 +9,9 @@
  *     NHWC with the padding written as the input zero point, so that each
  *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
  *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
- *     band itself as the GEMM's A, no im2col.  On AVX-512 VNNI, when each
+ *     band itself as the GEMM's A, no im2col.  On AVX-512 VNNI or AVX2, when each
  *     k-group of four bytes is contiguous in the band, the tiles read the
- *     band directly (fxrt_qgemm_gather_vnni: a pointer per output pixel,
+ *     band directly (fxrt_qgemm_gather: a pointer per output pixel,
  *     an offset per k-group), no im2col either.  The GEMM writes the band's
  *     outputs pixel-major and they are transposed back into NCHW (both
  *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
@@ -191,7 +191,7 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
         b.padded_w = need_w;
     b.band_bytes = align64(b.in_rows * b.padded_w * c);
     b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k_padded);
-    /* or, for the VNNI tiles' implicit im2col, a pointer per pixel and an
+    /* or, for the SIMD tiles' implicit im2col, a pointer per pixel and an
      * offset per k-group, aligned in scratch of any alignment */
     int64_t gather_bytes = 64 + align64(b.rows * ow * (int64_t)sizeof(void *)) + b.k_padded;
     if (!b.pointwise && b.col_bytes < gather_bytes)
@@ -431,7 +431,7 @@ static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_
 }
 
 #ifdef FXRT_QCONV_X86
-/* Whether the GEMM reads its A rows straight from the NHWC band (the VNNI
+/* Whether the GEMM reads its A rows straight from the NHWC band (the SIMD
  * tiles' gather) rather than from im2col rows: every k-group of four bytes
  * must be contiguous in the band, which it is when C is a multiple of 4
  * (four channels of one tap) or when a kernel row's taps are adjacent
@@ -441,7 +441,7 @@ static int implicit_im2col(const FxrtConvParams *p, const Band *b)
 {
     int64_t c = p->in_channels;
     int contiguous = c % 4 == 0 || (p->dilation[2] == 1 && p->kernel[2] * c % 4 == 0);
-    return !b->pointwise && contiguous && fxrt_qgemm_vnni_in_use();
+    return !b->pointwise && contiguous && fxrt_qgemm_gather_in_use();
 }
 
 /* Where the k-groups of an im2col row ((kh, kw, c) order) lie relative to
@@ -504,7 +504,7 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
             if (implicit) {
                 band_rows(p, &b, band, rows, a_rows);
                 uint8_t *dst = q->y_nhwc ? image + oy0 * ow * m * size : out;
-                fxrt_qgemm_gather_vnni(&g, rows * ow, a_rows, k_offsets, packed, dst, m);
+                fxrt_qgemm_gather(&g, rows * ow, a_rows, k_offsets, packed, dst, m);
                 if (!q->y_nhwc)
                     pixels_to_nchw(out, rows * ow, m, size, image, oy0 * ow, out_plane);
                 continue;

@@ -17,12 +17,14 @@
  * Tiles, the widest the CPU has chosen by CPUID at each call and capped by
  * fxrt_qgemm_limit_isa (fxrt_isa.h):
  *   - AVX-512 VNNI: up to 6 rows x 32 columns, 12 zmm accumulators, one
- *     vpdpbusd per row, panel and k-group;
- *   - AVX2: up to 4 rows x 8 columns.  vpmaddubsw would saturate its int16
+ *     vpdpbusd per row, panel and k-group; A by row pointers or rows;
+ *   - AVX2: up to 5 rows x 16 columns, in two passes of 8 columns that
+ *     share the rows' A pointers.  vpmaddubsw would saturate its int16
  *     pair sums (255 x -128 twice does not fit), so A is zero-extended and
  *     B sign-extended to int16 and vpmaddwd sums the pairs into int32; each
  *     column then holds two partial sums (k0 k1 and k2 k3) that a
- *     horizontal add merges at the end;
+ *     horizontal add merges at the end.  Reads A by row pointers too, the
+ *     implicit im2col of fxrt_nn_qconv.c;
  *   - portable C99: 4 rows x 16 columns of uint32 accumulators (unsigned so
  *     that a wrap is defined, as in fxrt_gemm_integer), the firmware path;
  *     on an Arm core with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4,
@@ -131,7 +133,7 @@ typedef struct QGemm {
     const FxrtQGemm *q;
     const uint8_t *a; /* bytes; an int8 A has flip = 0x80 */
     int64_t lda;
-    /* Or A gathered (fxrt_qgemm_gather_vnni): row i's k-group p at
+    /* Or A gathered (fxrt_qgemm_gather): row i's k-group p at
      * a_rows[i] + k_offsets[p]; NULL for the plain product. */
     const uint8_t *const *a_rows;
     const int32_t *k_offsets;
@@ -277,21 +279,13 @@ static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, 
 static int64_t whole_groups(const QGemm *g) { return g->q->k / KGROUP; }
 
 /* --- AVX2 ----------------------------------------------------------------- */
-enum { MR_AVX2 = 4, NR_AVX2 = 8 };
+/* Rows per tile and columns per pass: 5 rows x two accumulators, the half
+ * panel's two B vectors, the A words and the spread constant fill the 16
+ * ymm registers without spills (6 rows spilled accumulators under GCC 12:
+ * 30% slower). */
+enum { MR_AVX2 = 5, NR_AVX2 = 8 };
 
 #define AVX2_TARGET __attribute__((target("avx2")))
-
-AVX2_TARGET __attribute__((always_inline)) static inline __m256i a_words_avx2(const void *word)
-{
-    /* The four bytes, each as int16 (the 0x80 indices give the zero high
-     * bytes), repeated for the four columns of a 16-byte B load. */
-    const __m256i spread = _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 0, -128, 1, -128,
-                                            2, -128, 3, -128, 0, -128, 1, -128, 2, -128, 3, -128,
-                                            0, -128, 1, -128, 2, -128, 3, -128);
-    int32_t w;
-    memcpy(&w, word, sizeof w);
-    return _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
-}
 
 /* Stores the 8 accumulators of one row (columns from col, the first
  * `cols` real): int32 as they are, 8-bit requantized by the half panel's
@@ -311,40 +305,69 @@ store_avx2(const QGemm *g, int64_t row, int64_t col, int cols, __m256i acc,
         }
         return;
     }
-    __m256i y = fxrt_quant_requantize_scaled_avx2(acc, scale);
-    uint8_t bytes[16];
-    _mm_storeu_si128((__m128i *)bytes, fxrt_quant_low_bytes_avx2(y));
-    memcpy(g->y + at, bytes, (size_t)(cols < NR_AVX2 ? cols : NR_AVX2));
+    __m128i bytes = fxrt_quant_low_bytes_avx2(fxrt_quant_requantize_scaled_avx2(acc, scale));
+    if (cols >= NR_AVX2) {
+        _mm_storel_epi64((__m128i *)(g->y + at), bytes);
+        return;
+    }
+    uint8_t v[16];
+    _mm_storeu_si128((__m128i *)v, bytes);
+    memcpy(g->y + at, v, (size_t)cols);
 }
 
-/* Eight columns (half a panel, `half` 0 or 1) of `rows` rows, `cols` of
- * them real: acc[r][0] holds columns 0-3 as k-pairs, acc[r][1] columns 4-7. */
+/* Eight columns (half a panel, `half` 0 or 1) of `rows` rows from row0,
+ * whose A rows start at row_at[]; `cols` of the panel real.  A k-group's
+ * 8 x 4 weight bytes, sign-extended, are two vectors of four columns'
+ * k0..k3 as int16; a row's four A bytes, zero-extended and repeated four
+ * times, meet them in vpmaddwd, which leaves per column the pair sums
+ * k0 + k1 and k2 + k3 (acc[r][0] columns 0-3, acc[r][1] columns 4-7) for a
+ * horizontal add at the end.  `flipped` (an int8 A) is a constant where
+ * the tiles inline this. */
 AVX2_TARGET __attribute__((always_inline)) static inline void
-tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int half, int cols)
+tile_avx2_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const int rows,
+               int64_t col0, int half, int cols, const int flipped)
 {
+    const __m256i spread = _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 0, -128, 1, -128,
+                                            2, -128, 3, -128, 0, -128, 1, -128, 2, -128, 3, -128,
+                                            0, -128, 1, -128, 2, -128, 3, -128);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256i acc[MR_AVX2][2];
     UNROLL_FULL
     for (int r = 0; r < rows; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_si256();
     const int8_t *w = g->w + col0 * g->k_groups * KGROUP + half * NR_AVX2 * KGROUP;
-    const uint8_t *a = g->a + row0 * g->lda;
-    uint32_t flip = 0x01010101u * g->flip;
     int64_t whole = whole_groups(g);
-    for (int64_t p = 0; p < g->k_groups; p++, w += PANEL * KGROUP) {
+    /* The whole k-groups, then the partial last one apart: one branch-free
+     * loop keeps the accumulators in registers. */
+    for (int64_t p = 0; p < whole; p++, w += PANEL * KGROUP) {
+        int64_t at = g->k_offsets ? g->k_offsets[p] : p * KGROUP;
         __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
         __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            uint32_t word;
-            if (p < whole) {
-                memcpy(&word, a + r * g->lda + p * KGROUP, sizeof word);
-                word ^= flip;
-            } else {
-                uint8_t v[KGROUP];
-                load_group(g, row0 + r, p, v);
-                memcpy(&word, v, sizeof word);
-            }
-            __m256i av = a_words_avx2(&word);
+            int32_t word;
+            memcpy(&word, row_at[r] + at, sizeof word);
+            __m256i av = _mm256_set1_epi32(word);
+            if (flipped)
+                av = _mm256_xor_si256(av, flip);
+            av = _mm256_shuffle_epi8(av, spread);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
+        }
+    }
+    if (whole < g->k_groups) {
+        __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w));
+        __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            /* The partial group's bytes, zeros past k (its weights are zero
+             * padding there): the row must not be read past its end. */
+            uint8_t v[KGROUP] = {0};
+            int32_t word;
+            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
+                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
+            memcpy(&word, v, sizeof word);
+            __m256i av = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
         }
@@ -365,25 +388,33 @@ tile_avx2_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, int h
     }
 }
 
-#define TILE_AVX2(mr)                                                                          \
-    AVX2_TARGET static void tile_avx2_##mr(const QGemm *g, int64_t row0, int64_t col0,          \
-                                           int cols)                                            \
+#define TILE_AVX2(mr, flipped)                                                                 \
+    AVX2_TARGET static void tile_avx2_##mr##_##flipped(const QGemm *g, int64_t row0,            \
+                                                       int64_t col0, int cols)                  \
     {                                                                                           \
-        tile_avx2_body(g, row0, mr, col0, 0, cols);                                             \
+        const uint8_t *row_at[mr];                                                              \
+        for (int r = 0; r < mr; r++)                                                            \
+            row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;          \
+        tile_avx2_body(g, row0, row_at, mr, col0, 0, cols, flipped);                            \
         if (cols > NR_AVX2)                                                                     \
-            tile_avx2_body(g, row0, mr, col0, 1, cols);                                         \
+            tile_avx2_body(g, row0, row_at, mr, col0, 1, cols, flipped);                        \
     }
-TILE_AVX2(1)
-TILE_AVX2(2)
-TILE_AVX2(3)
-TILE_AVX2(4)
+#define TILE_AVX2_ROWS(mr) TILE_AVX2(mr, 0) TILE_AVX2(mr, 1)
+TILE_AVX2_ROWS(1)
+TILE_AVX2_ROWS(2)
+TILE_AVX2_ROWS(3)
+TILE_AVX2_ROWS(4)
+TILE_AVX2_ROWS(5)
+#undef TILE_AVX2_ROWS
 #undef TILE_AVX2
 
 static void tile_avx2(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
-    static void (*const by_rows[MR_AVX2 + 1])(const QGemm *, int64_t, int64_t, int) = {
-        0, tile_avx2_1, tile_avx2_2, tile_avx2_3, tile_avx2_4};
-    by_rows[rows](g, row0, col0, cols);
+#define PAIR(mr) {tile_avx2_##mr##_0, tile_avx2_##mr##_1}
+    static void (*const by_shape[MR_AVX2 + 1][2])(const QGemm *, int64_t, int64_t, int) = {
+        {0, 0}, PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5)};
+#undef PAIR
+    by_shape[rows][g->flip ? 1 : 0](g, row0, col0, cols);
 }
 
 /* --- AVX-512 VNNI ------------------------------------------------------------ */
@@ -573,16 +604,19 @@ static void qgemm_walk(const QGemm *g, int64_t m, TileFn tile, int64_t mr, int64
 }
 
 #ifdef FXRT_QGEMM_X86
-int fxrt_qgemm_vnni_in_use(void) { return cpu_has_vnni(); }
+int fxrt_qgemm_gather_in_use(void) { return cpu_has_vnni() || cpu_has_avx2(); }
 
-void fxrt_qgemm_gather_vnni(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
-                            const int32_t *k_offsets, const void *packed, void *y, int64_t ldy)
+void fxrt_qgemm_gather(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
+                       const int32_t *k_offsets, const void *packed, void *y, int64_t ldy)
 {
     QGemm g;
     qgemm_init(&g, q, packed, y, ldy);
     g.a_rows = a_rows;
     g.k_offsets = k_offsets;
-    qgemm_walk(&g, m, tile_vnni, MR_VNNI, NR_VNNI);
+    if (cpu_has_vnni())
+        qgemm_walk(&g, m, tile_vnni, MR_VNNI, NR_VNNI);
+    else
+        qgemm_walk(&g, m, tile_avx2, MR_AVX2, PANEL);
 }
 #endif
 

@@ -112,14 +112,14 @@ fxrt_quant_requantize_avx512(__m512i acc, __m512i mult, __m512i shift, int32_t z
     return _mm512_add_epi32(y, _mm512_set1_epi32(zp));
 }
 
-/* The VNNI tiles of fxrt_nn_qgemm.c for fxrt_nn_qconv.c's implicit im2col:
- * whether fxrt_qgemm runs them (the CPU has AVX-512 VNNI, not capped by
- * fxrt_qgemm_limit_isa), and fxrt_qgemm on an A whose row i has its k-group
- * p (four bytes) at a_rows[i] + k_offsets[p]; k a multiple of 4.  The same
- * bytes as fxrt_qgemm on the gathered matrix. */
-int fxrt_qgemm_vnni_in_use(void);
-void fxrt_qgemm_gather_vnni(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
-                            const int32_t *k_offsets, const void *packed, void *y, int64_t ldy);
+/* The SIMD tiles of fxrt_nn_qgemm.c for fxrt_nn_qconv.c's implicit im2col:
+ * whether fxrt_qgemm runs them (the CPU has AVX-512 VNNI or AVX2, not capped
+ * to the portable tiles by fxrt_qgemm_limit_isa), and fxrt_qgemm on an A
+ * whose row i has its k-group p (four bytes) at a_rows[i] + k_offsets[p]; k
+ * a multiple of 4.  The same bytes as fxrt_qgemm on the gathered matrix. */
+int fxrt_qgemm_gather_in_use(void);
+void fxrt_qgemm_gather(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_rows,
+                       const int32_t *k_offsets, const void *packed, void *y, int64_t ldy);
 
 /* Round to nearest even, exceptions suppressed: a macro, since the
  * intrinsics want an immediate even in unoptimized builds. */
