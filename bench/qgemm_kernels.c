@@ -9,7 +9,9 @@
  *   OPENBLAS_NUM_THREADS=1 /tmp/qgemm_kernels [SHAPE-SUBSTRING]
  *
  * The shapes are convolutions as GEMMs (m output pixels, n output
- * channels, k = input channels x kernel taps) and a classifier.  Before
+ * channels, k = input channels x kernel taps) and a classifier.  Weights
+ * span int8; the "AVX2 w7" column repeats the AVX2 run with 7-bit weights
+ * (|b| <= 64), where the AVX2 tiles use vpmaddubsw.  Before
  * timing, every path's output is compared with fxrt_gemm_integer followed
  * by fxrt_requantize, and must be equal.  Each time is the best of many
  * short trials (a few ms each), so that a slow spell of a shared machine
@@ -102,8 +104,8 @@ static void *alloc_or_die(size_t bytes)
 int main(int argc, char **argv)
 {
     const char *isa_names[] = {"portable", "AVX2", "VNNI"};
-    printf("%-26s %6s %9s %9s %9s %9s %8s\n", "shape (m x n x k)", "MOP", "VNNI", "AVX2",
-           "portable", "sgemm", "VNNI/f32");
+    printf("%-26s %6s %9s %9s %9s %9s %9s %8s\n", "shape (m x n x k)", "MOP", "VNNI", "AVX2",
+           "AVX2 w7", "portable", "sgemm", "VNNI/f32");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const Shape *sh = &shapes[s];
         if (argc > 1 && !strstr(sh->name, argv[1]))
@@ -129,44 +131,50 @@ int main(int argc, char **argv)
             r.a[i] = (uint8_t)(rand() & 0xff);
             r.af[i] = (float)r.a[i];
         }
-        for (int64_t i = 0; i < k * n; i++) {
-            b[i] = (int8_t)(rand() % 255 - 127);
-            r.bf[i] = (float)b[i];
-        }
-        for (int64_t j = 0; j < n; j++) {
-            bias[j] = rand() % 20001 - 10000;
-            scale[j] = (float)((0.5 + (double)rand() / RAND_MAX) / (80.0 * sqrt((double)k)));
-        }
-        int32_t a_zp = 128, zero = 0;
-        if (fxrt_qgemm_pack_b(n, k, b, bias, scale, n, FXRT_DTYPE_UINT8, a_zp, r.packed) != 0) {
-            fprintf(stderr, "%s: scale without a fixed-point pair\n", sh->name);
-            return 1;
-        }
         FxrtQGemm q = {n, k, FXRT_DTYPE_UINT8, FXRT_DTYPE_UINT8, 128, 0, 255};
         r.q = q;
-        fxrt_gemm_integer(m, n, k, FXRT_DTYPE_UINT8, r.a, &a_zp, 1, FXRT_DTYPE_INT8, b, &zero, 1,
-                          acc);
-        fxrt_requantize(m, n, 1, acc, bias, scale, n, 128, FXRT_DTYPE_UINT8, expected);
-        double seconds[3];
-        for (int level = 2; level >= 0; level--) {
-            fxrt_qgemm_limit_isa(level);
-            memset(r.y, 0, (size_t)(m * n));
-            run_qgemm(&r);
-            if (memcmp(r.y, expected, (size_t)(m * n)) != 0) {
-                fprintf(stderr, "%s: the %s tiles disagree with the reference\n", sh->name,
-                        isa_names[level]);
+        /* [0..2]: the levels on full-range weights; [3]: AVX2 on 7-bit ones */
+        double seconds[4];
+        for (int weight_max = 127; weight_max >= 64; weight_max -= 63) {
+            for (int64_t i = 0; i < k * n; i++) {
+                b[i] = (int8_t)(rand() % (2 * weight_max + 1) - weight_max);
+                r.bf[i] = (float)b[i];
+            }
+            for (int64_t j = 0; j < n; j++) {
+                bias[j] = rand() % 20001 - 10000;
+                scale[j] = (float)((0.5 + (double)rand() / RAND_MAX) / (80.0 * sqrt((double)k)));
+            }
+            int32_t a_zp = 128, zero = 0;
+            if (fxrt_qgemm_pack_b(n, k, b, bias, scale, n, FXRT_DTYPE_UINT8, a_zp, r.packed) !=
+                0) {
+                fprintf(stderr, "%s: scale without a fixed-point pair\n", sh->name);
                 return 1;
             }
-            seconds[level] = best_seconds(run_qgemm, &r);
+            fxrt_gemm_integer(m, n, k, FXRT_DTYPE_UINT8, r.a, &a_zp, 1, FXRT_DTYPE_INT8, b, &zero,
+                              1, acc);
+            fxrt_requantize(m, n, 1, acc, bias, scale, n, 128, FXRT_DTYPE_UINT8, expected);
+            for (int level = 2; level >= 0; level--) {
+                if (weight_max == 64 && level != 1)
+                    continue;
+                fxrt_qgemm_limit_isa(level);
+                memset(r.y, 0, (size_t)(m * n));
+                run_qgemm(&r);
+                if (memcmp(r.y, expected, (size_t)(m * n)) != 0) {
+                    fprintf(stderr, "%s: the %s tiles disagree with the reference (|b| <= %d)\n",
+                            sh->name, isa_names[level], weight_max);
+                    return 1;
+                }
+                seconds[weight_max == 64 ? 3 : level] = best_seconds(run_qgemm, &r);
+            }
         }
         fxrt_qgemm_limit_isa(2);
         double sgemm = best_seconds(run_sgemm, &r);
         double ops = 2.0 * (double)m * (double)n * (double)k;
         char label[64];
         snprintf(label, sizeof label, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
-        printf("%-26s %6.1f %9.1f %9.1f %9.1f %9.1f %8.2f   %s\n", label, ops / 1e6,
-               ops / seconds[2] / 1e9, ops / seconds[1] / 1e9, ops / seconds[0] / 1e9,
-               ops / sgemm / 1e9, sgemm / seconds[2], sh->name);
+        printf("%-26s %6.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.2f   %s\n", label, ops / 1e6,
+               ops / seconds[2] / 1e9, ops / seconds[1] / 1e9, ops / seconds[3] / 1e9,
+               ops / seconds[0] / 1e9, ops / sgemm / 1e9, sgemm / seconds[2], sh->name);
         free(r.a);
         free(b);
         free(bias);

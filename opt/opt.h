@@ -466,6 +466,7 @@ int32_t quant_round(float x, float scale, int32_t zero_point, int32_t qmin, int3
 typedef struct QuantizeOptions {
     const CalibRanges *ranges;
     DType activation_type; /* UINT8 (default) or INT8 */
+    int weight_bits;       /* 8 (default, [-127, 127]) or 7 ([-64, 64]) */
     /* Node names of layers to leave float (--keep-float-below). */
     const char *const *keep_float;
     int num_keep_float;
@@ -507,6 +508,7 @@ typedef struct QuantizeConfig {
     int num_calib_paths;
     CalibOptions calib;
     DType activation_type;
+    int weight_bits; /* 8, or 7 for CPUs without VNNI (QuantizeOptions); 0: 8 */
     const char *labels; /* a .npy of integer labels, one per sample; may be NULL */
     double keep_float_below; /* dB; NAN: off */
 } QuantizeConfig;

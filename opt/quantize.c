@@ -288,6 +288,7 @@ static FxStatus quantize_once(const Graph *fg, const CalibRanges *rf, const Quan
     QuantizeResult res = {0};
     FxStatus st = remap_ranges(fg, rf, qg, &rq, d);
     QuantizeOptions qo = {.ranges = &rq, .activation_type = cfg->activation_type,
+                          .weight_bits = cfg->weight_bits ? cfg->weight_bits : 8,
                           .keep_float = kept, .num_keep_float = num_kept};
     if (st == FX_OK)
         st = pass_quantize(qg, &qo, &res, d);

@@ -497,11 +497,14 @@ int64_t fxrt_quant_rescale(int32_t v, int32_t multiplier, int shift);
  * multiple of 4 with zeros, then [n/16][k/4][16 columns][4 k values] int8,
  * one 64-byte vpdpbusd operand per group of four k values; then n/16 * 16
  * int32 each of seed (bias[j] - (a_zp + 128 if A is INT8) x colsum_j(B),
- * the zero point's correction folded in), multiplier and shift.  An INT8 A
+ * the zero point's correction folded in), multiplier and shift, then n/16
+ * int32: per panel the largest |b[k][j]| + |b[k+1][j]| over even k (at
+ * most 128, as with 7-bit weights, lets AVX2 use vpmaddubsw).  An INT8 A
  * is read as a + 128 so that one unsigned x signed product serves both
  * activation types; the packing therefore depends on a_type and a_zp.
  *
- * The tiles are AVX-512 VNNI (6 x 32), AVX2 (4 x 16, int16 products) or
+ * The tiles are AVX-512 VNNI (6 x 32), AVX2 (6 x 16 by vpmaddubsw when the
+ * weight pairs allow, else 5 x 16 with int16 products) or
  * portable C (4 x 16), the widest the CPU has chosen by CPUID at each call
  * (host builds only; portable builds are C99).  No scratch. */
 typedef struct FxrtQGemm {

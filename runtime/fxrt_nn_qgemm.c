@@ -18,7 +18,10 @@
  * fxrt_qgemm_limit_isa (fxrt_isa.h):
  *   - AVX-512 VNNI: up to 6 rows x 32 columns, 12 zmm accumulators, one
  *     vpdpbusd per row, panel and k-group; A by row pointers or rows;
- *   - AVX2: up to 5 rows x 16 columns, in two passes of 8 columns that
+ *   - AVX2 when every pair of weights that vpmaddubsw would add has
+ *     |b0| + |b1| <= 128 (7-bit weights): up to 6 rows x 16 columns by
+ *     vpmaddubsw, which cannot saturate then, and vpmaddwd by ones;
+ *   - AVX2 otherwise: up to 5 rows x 16 columns, in two passes of 8 columns that
  *     share the rows' A pointers.  vpmaddubsw would saturate its int16
  *     pair sums (255 x -128 twice does not fit), so A is zero-extended and
  *     B sign-extended to int16 and vpmaddwd sums the pairs into int32; each
@@ -39,6 +42,7 @@
  * past it.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fxrt.h"
@@ -87,10 +91,12 @@ int64_t fxrt_quant_rescale(int32_t v, int32_t multiplier, int shift)
 int64_t fxrt_qgemm_packed_bytes(int64_t n, int64_t k)
 {
     int64_t n_pad = round_up(n, PANEL);
-    return n_pad * round_up(k, KGROUP) + 3 * n_pad * (int64_t)sizeof(int32_t);
+    return n_pad * round_up(k, KGROUP) + (3 * n_pad + n_pad / PANEL) * (int64_t)sizeof(int32_t);
 }
 
-/* The per-column int32 arrays behind the weights: bias, multiplier, shift. */
+/* The int32 arrays behind the weights: per column bias, multiplier and
+ * shift, then per panel the largest |b0| + |b1| of a pair of weights that
+ * vpmaddubsw would add (k 0 and 1, or 2 and 3, of a group). */
 static int32_t *packed_columns(const void *packed, int64_t n, int64_t k)
 {
     return (int32_t *)((uintptr_t)packed + (uintptr_t)(round_up(n, PANEL) * round_up(k, KGROUP)));
@@ -103,13 +109,22 @@ int fxrt_qgemm_pack_b(int64_t n, int64_t k, const int8_t *b, const int32_t *bias
     int64_t n_pad = round_up(n, PANEL), k_pad = round_up(k, KGROUP);
     int32_t *col_bias = packed_columns(packed, n, k);
     int32_t *col_mult = col_bias + n_pad, *col_shift = col_mult + n_pad;
+    int32_t *panel_pair_max = col_shift + n_pad;
     int64_t a_offset = (int64_t)a_zp + (a_type == FXRT_DTYPE_INT8 ? 128 : 0);
     int8_t *w = (int8_t *)packed;
     for (int64_t j = 0; j < n_pad; j++) {
         int64_t colsum = 0;
+        if (j % PANEL == 0)
+            panel_pair_max[j / PANEL] = 0;
         for (int64_t p = 0; p < k_pad; p++) {
             int8_t v = j < n && p < k ? b[p * n + j] : 0;
             colsum += v;
+            if (p % 2 == 1) {
+                int8_t first = j < n && p - 1 < k ? b[(p - 1) * n + j] : 0;
+                int32_t pair = abs(first) + abs(v);
+                if (pair > panel_pair_max[j / PANEL])
+                    panel_pair_max[j / PANEL] = pair;
+            }
             w[(j / PANEL) * PANEL * k_pad + (p / KGROUP) * PANEL * KGROUP + (j % PANEL) * KGROUP +
               p % KGROUP] = v;
         }
@@ -140,6 +155,7 @@ typedef struct QGemm {
     uint8_t flip;
     const int8_t *w;
     const int32_t *col_bias, *col_mult, *col_shift;
+    const int32_t *panel_pair_max;
     int64_t k_groups; /* k / 4, rounded up */
     uint8_t *y;
     int64_t ldy;
@@ -388,6 +404,103 @@ tile_avx2_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const
     }
 }
 
+/* The largest |b0| + |b1| of a panel for which vpmaddubsw is exact: a pair
+ * sum a0 b0 + a1 b1 with unsigned bytes a is at most 255 x 128 = 32640 in
+ * magnitude, inside int16, so it never saturates.  Weights quantized to 7
+ * bits (|b| <= 64: ONNX Runtime's reduce_range, fxcc's --weight-bits 7)
+ * always qualify. */
+enum { PAIR_MAX_EXACT = 128 };
+/* Rows of the vpmaddubsw tile: 6 rows x 2 accumulators, the panel's two B
+ * vectors, the A word and the ones constant fill the 16 ymm registers. */
+enum { MR_PAIRS = 6 };
+
+/* A whole panel (16 columns, `cols` real) of `rows` rows by vpmaddubsw,
+ * for panels whose weight pairs fit (PAIR_MAX_EXACT): the k-group's bytes
+ * are two vectors of 8 columns x k0..k3 as they are packed, a row's four A
+ * bytes are broadcast, vpmaddubsw forms the pair sums k0 + k1 and k2 + k3
+ * in int16 and vpmaddwd by ones adds each column's two into int32, in
+ * column order: half the instructions per product of the int16 tile. */
+AVX2_TARGET __attribute__((always_inline)) static inline void
+tile_pairs_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const int rows,
+                int64_t col0, int cols, const int flipped)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256i acc[MR_PAIRS][2];
+    UNROLL_FULL
+    for (int r = 0; r < rows; r++) {
+        acc[r][0] = _mm256_loadu_si256((const __m256i *)(g->col_bias + col0));
+        acc[r][1] = _mm256_loadu_si256((const __m256i *)(g->col_bias + col0 + NR_AVX2));
+    }
+    const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
+    int64_t whole = whole_groups(g);
+    for (int64_t p = 0; p < whole; p++, w += PANEL * KGROUP) {
+        int64_t at = g->k_offsets ? g->k_offsets[p] : p * KGROUP;
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)w);
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(w + 32));
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            int32_t word;
+            memcpy(&word, row_at[r] + at, sizeof word);
+            __m256i av = _mm256_set1_epi32(word);
+            if (flipped)
+                av = _mm256_xor_si256(av, flip);
+            acc[r][0] = _mm256_add_epi32(acc[r][0],
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+            acc[r][1] = _mm256_add_epi32(acc[r][1],
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+        }
+    }
+    if (whole < g->k_groups) {
+        __m256i b0 = _mm256_loadu_si256((const __m256i *)w);
+        __m256i b1 = _mm256_loadu_si256((const __m256i *)(w + 32));
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++) {
+            /* as in tile_avx2_body: zeros past k */
+            uint8_t v[KGROUP] = {0};
+            int32_t word;
+            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
+                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
+            memcpy(&word, v, sizeof word);
+            __m256i av = _mm256_set1_epi32(word);
+            acc[r][0] = _mm256_add_epi32(acc[r][0],
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
+            acc[r][1] = _mm256_add_epi32(acc[r][1],
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones));
+        }
+    }
+    const FxrtQGemm *q = g->q;
+    for (int half = 0; half < 2 && half * NR_AVX2 < cols; half++) {
+        int64_t col = col0 + half * NR_AVX2;
+        FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
+            _mm256_loadu_si256((const __m256i *)(g->col_mult + col)),
+            _mm256_loadu_si256((const __m256i *)(g->col_shift + col)), q->y_zp, q->y_min,
+            q->y_max);
+        UNROLL_FULL
+        for (int r = 0; r < rows; r++)
+            store_avx2(g, row0 + r, col, cols - half * NR_AVX2, acc[r][half], &scale);
+    }
+}
+
+#define TILE_PAIRS(mr, flipped)                                                                \
+    AVX2_TARGET static void tile_pairs_##mr##_##flipped(const QGemm *g, int64_t row0,           \
+                                                        int64_t col0, int cols)                 \
+    {                                                                                           \
+        const uint8_t *row_at[mr];                                                              \
+        for (int r = 0; r < mr; r++)                                                            \
+            row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;          \
+        tile_pairs_body(g, row0, row_at, mr, col0, cols, flipped);                              \
+    }
+#define TILE_PAIRS_ROWS(mr) TILE_PAIRS(mr, 0) TILE_PAIRS(mr, 1)
+TILE_PAIRS_ROWS(1)
+TILE_PAIRS_ROWS(2)
+TILE_PAIRS_ROWS(3)
+TILE_PAIRS_ROWS(4)
+TILE_PAIRS_ROWS(5)
+TILE_PAIRS_ROWS(6)
+#undef TILE_PAIRS_ROWS
+#undef TILE_PAIRS
+
 #define TILE_AVX2(mr, flipped)                                                                 \
     AVX2_TARGET static void tile_avx2_##mr##_##flipped(const QGemm *g, int64_t row0,            \
                                                        int64_t col0, int cols)                  \
@@ -415,6 +528,24 @@ static void tile_avx2(const QGemm *g, int64_t row0, int rows, int64_t col0, int 
         {0, 0}, PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5)};
 #undef PAIR
     by_shape[rows][g->flip ? 1 : 0](g, row0, col0, cols);
+}
+
+static void tile_pairs(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
+{
+#define PAIR(mr) {tile_pairs_##mr##_0, tile_pairs_##mr##_1}
+    static void (*const by_shape[MR_PAIRS + 1][2])(const QGemm *, int64_t, int64_t, int) = {
+        {0, 0}, PAIR(1), PAIR(2), PAIR(3), PAIR(4), PAIR(5), PAIR(6)};
+#undef PAIR
+    by_shape[rows][g->flip ? 1 : 0](g, row0, col0, cols);
+}
+
+/* Whether every panel's weight pairs let vpmaddubsw run exactly. */
+static int pairs_fit(const QGemm *g)
+{
+    for (int64_t j = 0; j < round_up(g->q->n, PANEL) / PANEL; j++)
+        if (g->panel_pair_max[j] > PAIR_MAX_EXACT)
+            return 0;
+    return 1;
 }
 
 /* --- AVX-512 VNNI ------------------------------------------------------------ */
@@ -582,6 +713,7 @@ static void qgemm_init(QGemm *g, const FxrtQGemm *q, const void *packed, void *y
     g->col_bias = packed_columns(packed, q->n, q->k);
     g->col_mult = g->col_bias + round_up(q->n, PANEL);
     g->col_shift = g->col_mult + round_up(q->n, PANEL);
+    g->panel_pair_max = g->col_shift + round_up(q->n, PANEL);
     g->k_groups = round_up(q->k, KGROUP) / KGROUP;
     g->y = (uint8_t *)y;
     g->ldy = ldy;
@@ -615,6 +747,8 @@ void fxrt_qgemm_gather(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_ro
     g.k_offsets = k_offsets;
     if (cpu_has_vnni())
         qgemm_walk(&g, m, tile_vnni, MR_VNNI, NR_VNNI);
+    else if (pairs_fit(&g))
+        qgemm_walk(&g, m, tile_pairs, MR_PAIRS, PANEL);
     else
         qgemm_walk(&g, m, tile_avx2, MR_AVX2, PANEL);
 }
@@ -634,6 +768,10 @@ void fxrt_qgemm(const FxrtQGemm *q, int64_t m, const void *a, int64_t lda, const
         tile = tile_vnni;
         mr = MR_VNNI;
         nr = NR_VNNI;
+    } else if (cpu_has_avx2() && pairs_fit(&g)) {
+        tile = tile_pairs;
+        mr = MR_PAIRS;
+        nr = PANEL;
     } else if (cpu_has_avx2()) {
         tile = tile_avx2;
         mr = MR_AVX2;

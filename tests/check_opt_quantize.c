@@ -323,6 +323,50 @@ START_TEST(test_pass_layout_and_parameters)
 }
 END_TEST
 
+/* weight_bits 7: per channel max |w_c| / 64 into [-64, 64], so that every
+ * pair of weights fits vpmaddubsw (the AVX2 tile of fxrt_nn_qgemm.c). */
+START_TEST(test_seven_bit_weights)
+{
+    SmallNet s = small_net();
+    Graph *before = graph_clone(s.g, &tu_diag);
+    ck_assert_ptr_nonnull(before);
+    CalibRanges r = {.count = s.g->next_id};
+    r.seen = calloc((size_t)r.count, sizeof *r.seen);
+    r.lo = calloc((size_t)r.count, sizeof *r.lo);
+    r.hi = calloc((size_t)r.count, sizeof *r.hi);
+    set_range(&r, s.x, -1, 1);
+    set_range(&r, s.conv, -24, 30);
+    set_range(&r, s.relu, 0, 30);
+    set_range(&r, s.pool, 0, 25);
+    set_range(&r, s.add, -0.5f, 29.5f);
+    const char *conv_name = s.conv->name;
+    QuantizeOptions o = {.ranges = &r, .activation_type = FXRT_DTYPE_UINT8, .weight_bits = 7};
+    QuantizeResult res;
+    ck_assert_int_eq(pass_quantize(s.g, &o, &res, &tu_diag), FX_OK);
+    const Node *wdq = graph_find(s.g, conv_name)->args[1];
+    const Tensor *wq = wdq->args[0]->value, *ws = wdq->args[1]->value;
+    const Tensor *w = graph_find(before, "w")->value;
+    for (int c = 0; c < 3; c++) {
+        float amax = 0;
+        int qmax = 0;
+        for (int i = 0; i < 18; i++) {
+            amax = fmaxf(amax, fabsf(((const float *)w->data)[c * 18 + i]));
+            int v = (int)tensor_get_int(wq, c * 18 + i);
+            qmax = abs(v) > qmax ? abs(v) : qmax;
+            double ideal = ((const float *)w->data)[c * 18 + i] / tensor_get_float(ws, c);
+            ck_assert(fabs(v - ideal) <= 0.5 + 1e-6);
+        }
+        ck_assert_float_eq_tol(tensor_get_float(ws, c), amax / 64, 1e-9);
+        ck_assert_int_eq(qmax, 64);
+    }
+    ck_assert_int_eq(tensor_get_int(wq, 1), 1); /* 0.3125 x 64 / 15.875 = 1.26 steps */
+    quantize_result_free(&res);
+    calib_ranges_free(&r);
+    graph_free(before);
+    graph_free(s.g);
+}
+END_TEST
+
 START_TEST(test_keep_float_and_int8_activations)
 {
     SmallNet s = small_net();
@@ -402,6 +446,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(pass, tu_setup, tu_teardown);
     tcase_add_test(pass, test_pass_layout_and_parameters);
     tcase_add_test(pass, test_keep_float_and_int8_activations);
+    tcase_add_test(pass, test_seven_bit_weights);
     suite_add_tcase(s, pass);
     return s;
 }

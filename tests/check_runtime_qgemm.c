@@ -188,6 +188,7 @@ typedef struct Case {
     int clamp; /* bounds tighter than the type's */
     int64_t lda_pad, ldy_pad;
     Fill fill;
+    int weight_max; /* 0: weights across int8; else in [-weight_max, weight_max] */
 } Case;
 
 static int32_t a_value(const Case *c, int64_t i)
@@ -203,6 +204,15 @@ static int32_t a_value(const Case *c, int64_t i)
 
 static int8_t b_value(const Case *c, int64_t i)
 {
+    if (c->weight_max) {
+        int wm = c->weight_max;
+        switch (c->fill) {
+        case FILL_MAX: return (int8_t)-wm;
+        case FILL_MIN: return (int8_t)wm;
+        case FILL_MIXED: return (int8_t)(i % 2 ? -wm : wm);
+        default: return (int8_t)rnd_range(-wm, wm);
+        }
+    }
     switch (c->fill) {
     case FILL_MAX: return -128; /* against the largest A: the largest magnitude */
     case FILL_MIN: return 127;
@@ -313,7 +323,7 @@ static const FxrtDType y_types[] = {FXRT_DTYPE_UINT8, FXRT_DTYPE_INT8, FXRT_DTYP
 
 static Case basic(int64_t m, int64_t n, int64_t k, FxrtDType a_type, FxrtDType y_type)
 {
-    Case c = {m, n, k, a_type, 0, 0, 1, y_type, 0, 0, 0, 0, FILL_RANDOM};
+    Case c = {m, n, k, a_type, 0, 0, 1, y_type, 0, 0, 0, 0, FILL_RANDOM, 0};
     c.a_zp = a_type == FXRT_DTYPE_UINT8 ? 131 : -7;
     c.y_zp = y_type == FXRT_DTYPE_UINT8 ? 120 : y_type == FXRT_DTYPE_INT8 ? -3 : 0;
     return c;
@@ -450,10 +460,11 @@ START_TEST(test_requantize_wide)
     const int32_t a_zp = 2, y_zp = 100;
     ck_assert_int_eq(fxrt_qgemm_pack_b(n, k, b, bias, scale, n, FXRT_DTYPE_UINT8, a_zp, packed),
                      0);
-    /* The blob ends with n padded to 16 int32 each of seed, multiplier and
+    /* After the weights, n padded to 16 int32 each of seed, multiplier and
      * shift (fxrt_nn.h); odd columns get 31 significant bits. */
-    int64_t n_pad = (n + 15) / 16 * 16;
-    uint8_t *mult_at = (uint8_t *)packed + packed_bytes - 2 * n_pad * (int64_t)sizeof(int32_t);
+    int64_t n_pad = (n + 15) / 16 * 16, k_pad = (k + 3) / 4 * 4;
+    ck_assert_int_eq(packed_bytes, n_pad * k_pad + (3 * n_pad + n_pad / 16) * 4);
+    uint8_t *mult_at = (uint8_t *)packed + n_pad * k_pad + n_pad * (int64_t)sizeof(int32_t);
     int32_t mult[37], shift[37];
     for (int64_t j = 0; j < n; j++) {
         memcpy(&mult[j], mult_at + j * 4, 4);
@@ -505,6 +516,32 @@ START_TEST(test_pack_refuses_scale)
 }
 END_TEST
 
+/* 7-bit weights (|b| <= 64, pairs up to 128) take the AVX2 vpmaddubsw
+ * tile, exact only because no pair sum can leave int16: the largest
+ * products (A 255 against -64 and 64 pairs, summed over a long k), every
+ * tile height and tail, and a weight of 65 among them, which must send the
+ * product back to the int16 tile with the same bytes. */
+START_TEST(test_seven_bit_weights)
+{
+    const Fill fills[] = {FILL_RANDOM, FILL_MAX, FILL_MIN, FILL_MIXED};
+    const int64_t sizes_m[] = {1, 5, 6, 7, 13};
+    const int64_t sizes_n[] = {3, 16, 17, 40};
+    uint32_t seed = 700;
+    for (int ia = 0; ia < 2; ia++)
+        for (int f = 0; f < 4; f++)
+            for (size_t im = 0; im < sizeof sizes_m / sizeof sizes_m[0]; im++)
+                for (size_t in = 0; in < sizeof sizes_n / sizeof sizes_n[0]; in++) {
+                    Case c = basic(sizes_m[im], sizes_n[in], f == 0 ? 45 : 1157, a_types[ia],
+                                   y_types[seed % 3]);
+                    c.fill = fills[f];
+                    c.weight_max = seed % 7 == 0 ? 65 : 64;
+                    c.a_zp = ia == 0 ? (f == 0 ? 131 : 0) : (f == 0 ? -7 : -128);
+                    c.per_column = (int)(seed % 2);
+                    check_case(&c, seed++);
+                }
+}
+END_TEST
+
 static void use_vnni(void) { fxrt_qgemm_limit_isa(2); }
 static void use_avx2(void) { fxrt_qgemm_limit_isa(1); }
 static void use_portable(void) { fxrt_qgemm_limit_isa(0); }
@@ -531,6 +568,7 @@ static Suite *qgemm_suite(void)
         tcase_add_test(tc, test_extremes);
         tcase_add_test(tc, test_large_shapes);
         tcase_add_test(tc, test_requantize_wide);
+        tcase_add_test(tc, test_seven_bit_weights);
         suite_add_tcase(s, tc);
     }
     return s;
