@@ -119,7 +119,7 @@ static FxStatus sparse_conv_plan(const Node *n, Diag *d, const TensorType *const
                                  FxrtSparseConvParams *p, TensorType *out)
 {
     FxStatus st;
-    int64_t rows, cols;
+    int64_t rows = 0, cols = 0; /* GCC 12 cannot see through the || chain */
     if ((st = fused_nn_check_f32(n, d, in[0], "X")) != FX_OK ||
         (st = rows_check_types(n, d, in[1], in[2], in[3], &rows)) != FX_OK ||
         (st = conv_params(n, d, in[0], rows, p, &cols)) != FX_OK)
