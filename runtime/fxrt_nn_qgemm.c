@@ -294,6 +294,31 @@ static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, 
  * last partial one. */
 static int64_t whole_groups(const QGemm *g) { return g->q->k / KGROUP; }
 
+/* Where the tile's rows of A start: row pointers or strided rows. */
+__attribute__((always_inline)) static inline void tile_rows(const QGemm *g, int64_t row0,
+                                                            int rows, const uint8_t **row_at)
+{
+    for (int r = 0; r < rows; r++)
+        row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;
+}
+
+/* A row's last, partial k-group (from k-group `whole`) as one word: its
+ * bytes unsigned (an int8 A's flipped), zeros past k, which meet the
+ * weights' zero padding; the row is not read past its end.  Inline: a call
+ * would make every accumulator live across it (no vector register is
+ * preserved). */
+__attribute__((always_inline)) static inline int32_t partial_group_word(const QGemm *g,
+                                                                        const uint8_t *row,
+                                                                        int64_t whole)
+{
+    uint8_t v[KGROUP] = {0};
+    int32_t word;
+    for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
+        v[i] = (uint8_t)(row[whole * KGROUP + i] ^ g->flip);
+    memcpy(&word, v, sizeof word);
+    return word;
+}
+
 /* --- AVX2 ----------------------------------------------------------------- */
 /* Rows per tile and columns per pass: 5 rows x two accumulators, the half
  * panel's two B vectors, the A words and the spread constant fill the 16
@@ -376,14 +401,8 @@ tile_avx2_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const
         __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            /* The partial group's bytes, zeros past k (its weights are zero
-             * padding there): the row must not be read past its end. */
-            uint8_t v[KGROUP] = {0};
-            int32_t word;
-            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
-                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
-            memcpy(&word, v, sizeof word);
-            __m256i av = _mm256_shuffle_epi8(_mm256_set1_epi32(word), spread);
+            __m256i av = _mm256_shuffle_epi8(
+                _mm256_set1_epi32(partial_group_word(g, row_at[r], whole)), spread);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
         }
@@ -456,13 +475,7 @@ tile_pairs_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, cons
         __m256i b1 = _mm256_loadu_si256((const __m256i *)(w + 32));
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            /* as in tile_avx2_body: zeros past k */
-            uint8_t v[KGROUP] = {0};
-            int32_t word;
-            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
-                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
-            memcpy(&word, v, sizeof word);
-            __m256i av = _mm256_set1_epi32(word);
+            __m256i av = _mm256_set1_epi32(partial_group_word(g, row_at[r], whole));
             acc[r][0] = _mm256_add_epi32(acc[r][0],
                                          _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
             acc[r][1] = _mm256_add_epi32(acc[r][1],
@@ -487,8 +500,7 @@ tile_pairs_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, cons
                                                         int64_t col0, int cols)                 \
     {                                                                                           \
         const uint8_t *row_at[mr];                                                              \
-        for (int r = 0; r < mr; r++)                                                            \
-            row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;          \
+        tile_rows(g, row0, mr, row_at);                                                         \
         tile_pairs_body(g, row0, row_at, mr, col0, cols, flipped);                              \
     }
 #define TILE_PAIRS_ROWS(mr) TILE_PAIRS(mr, 0) TILE_PAIRS(mr, 1)
@@ -506,8 +518,7 @@ TILE_PAIRS_ROWS(6)
                                                        int64_t col0, int cols)                  \
     {                                                                                           \
         const uint8_t *row_at[mr];                                                              \
-        for (int r = 0; r < mr; r++)                                                            \
-            row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;          \
+        tile_rows(g, row0, mr, row_at);                                                         \
         tile_avx2_body(g, row0, row_at, mr, col0, 0, cols, flipped);                            \
         if (cols > NR_AVX2)                                                                     \
             tile_avx2_body(g, row0, row_at, mr, col0, 1, cols, flipped);                        \
@@ -594,9 +605,7 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
     const int8_t *w = g->w + col0 * g->k_groups * KGROUP;
     const int64_t panel_bytes = g->k_groups * PANEL * KGROUP;
     const uint8_t *row_at[MR_VNNI];
-    UNROLL_FULL
-    for (int r = 0; r < rows; r++)
-        row_at[r] = g->a_rows ? g->a_rows[row0 + r] : g->a + (row0 + r) * g->lda;
+    tile_rows(g, row0, rows, row_at);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     int64_t whole = whole_groups(g);
     /* The whole k-groups, then the partial last one apart: one branch-free
@@ -626,13 +635,7 @@ tile_vnni_body(const QGemm *g, int64_t row0, const int rows, int64_t col0, const
             b[f] = _mm512_loadu_si512(w + f * panel_bytes);
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            /* load_group's bytes, inline: a call here would make every
-             * accumulator live across it (no zmm register is preserved). */
-            uint8_t v[KGROUP] = {0};
-            int32_t word;
-            for (int64_t i = 0; i < g->q->k - whole * KGROUP; i++)
-                v[i] = (uint8_t)(row_at[r][whole * KGROUP + i] ^ g->flip);
-            memcpy(&word, v, sizeof word);
+            int32_t word = partial_group_word(g, row_at[r], whole);
             UNROLL_FULL
             for (int f = 0; f < panels; f++)
                 acc[r][f] = _mm512_dpbusd_epi32(acc[r][f], _mm512_set1_epi32(word), b[f]);

@@ -205,6 +205,25 @@ static void set_range(CalibRanges *r, const Node *n, float lo, float hi)
     r->hi[n->id] = hi;
 }
 
+/* Calibrated ranges for every value of small_net. */
+static CalibRanges small_net_ranges(const SmallNet *s)
+{
+    CalibRanges r = {.count = s->g->next_id};
+    r.seen = calloc((size_t)r.count, sizeof *r.seen);
+    r.lo = calloc((size_t)r.count, sizeof *r.lo);
+    r.hi = calloc((size_t)r.count, sizeof *r.hi);
+    ck_assert(r.seen && r.lo && r.hi);
+    /* x in [-1, 1]: scale 2/255 = 0.0078431377f, 1 / that is 127.49999 in
+     * float (as in ONNX Runtime's float32 arithmetic): zero point 127. */
+    set_range(&r, s->x, -1, 1);
+    /* The Conv's outputs reach about +-20 on inputs in [-1, 1]. */
+    set_range(&r, s->conv, -24, 30);
+    set_range(&r, s->relu, 0, 30);
+    set_range(&r, s->pool, 0, 25); /* MaxPool keeps its input's parameters instead */
+    set_range(&r, s->add, -0.5f, 29.5f);
+    return r;
+}
+
 /* The scalar float / integer value of constant argument i of n. */
 static double const_arg(const Node *n, int i)
 {
@@ -227,18 +246,7 @@ START_TEST(test_pass_layout_and_parameters)
     SmallNet s = small_net();
     Graph *before = graph_clone(s.g, &tu_diag);
     ck_assert_ptr_nonnull(before);
-    CalibRanges r = {.count = s.g->next_id};
-    r.seen = calloc((size_t)r.count, sizeof *r.seen);
-    r.lo = calloc((size_t)r.count, sizeof *r.lo);
-    r.hi = calloc((size_t)r.count, sizeof *r.hi);
-    /* x in [-1, 1]: scale 2/255 = 0.0078431377f, 1 / that is 127.49999 in
-     * float (as in ONNX Runtime's float32 arithmetic): zero point 127. */
-    set_range(&r, s.x, -1, 1);
-    /* The Conv's outputs reach about +-20 on inputs in [-1, 1]. */
-    set_range(&r, s.conv, -24, 30);
-    set_range(&r, s.relu, 0, 30);
-    set_range(&r, s.pool, 0, 25); /* MaxPool keeps its input's parameters instead */
-    set_range(&r, s.add, -0.5f, 29.5f);
+    CalibRanges r = small_net_ranges(&s);
     const char *conv_name = s.conv->name, *pool_name = s.pool->name, *add_name = s.add->name;
     QuantizeOptions o = {.ranges = &r, .activation_type = FXRT_DTYPE_UINT8};
     QuantizeResult res;
@@ -330,15 +338,7 @@ START_TEST(test_seven_bit_weights)
     SmallNet s = small_net();
     Graph *before = graph_clone(s.g, &tu_diag);
     ck_assert_ptr_nonnull(before);
-    CalibRanges r = {.count = s.g->next_id};
-    r.seen = calloc((size_t)r.count, sizeof *r.seen);
-    r.lo = calloc((size_t)r.count, sizeof *r.lo);
-    r.hi = calloc((size_t)r.count, sizeof *r.hi);
-    set_range(&r, s.x, -1, 1);
-    set_range(&r, s.conv, -24, 30);
-    set_range(&r, s.relu, 0, 30);
-    set_range(&r, s.pool, 0, 25);
-    set_range(&r, s.add, -0.5f, 29.5f);
+    CalibRanges r = small_net_ranges(&s);
     const char *conv_name = s.conv->name;
     QuantizeOptions o = {.ranges = &r, .activation_type = FXRT_DTYPE_UINT8, .weight_bits = 7};
     QuantizeResult res;
