@@ -328,6 +328,17 @@ enum { MR_AVX2 = 5, NR_AVX2 = 8 };
 
 #define AVX2_TARGET __attribute__((target("avx2")))
 
+/* A row's k-group at `group`, four unsigned bytes (an int8 A's flipped:
+ * `flipped` is a constant where the tiles inline this) in every lane. */
+AVX2_TARGET __attribute__((always_inline)) static inline __m256i group_avx2(const uint8_t *group,
+                                                                           const int flipped)
+{
+    int32_t word;
+    memcpy(&word, group, sizeof word);
+    __m256i av = _mm256_set1_epi32(word);
+    return flipped ? _mm256_xor_si256(av, _mm256_set1_epi8((char)0x80)) : av;
+}
+
 /* Stores the 8 accumulators of one row (columns from col, the first
  * `cols` real): int32 as they are, 8-bit requantized by the half panel's
  * scale. */
@@ -371,7 +382,6 @@ tile_avx2_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const
     const __m256i spread = _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 0, -128, 1, -128,
                                             2, -128, 3, -128, 0, -128, 1, -128, 2, -128, 3, -128,
                                             0, -128, 1, -128, 2, -128, 3, -128);
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256i acc[MR_AVX2][2];
     UNROLL_FULL
     for (int r = 0; r < rows; r++)
@@ -386,11 +396,7 @@ tile_avx2_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, const
         __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 16)));
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            int32_t word;
-            memcpy(&word, row_at[r] + at, sizeof word);
-            __m256i av = _mm256_set1_epi32(word);
-            if (flipped)
-                av = _mm256_xor_si256(av, flip);
+            __m256i av = group_avx2(row_at[r] + at, flipped);
             av = _mm256_shuffle_epi8(av, spread);
             acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, b0));
             acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, b1));
@@ -444,7 +450,6 @@ tile_pairs_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, cons
                 int64_t col0, int cols, const int flipped)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256i acc[MR_PAIRS][2];
     UNROLL_FULL
     for (int r = 0; r < rows; r++) {
@@ -459,11 +464,7 @@ tile_pairs_body(const QGemm *g, int64_t row0, const uint8_t *const *row_at, cons
         __m256i b1 = _mm256_loadu_si256((const __m256i *)(w + 32));
         UNROLL_FULL
         for (int r = 0; r < rows; r++) {
-            int32_t word;
-            memcpy(&word, row_at[r] + at, sizeof word);
-            __m256i av = _mm256_set1_epi32(word);
-            if (flipped)
-                av = _mm256_xor_si256(av, flip);
+            __m256i av = group_avx2(row_at[r] + at, flipped);
             acc[r][0] = _mm256_add_epi32(acc[r][0],
                                          _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones));
             acc[r][1] = _mm256_add_epi32(acc[r][1],
