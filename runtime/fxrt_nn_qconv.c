@@ -227,11 +227,13 @@ static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
 }
 
 #if !FXRT_SMALL_KERNELS
-/* The NHWC depthwise kernels' weight tables, built in scratch at each call
- * (two to four times the taps' bytes: not worth flash in the blob): the
- * AVX2 kernel's groups of 16 channels (dw_avx2_tables) or the VNNI
- * kernel's blocks of 64 (dw_vnni_tables); room for either. */
-enum { DW_BLOCK = 64, DW_GROUP = 16 };
+/* The NHWC depthwise kernels' tables, built in scratch at each call (two
+ * to four times the taps' bytes: not worth flash in the blob): the AVX2
+ * kernel's groups of 16 channels (dw_avx2_tables: at most
+ * DW_GROUP_AVX2_BYTES of seeds and scales each, then the weights, aligned
+ * to 32 bytes) or the VNNI kernel's blocks of 64 (dw_vnni_tables); room
+ * for either. */
+enum { DW_BLOCK = 64, DW_GROUP = 16, DW_GROUP_AVX2_BYTES = 512 };
 /* The AVX2 kernel's groups: none below 16 channels (the portable loop
  * takes those), else C / 16 rounded up, the last one overlapping. */
 static int64_t dw_avx2_groups(int64_t c)
@@ -244,7 +246,8 @@ static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
     int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
     int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
     int64_t pairs = (taps + 1) / 2;
-    int64_t avx2 = dw_avx2_groups(c) * pairs * DW_GROUP * 2 * (int64_t)sizeof(int16_t);
+    int64_t avx2 = 32 + dw_avx2_groups(c) * (DW_GROUP_AVX2_BYTES +
+                                             pairs * DW_GROUP * 2 * (int64_t)sizeof(int16_t));
     return vnni > avx2 ? vnni : avx2;
 }
 #endif
@@ -883,9 +886,10 @@ typedef struct DwPixel {
     int64_t c, taps;
     const int32_t *seed, *mult, *shift; /* [C] */
     const int8_t *w;                    /* [C][taps] */
-    /* The AVX2 kernel's table (dw_avx2_tables): per group of 16 channels
-     * and pair of taps, two vectors of int16 weight pairs. */
-    const uint8_t *tap_pairs;
+    /* The AVX2 kernel's tables (dw_avx2_tables): per group of 16 channels
+     * its seeds and scales, then per group and pair of taps two vectors of
+     * int16 weight pairs. */
+    const void *avx2_groups;
     int64_t pairs; /* taps / 2, rounded up */
     /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
      * the taps in groups of four as vpdpbusd operands, then the seed,
@@ -1177,25 +1181,15 @@ static int64_t dw_avx2_first(int64_t c, int64_t g)
 /* The channel of its group in int32 lane j of accumulator k. */
 static int64_t dw_avx2_channel(int64_t k, int64_t j) { return 8 * (j / 4) + 4 * k + j % 4; }
 
-/* Fills d->tap_pairs (dw_avx2_groups x pairs x 64 bytes at `tables`). */
-static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
-{
-    int64_t taps = d->taps, pairs = (taps + 1) / 2;
-    for (int64_t g = 0; g < dw_avx2_groups(d->c); g++)
-        for (int64_t u = 0; u < pairs; u++)
-            for (int64_t k = 0; k < 2; k++)
-                for (int64_t j = 0; j < 8; j++) {
-                    int64_t ch = dw_avx2_first(d->c, g) + dw_avx2_channel(k, j);
-                    const int8_t *w = d->w + ch * taps;
-                    int8_t second = 2 * u + 1 < taps ? w[2 * u + 1] : 0;
-                    uint32_t pair = (uint32_t)(uint16_t)(int16_t)w[2 * u] |
-                                    (uint32_t)(uint16_t)(int16_t)second << 16;
-                    int64_t at = ((g * pairs + u) * 2 + k) * 8 + j;
-                    memcpy(tables + at * (int64_t)sizeof pair, &pair, sizeof pair);
-                }
-    d->tap_pairs = tables;
-    d->pairs = pairs;
-}
+/* A group's seeds and scales in accumulator lane order, built once per
+ * call: the kernel walks the image's runs once and every group within
+ * each, so that a run's tap addresses serve all C channels. */
+typedef struct DwGroupAvx2 {
+    __m256i seed[2];
+    FxrtQuantScaleAvx2 scale[2];
+    int64_t c0;
+} DwGroupAvx2;
+typedef char dw_group_avx2_fits[sizeof(DwGroupAvx2) <= DW_GROUP_AVX2_BYTES ? 1 : -1];
 
 /* Channels c0 .. c0 + 15 of a per-channel int32 array in accumulator k's
  * lane order. */
@@ -1208,62 +1202,115 @@ dw_avx2_column(const int32_t *column, int64_t c0, int k)
              : _mm256_permute2x128_si256(low, high, 0x20);
 }
 
-/* Group g over the whole image; the seeds and scales stay in registers
- * across it, the weights are read from the (L1-resident) table.  The two
- * accumulators' requantized lanes narrow back into channel order: packs
- * takes lanes 0-3 of each 128-bit half from accumulator 0 and 4-7 from 1. */
-DW_AVX2_TARGET __attribute__((always_inline)) static inline void
-dw_group_avx2(const DwPixel *d, const DwImage *m, int64_t g, const int64_t pairs,
-              const int is_int8)
+/* Fills the AVX2 tables at `tables` (dw_nhwc_tables_bytes, any alignment):
+ * a DwGroupAvx2 per group, then the weight pairs [group][pair][2]. */
+DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
 {
     const FxrtQConv *q = d->q;
-    int64_t c0 = dw_avx2_first(d->c, g), last = d->taps - 1;
-    const uint8_t *weights = d->tap_pairs + g * pairs * 2 * sizeof(__m256i);
-    __m256i seed[2];
-    FxrtQuantScaleAvx2 scale[2];
-    for (int k = 0; k < 2; k++) {
-        seed[k] = dw_avx2_column(d->seed, c0, k);
-        scale[k] = fxrt_quant_scale_avx2(dw_avx2_column(d->mult, c0, k),
-                                         dw_avx2_column(d->shift, c0, k), q->y_zp, q->y_min,
-                                         q->y_max);
+    int64_t taps = d->taps, pairs = (taps + 1) / 2, groups = dw_avx2_groups(d->c);
+    uint8_t *aligned = tables + (-(uintptr_t)tables & 31);
+    DwGroupAvx2 *group = (DwGroupAvx2 *)(void *)aligned;
+    uint8_t *weights = aligned + groups * DW_GROUP_AVX2_BYTES;
+    for (int64_t g = 0; g < groups; g++) {
+        int64_t c0 = dw_avx2_first(d->c, g);
+        DwGroupAvx2 *e = (DwGroupAvx2 *)(void *)(aligned + g * DW_GROUP_AVX2_BYTES);
+        e->c0 = c0;
+        for (int k = 0; k < 2; k++) {
+            e->seed[k] = dw_avx2_column(d->seed, c0, k);
+            e->scale[k] = fxrt_quant_scale_avx2(dw_avx2_column(d->mult, c0, k),
+                                                dw_avx2_column(d->shift, c0, k), q->y_zp,
+                                                q->y_min, q->y_max);
+        }
+        for (int64_t u = 0; u < pairs; u++)
+            for (int64_t k = 0; k < 2; k++)
+                for (int64_t j = 0; j < 8; j++) {
+                    const int8_t *w = d->w + (c0 + dw_avx2_channel(k, j)) * taps;
+                    int8_t second = 2 * u + 1 < taps ? w[2 * u + 1] : 0;
+                    uint32_t pair = (uint32_t)(uint16_t)(int16_t)w[2 * u] |
+                                    (uint32_t)(uint16_t)(int16_t)second << 16;
+                    int64_t at = ((g * pairs + u) * 2 + k) * 8 + j;
+                    memcpy(weights + at * (int64_t)sizeof pair, &pair, sizeof pair);
+                }
     }
-    const __m256i low_bytes = _mm256_set1_epi16(0xff);
+    d->avx2_groups = group;
+    d->pairs = pairs;
+}
+
+/* Pixels i .. i + n - 1 of run r in one group, n (1 or 2) a constant: the
+ * pixels share each weight load.  The two accumulators' requantized lanes
+ * narrow back into channel order: packs takes lanes 0-3 of each 128-bit
+ * half from accumulator 0 and 4-7 from accumulator 1. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_pixels_avx2(const DwPixel *d, const DwGroupAvx2 *e, const __m256i *weights, const DwRun *r,
+               int64_t i, const int n, const int64_t pairs, const int is_int8)
+{
+    const FxrtQConv *q = d->q;
+    int64_t last = d->taps - 1;
+    __m256i acc[2][2];
+#pragma GCC unroll 2
+    for (int j = 0; j < n; j++)
+        acc[j][0] = e->seed[0], acc[j][1] = e->seed[1];
+#pragma GCC unroll 16
+    for (int64_t u = 0; u < pairs; u++) {
+        int64_t t = 2 * u, next = t + 1 > last ? last : t + 1;
+        __m256i w0 = _mm256_load_si256(weights + 2 * u);
+        __m256i w1 = _mm256_load_si256(weights + 2 * u + 1);
+#pragma GCC unroll 2
+        for (int j = 0; j < n; j++) {
+            int64_t at = (i + j) * r->step + e->c0;
+            __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(r->src[t] + at));
+            __m128i next_bytes =
+                _mm_loadu_si128((const __m128i *)(const void *)(r->src[next] + at));
+            __m256i x = is_int8 ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+            __m256i next_x = is_int8 ? _mm256_cvtepi8_epi16(next_bytes)
+                                     : _mm256_cvtepu8_epi16(next_bytes);
+            acc[j][0] = _mm256_add_epi32(
+                acc[j][0], _mm256_madd_epi16(_mm256_unpacklo_epi16(x, next_x), w0));
+            acc[j][1] = _mm256_add_epi32(
+                acc[j][1], _mm256_madd_epi16(_mm256_unpackhi_epi16(x, next_x), w1));
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < n; j++) {
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            __m256i *y = (__m256i *)(void *)(r->y + ((i + j) * d->c + e->c0) * 4);
+            _mm256_storeu_si256(y, _mm256_permute2x128_si256(acc[j][0], acc[j][1], 0x20));
+            _mm256_storeu_si256(y + 1, _mm256_permute2x128_si256(acc[j][0], acc[j][1], 0x31));
+            continue;
+        }
+        /* In [y_min, y_max]: packs is exact, and the low bytes are the
+         * outputs (an int8's two's complement byte). */
+        __m256i words =
+            _mm256_packs_epi32(fxrt_quant_requantize_scaled_avx2(acc[j][0], &e->scale[0]),
+                               fxrt_quant_requantize_scaled_avx2(acc[j][1], &e->scale[1]));
+        words = _mm256_and_si256(words, _mm256_set1_epi16(0xff));
+        __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words),
+                                         _mm256_extracti128_si256(words, 1));
+        _mm_storeu_si128((__m128i *)(void *)(r->y + (i + j) * d->c + e->c0), bytes);
+    }
+}
+
+/* The image, run by run, every group within each run two pixels at a
+ * time. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t pairs, const int is_int8)
+{
+    const DwGroupAvx2 *groups = d->avx2_groups;
+    int64_t count = dw_avx2_groups(d->c);
+    const __m256i *weights = (const __m256i *)(const void *)((const uint8_t *)groups +
+                                                             count * DW_GROUP_AVX2_BYTES);
     DwRun run = {.count = 0}, *r = &run;
-    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
-        for (int64_t i = 0; i < r->count; i++) {
-            __m256i acc[2] = {seed[0], seed[1]};
-            int64_t at = i * r->step + c0;
-            for (int64_t u = 0; u < pairs; u++) {
-                int64_t t = 2 * u, next = t + 1 > last ? last : t + 1;
-                __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(r->src[t] + at));
-                __m128i next_bytes =
-                    _mm_loadu_si128((const __m128i *)(const void *)(r->src[next] + at));
-                __m256i x = is_int8 ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
-                __m256i next_x = is_int8 ? _mm256_cvtepi8_epi16(next_bytes)
-                                         : _mm256_cvtepu8_epi16(next_bytes);
-                const __m256i *w = (const __m256i *)(const void *)weights + 2 * u;
-                acc[0] = _mm256_add_epi32(
-                    acc[0], _mm256_madd_epi16(_mm256_unpacklo_epi16(x, next_x),
-                                              _mm256_loadu_si256(w)));
-                acc[1] = _mm256_add_epi32(
-                    acc[1], _mm256_madd_epi16(_mm256_unpackhi_epi16(x, next_x),
-                                              _mm256_loadu_si256(w + 1)));
-            }
-            if (q->y_type == FXRT_DTYPE_INT32) {
-                __m256i *y = (__m256i *)(void *)(r->y + (i * d->c + c0) * 4);
-                _mm256_storeu_si256(y, _mm256_permute2x128_si256(acc[0], acc[1], 0x20));
-                _mm256_storeu_si256(y + 1, _mm256_permute2x128_si256(acc[0], acc[1], 0x31));
-                continue;
-            }
-            /* In [y_min, y_max]: packs is exact, and the low bytes are the
-             * outputs (an int8's two's complement byte). */
-            __m256i words =
-                _mm256_packs_epi32(fxrt_quant_requantize_scaled_avx2(acc[0], &scale[0]),
-                                   fxrt_quant_requantize_scaled_avx2(acc[1], &scale[1]));
-            words = _mm256_and_si256(words, low_bytes);
-            __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words),
-                                             _mm256_extracti128_si256(words, 1));
-            _mm_storeu_si128((__m128i *)(void *)(r->y + i * d->c + c0), bytes);
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(d->q), &oy, &ox, r);)
+        for (int64_t g = 0; g < count; g++) {
+            const DwGroupAvx2 *e =
+                (const DwGroupAvx2 *)(const void *)((const uint8_t *)groups +
+                                                    g * DW_GROUP_AVX2_BYTES);
+            const __m256i *w = weights + g * pairs * 2;
+            int64_t i = 0;
+            for (; i + 2 <= r->count; i += 2)
+                dw_pixels_avx2(d, e, w, r, i, 2, pairs, is_int8);
+            if (i < r->count)
+                dw_pixels_avx2(d, e, w, r, i, 1, pairs, is_int8);
         }
 }
 
@@ -1272,17 +1319,16 @@ dw_group_avx2(const DwPixel *d, const DwImage *m, int64_t g, const int64_t pairs
 DW_AVX2_TARGET static int64_t dw_image_avx2(const DwPixel *d, const DwImage *m)
 {
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
-    int64_t groups = dw_avx2_groups(d->c);
-    for (int64_t g = 0; g < groups; g++) {
-        /* 3x3 (five pairs), the common kernel, unrolled. */
-        if (d->pairs == 5 && !is_int8)
-            dw_group_avx2(d, m, g, 5, 0);
-        else if (d->pairs == 5)
-            dw_group_avx2(d, m, g, 5, 1);
-        else
-            dw_group_avx2(d, m, g, d->pairs, is_int8);
-    }
-    return groups ? d->c : 0;
+    if (d->c < DW_GROUP)
+        return 0;
+    /* 3x3 (five pairs), the common kernel, unrolled. */
+    if (d->pairs == 5 && !is_int8)
+        dw_runs_avx2(d, m, 5, 0);
+    else if (d->pairs == 5)
+        dw_runs_avx2(d, m, 5, 1);
+    else
+        dw_runs_avx2(d, m, d->pairs, is_int8);
+    return d->c;
 }
 #endif
 
