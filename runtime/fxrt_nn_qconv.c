@@ -890,7 +890,6 @@ typedef struct DwPixel {
      * its seeds and scales, then per group and pair of taps two vectors of
      * int16 weight pairs. */
     const void *avx2_groups;
-    int64_t pairs; /* taps / 2, rounded up */
     /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
      * the taps in groups of four as vpdpbusd operands, then the seed,
      * multiplier and shift, all in its accumulators' lane order. */
@@ -1233,7 +1232,6 @@ DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
                 }
     }
     d->avx2_groups = group;
-    d->pairs = pairs;
 }
 
 /* Pixels i .. i + n - 1 of run r in one group, n (1 or 2) a constant: the
@@ -1242,19 +1240,19 @@ DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
  * half from accumulator 0 and 4-7 from accumulator 1. */
 DW_AVX2_TARGET __attribute__((always_inline)) static inline void
 dw_pixels_avx2(const DwPixel *d, const DwGroupAvx2 *e, const __m256i *weights, const DwRun *r,
-               int64_t i, const int n, const int64_t pairs, const int is_int8)
+               int64_t i, const int n, const int64_t taps, const int is_int8)
 {
     const FxrtQConv *q = d->q;
-    int64_t last = d->taps - 1;
     __m256i acc[2][2];
 #pragma GCC unroll 2
     for (int j = 0; j < n; j++)
         acc[j][0] = e->seed[0], acc[j][1] = e->seed[1];
-#pragma GCC unroll 16
-    for (int64_t u = 0; u < pairs; u++) {
-        int64_t t = 2 * u, next = t + 1 > last ? last : t + 1;
-        __m256i w0 = _mm256_load_si256(weights + 2 * u);
-        __m256i w1 = _mm256_load_si256(weights + 2 * u + 1);
+    /* Unrolled for the 3x3 kernel's five pairs. */
+#pragma GCC unroll 5
+    for (int64_t t = 0; t < taps; t += 2) {
+        int64_t next = t + 1 < taps ? t + 1 : t;
+        __m256i w0 = _mm256_load_si256(weights + t); /* pair t / 2 */
+        __m256i w1 = _mm256_load_si256(weights + t + 1);
 #pragma GCC unroll 2
         for (int j = 0; j < n; j++) {
             int64_t at = (i + j) * r->step + e->c0;
@@ -1291,10 +1289,11 @@ dw_pixels_avx2(const DwPixel *d, const DwGroupAvx2 *e, const __m256i *weights, c
 }
 
 /* The image, run by run, every group within each run two pixels at a
- * time. */
+ * time; taps and is_int8 constants where the caller inlines it. */
 DW_AVX2_TARGET __attribute__((always_inline)) static inline void
-dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t pairs, const int is_int8)
+dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t taps, const int is_int8)
 {
+    int64_t pairs = (taps + 1) / 2;
     const DwGroupAvx2 *groups = d->avx2_groups;
     int64_t count = dw_avx2_groups(d->c);
     const __m256i *weights = (const __m256i *)(const void *)((const uint8_t *)groups +
@@ -1308,9 +1307,9 @@ dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t pairs, const int 
             const __m256i *w = weights + g * pairs * 2;
             int64_t i = 0;
             for (; i + 2 <= r->count; i += 2)
-                dw_pixels_avx2(d, e, w, r, i, 2, pairs, is_int8);
+                dw_pixels_avx2(d, e, w, r, i, 2, taps, is_int8);
             if (i < r->count)
-                dw_pixels_avx2(d, e, w, r, i, 1, pairs, is_int8);
+                dw_pixels_avx2(d, e, w, r, i, 1, taps, is_int8);
         }
 }
 
@@ -1321,13 +1320,13 @@ DW_AVX2_TARGET static int64_t dw_image_avx2(const DwPixel *d, const DwImage *m)
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     if (d->c < DW_GROUP)
         return 0;
-    /* 3x3 (five pairs), the common kernel, unrolled. */
-    if (d->pairs == 5 && !is_int8)
-        dw_runs_avx2(d, m, 5, 0);
-    else if (d->pairs == 5)
-        dw_runs_avx2(d, m, 5, 1);
+    /* 3x3, the common kernel, unrolled. */
+    if (d->taps == 9 && !is_int8)
+        dw_runs_avx2(d, m, 9, 0);
+    else if (d->taps == 9)
+        dw_runs_avx2(d, m, 9, 1);
     else
-        dw_runs_avx2(d, m, d->pairs, is_int8);
+        dw_runs_avx2(d, m, d->taps, is_int8);
     return d->c;
 }
 #endif
