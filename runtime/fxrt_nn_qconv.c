@@ -246,6 +246,7 @@ static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
     int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
     int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
     int64_t pairs = (taps + 1) / 2;
+    /* 32: the AVX2 tables start at the next 32-byte boundary */
     int64_t avx2 = 32 + dw_avx2_groups(c) * (DW_GROUP_AVX2_BYTES +
                                              pairs * DW_GROUP * 2 * (int64_t)sizeof(int16_t));
     return vnni > avx2 ? vnni : avx2;
@@ -1188,6 +1189,7 @@ typedef struct DwGroupAvx2 {
     FxrtQuantScaleAvx2 scale[2];
     int64_t c0;
 } DwGroupAvx2;
+/* A negative array size unless DW_GROUP_AVX2_BYTES holds a DwGroupAvx2. */
 typedef char dw_group_avx2_fits[sizeof(DwGroupAvx2) <= DW_GROUP_AVX2_BYTES ? 1 : -1];
 
 /* Channels c0 .. c0 + 15 of a per-channel int32 array in accumulator k's
@@ -1201,14 +1203,14 @@ dw_avx2_column(const int32_t *column, int64_t c0, int k)
              : _mm256_permute2x128_si256(low, high, 0x20);
 }
 
-/* Fills the AVX2 tables at `tables` (dw_nhwc_tables_bytes, any alignment):
- * a DwGroupAvx2 per group, then the weight pairs [group][pair][2]. */
+/* Fills the AVX2 tables at `tables` (dw_nhwc_tables_bytes, any alignment;
+ * the tables start at the next 32-byte boundary): a DwGroupAvx2 per group
+ * (DW_GROUP_AVX2_BYTES apart), then the weight pairs [group][pair][2]. */
 DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
 {
     const FxrtQConv *q = d->q;
     int64_t taps = d->taps, pairs = (taps + 1) / 2, groups = dw_avx2_groups(d->c);
     uint8_t *aligned = tables + (-(uintptr_t)tables & 31);
-    DwGroupAvx2 *group = (DwGroupAvx2 *)(void *)aligned;
     uint8_t *weights = aligned + groups * DW_GROUP_AVX2_BYTES;
     for (int64_t g = 0; g < groups; g++) {
         int64_t c0 = dw_avx2_first(d->c, g);
@@ -1231,7 +1233,7 @@ DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
                     memcpy(weights + at * (int64_t)sizeof pair, &pair, sizeof pair);
                 }
     }
-    d->avx2_groups = group;
+    d->avx2_groups = aligned;
 }
 
 /* Pixels i .. i + n - 1 of run r in one group, n (1 or 2) a constant: the
@@ -1294,16 +1296,15 @@ DW_AVX2_TARGET __attribute__((always_inline)) static inline void
 dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t taps, const int is_int8)
 {
     int64_t pairs = (taps + 1) / 2;
-    const DwGroupAvx2 *groups = d->avx2_groups;
+    const uint8_t *groups = d->avx2_groups;
     int64_t count = dw_avx2_groups(d->c);
-    const __m256i *weights = (const __m256i *)(const void *)((const uint8_t *)groups +
-                                                             count * DW_GROUP_AVX2_BYTES);
+    const __m256i *weights =
+        (const __m256i *)(const void *)(groups + count * DW_GROUP_AVX2_BYTES);
     DwRun run = {.count = 0}, *r = &run;
     for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(d->q), &oy, &ox, r);)
         for (int64_t g = 0; g < count; g++) {
             const DwGroupAvx2 *e =
-                (const DwGroupAvx2 *)(const void *)((const uint8_t *)groups +
-                                                    g * DW_GROUP_AVX2_BYTES);
+                (const DwGroupAvx2 *)(const void *)(groups + g * DW_GROUP_AVX2_BYTES);
             const __m256i *w = weights + g * pairs * 2;
             int64_t i = 0;
             for (; i + 2 <= r->count; i += 2)
