@@ -18,6 +18,9 @@
  * by fxrt_requantize and must be equal.  Each time is the best of many
  * short trials (a few ms each), so that a slow spell of a shared machine is
  * skipped rather than averaged in; GOP/s count a multiply-add as two.
+ * Depthwise layers run twice: with NCHW activations (the phase-plane
+ * kernels) and, in the rows marked "nhwc", with NHWC ones (x_nhwc, y_nhwc:
+ * the channels-in-lanes kernels, the layout between int8 layers).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -63,25 +66,29 @@ static double best_seconds(void (*fn)(void *), void *arg)
 
 typedef struct Layer {
     const char *name;
-    int depthwise;
+    int depthwise, nhwc;
     int64_t in_c, out_c, h, w, kernel_h, kernel_w, stride, pad_t, pad_l, pad_b, pad_r;
 } Layer;
 
 static const Layer layers[] = {
-    {"resnet8 16-16 3x3 @32", 0, 16, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1},
-    {"resnet8 32-64 3x3 s2 @16", 0, 32, 64, 16, 16, 3, 3, 2, 1, 1, 1, 1},
-    {"resnet8 16-32 1x1 s2 @32", 0, 16, 32, 32, 32, 1, 1, 2, 0, 0, 0, 0},
-    {"resnet50 64-64 3x3 @56", 0, 64, 64, 56, 56, 3, 3, 1, 1, 1, 1, 1},
-    {"resnet50 64-256 1x1 @56", 0, 64, 256, 56, 56, 1, 1, 1, 0, 0, 0, 0},
-    {"resnet18 128-128 3x3 @28", 0, 128, 128, 28, 28, 3, 3, 1, 1, 1, 1, 1},
-    {"resnet50 512-512 3x3 @7", 0, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1, 1},
-    {"mobilenetv2 16-96 1x1 @112", 0, 16, 96, 112, 112, 1, 1, 1, 0, 0, 0, 0},
-    {"mobilenetv2 dw 96 3x3 s2 @112", 1, 96, 96, 112, 112, 3, 3, 2, 0, 0, 1, 1},
-    {"mobilenetv2 dw 144 3x3 @56", 1, 144, 144, 56, 56, 3, 3, 1, 1, 1, 1, 1},
-    {"mobilenetv2 dw 960 3x3 @7", 1, 960, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1},
-    {"dscnn stem 1-64 10x4 s2 @49x10", 0, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
-    {"dscnn dw 64 3x3 @25x5", 1, 64, 64, 25, 5, 3, 3, 1, 1, 1, 1, 1},
-    {"dscnn 64-64 1x1 @25x5", 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet8 16-16 3x3 @32", 0, 0, 16, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet8 32-64 3x3 s2 @16", 0, 0, 32, 64, 16, 16, 3, 3, 2, 1, 1, 1, 1},
+    {"resnet8 16-32 1x1 s2 @32", 0, 0, 16, 32, 32, 32, 1, 1, 2, 0, 0, 0, 0},
+    {"resnet50 64-64 3x3 @56", 0, 0, 64, 64, 56, 56, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet50 64-256 1x1 @56", 0, 0, 64, 256, 56, 56, 1, 1, 1, 0, 0, 0, 0},
+    {"resnet18 128-128 3x3 @28", 0, 0, 128, 128, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"resnet50 512-512 3x3 @7", 0, 0, 512, 512, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"mobilenetv2 16-96 1x1 @112", 0, 0, 16, 96, 112, 112, 1, 1, 1, 0, 0, 0, 0},
+    {"mobilenetv2 dw 96 3x3 s2 @112", 1, 0, 96, 96, 112, 112, 3, 3, 2, 0, 0, 1, 1},
+    {"mobilenetv2 dw 96 3x3 s2 @112 nhwc", 1, 1, 96, 96, 112, 112, 3, 3, 2, 0, 0, 1, 1},
+    {"mobilenetv2 dw 144 3x3 @56", 1, 0, 144, 144, 56, 56, 3, 3, 1, 1, 1, 1, 1},
+    {"mobilenetv2 dw 144 3x3 @56 nhwc", 1, 1, 144, 144, 56, 56, 3, 3, 1, 1, 1, 1, 1},
+    {"mobilenetv2 dw 960 3x3 @7", 1, 0, 960, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"mobilenetv2 dw 960 3x3 @7 nhwc", 1, 1, 960, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"dscnn stem 1-64 10x4 s2 @49x10", 0, 0, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
+    {"dscnn dw 64 3x3 @25x5", 1, 0, 64, 64, 25, 5, 3, 3, 1, 1, 1, 1, 1},
+    {"dscnn dw 64 3x3 @25x5 nhwc", 1, 1, 64, 64, 25, 5, 3, 3, 1, 1, 1, 1, 1},
+    {"dscnn 64-64 1x1 @25x5", 0, 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
 };
 
 typedef struct Run {
@@ -143,10 +150,18 @@ static void im2col_nhwc(const FxrtConvParams *p, const uint8_t *x, uint8_t zp, u
                     }
 }
 
+/* The NHWC copy of one image of c planes of hw bytes. */
+static void nchw_to_nhwc(const uint8_t *src, uint8_t *dst, int64_t c, int64_t hw)
+{
+    for (int64_t ch = 0; ch < c; ch++)
+        for (int64_t i = 0; i < hw; i++)
+            dst[i * c + ch] = src[ch * hw + i];
+}
+
 int main(int argc, char **argv)
 {
     const char *isa_names[] = {"portable", "AVX2", "AVX-512"};
-    printf("%-32s %7s %8s %8s %8s %8s %9s %8s\n", "layer", "MOP", "AVX-512", "AVX2",
+    printf("%-36s %7s %8s %8s %8s %8s %9s %8s\n", "layer", "MOP", "AVX-512", "AVX2",
            "portable", "GEMM", "f32 NCHWc", "int8/f32");
     for (size_t li = 0; li < sizeof layers / sizeof *layers; li++) {
         const Layer *l = &layers[li];
@@ -185,7 +200,8 @@ int main(int argc, char **argv)
             scale[j] = (float)((0.5 + (double)rand() / RAND_MAX) /
                                (80.0 * sqrt((double)(cg * taps))));
         }
-        r.q = (FxrtQConv){FXRT_DTYPE_UINT8, 128, FXRT_DTYPE_UINT8, 128, 128, 255}; /* relu */
+        r.q = (FxrtQConv){FXRT_DTYPE_UINT8, 128, FXRT_DTYPE_UINT8, 128, 128, 255, /* relu */
+                          l->nhwc, l->nhwc};
         r.packed = alloc_or_die((size_t)fxrt_qconv_packed_bytes(p));
         void *pack_scratch = alloc_or_die((size_t)fxrt_qconv_pack_scratch_bytes(p));
         if (fxrt_qconv_pack(p, &r.q, w, bias, scale, l->out_c, r.packed, pack_scratch) != 0) {
@@ -202,6 +218,14 @@ int main(int argc, char **argv)
                         expected);
         for (int64_t i = 0; i < y_n; i++)
             expected[i] = expected[i] < 128 ? 128 : expected[i];
+        if (l->nhwc) { /* the reference was NCHW; the run and its check are not */
+            uint8_t *nchw = alloc_or_die((size_t)(x_n > y_n ? x_n : y_n));
+            memcpy(nchw, r.x, (size_t)x_n);
+            nchw_to_nhwc(nchw, r.x, l->in_c, in_sp);
+            memcpy(nchw, expected, (size_t)y_n);
+            nchw_to_nhwc(nchw, expected, l->out_c, out_sp);
+            free(nchw);
+        }
         double seconds[3];
         for (int level = 2; level >= 0; level--) {
             fxrt_qconv_limit_isa(level);
@@ -245,7 +269,7 @@ int main(int argc, char **argv)
         r.ep.bias_row_stride = 1;
         r.ep.activation = FXRT_ACT_RELU;
         double f32 = ops / best_seconds(run_nchwc, &r) / 1e9;
-        printf("%-32s %7.2f %8.1f %8.1f %8.1f ", l->name, ops / 1e6, ops / seconds[2] / 1e9,
+        printf("%-36s %7.2f %8.1f %8.1f %8.1f ", l->name, ops / 1e6, ops / seconds[2] / 1e9,
                ops / seconds[1] / 1e9, ops / seconds[0] / 1e9);
         if (gemm > 0)
             printf("%8.1f", gemm);

@@ -30,13 +30,15 @@
  *     scratch holds one channel's planes and outputs.  With NHWC
  *     activations (x_nhwc, y_nhwc) it walks runs of output pixels with the
  *     channels in the vector lanes instead: on AVX-512 VNNI 64 channels and
- *     four taps per vpdpbusd, on AVX2 8 channels by vpmaddwd.
+ *     four taps per vpdpbusd, on AVX2 16 channels and two taps per
+ *     vpmaddwd (dw_avx2_tables).
  *
  * The depthwise accumulators start from a per-channel seed, bias - x_zp x
  * sum(w), so that the taps multiply the raw activation bytes; padding holds
  * x_zp and so adds nothing, as in the reference.  Products fit in int16
- * (|255 x -128| < 2^15), so the SIMD kernels widen the activations to int32
- * lanes whose high halves vpmaddwd multiplies by zero.  Sums are int32 and
+ * (|255 x -128| < 2^15), so the SIMD kernels widen the activations to
+ * int16 for vpmaddwd: the NCHW ones to int32 lanes whose high halves it
+ * multiplies by zero, the NHWC one to pairs of taps.  Sums are int32 and
  * wrap like fxrt_conv_integer's; the requantization is fxrt_quant_rescale
  * (fxrt_quant_x86.h on vectors: through doubles where that is exact, its
  * 64-bit form elsewhere), exact against fxrt_requantize below |acc + bias|
@@ -98,9 +100,9 @@ int fxrt_qconv_applies(const FxrtConvParams *p)
 }
 
 /* The per-channel int32 arrays of a depthwise blob, then its int8 taps
- * [c][tap].  The NHWC kernel's taps [tap][c] as int32 lanes are built in
- * its scratch at each call rather than stored: four times the taps' bytes
- * in flash for a layout firmware never uses. */
+ * [c][tap].  The NHWC kernels' tables are built in their scratch at each
+ * call rather than stored: two to four times the taps' bytes in flash for
+ * layouts firmware never uses. */
 static int32_t *dw_columns(const void *packed) { return (int32_t *)(uintptr_t)packed; }
 static const int8_t *dw_taps(const FxrtConvParams *p, const void *packed)
 {
@@ -225,18 +227,29 @@ static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
 }
 
 #if !FXRT_SMALL_KERNELS
-/* The NHWC depthwise kernels' weight tables, built in scratch at each call
- * (four times the taps' bytes or more: not worth flash in the blob): the
- * AVX2 kernel's int16 taps in int32 lanes [tap][C], or the VNNI kernel's
- * blocks of 64 channels (dw_vnni_tables); room for either. */
-enum { DW_BLOCK = 64 };
+/* The NHWC depthwise kernels' tables, built in scratch at each call (two
+ * to four times the taps' bytes: not worth flash in the blob): the AVX2
+ * kernel's groups of 16 channels (dw_avx2_tables: at most
+ * DW_GROUP_AVX2_BYTES of seeds and scales each, then the weights, aligned
+ * to 32 bytes) or the VNNI kernel's blocks of 64 (dw_vnni_tables); room
+ * for either. */
+enum { DW_BLOCK = 64, DW_GROUP = 16, DW_GROUP_AVX2_BYTES = 512 };
+/* The AVX2 kernel's groups: none below 16 channels (the portable loop
+ * takes those), else C / 16 rounded up, the last one overlapping. */
+static int64_t dw_avx2_groups(int64_t c)
+{
+    return c < DW_GROUP ? 0 : (c + DW_GROUP - 1) / DW_GROUP;
+}
 static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
 {
     int64_t c = p->in_channels, taps = kernel_taps(p);
     int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
     int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
-    int64_t lanes = c * taps * (int64_t)sizeof(int32_t);
-    return vnni > lanes ? vnni : lanes;
+    int64_t pairs = (taps + 1) / 2;
+    /* 32: the AVX2 tables start at the next 32-byte boundary */
+    int64_t avx2 = 32 + dw_avx2_groups(c) * (DW_GROUP_AVX2_BYTES +
+                                             pairs * DW_GROUP * 2 * (int64_t)sizeof(int16_t));
+    return vnni > avx2 ? vnni : avx2;
 }
 #endif
 
@@ -874,7 +887,10 @@ typedef struct DwPixel {
     int64_t c, taps;
     const int32_t *seed, *mult, *shift; /* [C] */
     const int8_t *w;                    /* [C][taps] */
-    const uint8_t *lanes; /* [taps][C] int32, the int16 weight in the low half (any alignment) */
+    /* The AVX2 kernel's tables (dw_avx2_tables): per group of 16 channels
+     * its seeds and scales, then per group and pair of taps two vectors of
+     * int16 weight pairs. */
+    const void *avx2_groups;
     /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
      * the taps in groups of four as vpdpbusd operands, then the seed,
      * multiplier and shift, all in its accumulators' lane order. */
@@ -1147,54 +1163,172 @@ DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m)
     }
 }
 
-/* Eight channels from c0 over the whole run: the weights (int16 in int32
- * lanes, vpmaddwd), seed and scale in registers across the run. */
-DW_AVX2_TARGET __attribute__((always_inline)) static inline void
-dw_group_avx2(const DwPixel *d, const DwImage *m, int64_t c0, const int64_t taps,
-              const int is_int8)
+/* The AVX2 kernel: 16 channels (a group) and two taps per vpmaddwd.  Tap
+ * t's 16 activation bytes widen to int16 (vpmovzxbw, vpmovsxbw for int8),
+ * and unpacklo/hi_epi16 interleave taps t and t + 1 into (x_t, x_t+1) pairs
+ * per channel; those unpacks work within 128-bit lanes, so accumulator 0
+ * holds channels 0-3 and 8-11 of the group and accumulator 1 channels 4-7
+ * and 12-15 (dw_avx2_channel).  The table holds, per group and pair, the
+ * matching (w_t, w_t+1) int16 pairs of both accumulators; an odd last tap
+ * is paired with itself times 0.  A C not a multiple of 16 ends with the
+ * group at C - 16, which overlaps the one before: the shared channels are
+ * computed twice, the same bytes, and no load reads past a pixel. */
+static int64_t dw_avx2_first(int64_t c, int64_t g)
+{
+    return (g + 1) * DW_GROUP > c ? c - DW_GROUP : g * DW_GROUP;
+}
+
+/* The channel of its group in int32 lane j of accumulator k. */
+static int64_t dw_avx2_channel(int64_t k, int64_t j) { return 8 * (j / 4) + 4 * k + j % 4; }
+
+/* A group's seeds and scales in accumulator lane order, built once per
+ * call: the kernel walks the image's runs once and every group within
+ * each, so that a run's tap addresses serve all C channels. */
+typedef struct DwGroupAvx2 {
+    __m256i seed[2];
+    FxrtQuantScaleAvx2 scale[2];
+    int64_t c0;
+} DwGroupAvx2;
+/* A negative array size unless DW_GROUP_AVX2_BYTES holds a DwGroupAvx2. */
+typedef char dw_group_avx2_fits[sizeof(DwGroupAvx2) <= DW_GROUP_AVX2_BYTES ? 1 : -1];
+
+/* Channels c0 .. c0 + 15 of a per-channel int32 array in accumulator k's
+ * lane order. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline __m256i
+dw_avx2_column(const int32_t *column, int64_t c0, int k)
+{
+    __m256i low = _mm256_loadu_si256((const __m256i *)(const void *)(column + c0));
+    __m256i high = _mm256_loadu_si256((const __m256i *)(const void *)(column + c0 + 8));
+    return k ? _mm256_permute2x128_si256(low, high, 0x31)
+             : _mm256_permute2x128_si256(low, high, 0x20);
+}
+
+/* Fills the AVX2 tables at `tables` (dw_nhwc_tables_bytes, any alignment;
+ * the tables start at the next 32-byte boundary): a DwGroupAvx2 per group
+ * (DW_GROUP_AVX2_BYTES apart), then the weight pairs [group][pair][2]. */
+DW_AVX2_TARGET static void dw_avx2_tables(DwPixel *d, uint8_t *tables)
 {
     const FxrtQConv *q = d->q;
-    __m256i weight[DW_MAX_TAPS];
-    for (int64_t t = 0; t < taps; t++)
-        weight[t] = _mm256_loadu_si256(
-            (const __m256i *)(const void *)(d->lanes + (t * d->c + c0) * 4));
-    __m256i seed = _mm256_loadu_si256((const __m256i *)(d->seed + c0));
-    FxrtQuantScaleAvx2 scale = fxrt_quant_scale_avx2(
-        _mm256_loadu_si256((const __m256i *)(d->mult + c0)),
-        _mm256_loadu_si256((const __m256i *)(d->shift + c0)), q->y_zp, q->y_min, q->y_max);
+    int64_t taps = d->taps, pairs = (taps + 1) / 2, groups = dw_avx2_groups(d->c);
+    uint8_t *aligned = tables + (-(uintptr_t)tables & 31);
+    uint8_t *weights = aligned + groups * DW_GROUP_AVX2_BYTES;
+    for (int64_t g = 0; g < groups; g++) {
+        int64_t c0 = dw_avx2_first(d->c, g);
+        DwGroupAvx2 *e = (DwGroupAvx2 *)(void *)(aligned + g * DW_GROUP_AVX2_BYTES);
+        e->c0 = c0;
+        for (int k = 0; k < 2; k++) {
+            e->seed[k] = dw_avx2_column(d->seed, c0, k);
+            e->scale[k] = fxrt_quant_scale_avx2(dw_avx2_column(d->mult, c0, k),
+                                                dw_avx2_column(d->shift, c0, k), q->y_zp,
+                                                q->y_min, q->y_max);
+        }
+        for (int64_t u = 0; u < pairs; u++)
+            for (int64_t k = 0; k < 2; k++)
+                for (int64_t j = 0; j < 8; j++) {
+                    const int8_t *w = d->w + (c0 + dw_avx2_channel(k, j)) * taps;
+                    int8_t second = 2 * u + 1 < taps ? w[2 * u + 1] : 0;
+                    uint32_t pair = (uint32_t)(uint16_t)(int16_t)w[2 * u] |
+                                    (uint32_t)(uint16_t)(int16_t)second << 16;
+                    int64_t at = ((g * pairs + u) * 2 + k) * 8 + j;
+                    memcpy(weights + at * (int64_t)sizeof pair, &pair, sizeof pair);
+                }
+    }
+    d->avx2_groups = aligned;
+}
+
+/* Pixels i .. i + n - 1 of run r in one group, n (1 or 2) a constant: the
+ * pixels share each weight load.  The two accumulators' requantized lanes
+ * narrow back into channel order: packs takes lanes 0-3 of each 128-bit
+ * half from accumulator 0 and 4-7 from accumulator 1. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_pixels_avx2(const DwPixel *d, const DwGroupAvx2 *e, const __m256i *weights, const DwRun *r,
+               int64_t i, const int n, const int64_t taps, const int is_int8)
+{
+    const FxrtQConv *q = d->q;
+    __m256i acc[2][2];
+#pragma GCC unroll 2
+    for (int j = 0; j < n; j++)
+        acc[j][0] = e->seed[0], acc[j][1] = e->seed[1];
+    /* Unrolled for the 3x3 kernel's five pairs. */
+#pragma GCC unroll 5
+    for (int64_t t = 0; t < taps; t += 2) {
+        int64_t next = t + 1 < taps ? t + 1 : t;
+        __m256i w0 = _mm256_load_si256(weights + t); /* pair t / 2 */
+        __m256i w1 = _mm256_load_si256(weights + t + 1);
+#pragma GCC unroll 2
+        for (int j = 0; j < n; j++) {
+            int64_t at = (i + j) * r->step + e->c0;
+            __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(r->src[t] + at));
+            __m128i next_bytes =
+                _mm_loadu_si128((const __m128i *)(const void *)(r->src[next] + at));
+            __m256i x = is_int8 ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+            __m256i next_x = is_int8 ? _mm256_cvtepi8_epi16(next_bytes)
+                                     : _mm256_cvtepu8_epi16(next_bytes);
+            acc[j][0] = _mm256_add_epi32(
+                acc[j][0], _mm256_madd_epi16(_mm256_unpacklo_epi16(x, next_x), w0));
+            acc[j][1] = _mm256_add_epi32(
+                acc[j][1], _mm256_madd_epi16(_mm256_unpackhi_epi16(x, next_x), w1));
+        }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < n; j++) {
+        if (q->y_type == FXRT_DTYPE_INT32) {
+            __m256i *y = (__m256i *)(void *)(r->y + ((i + j) * d->c + e->c0) * 4);
+            _mm256_storeu_si256(y, _mm256_permute2x128_si256(acc[j][0], acc[j][1], 0x20));
+            _mm256_storeu_si256(y + 1, _mm256_permute2x128_si256(acc[j][0], acc[j][1], 0x31));
+            continue;
+        }
+        /* In [y_min, y_max]: packs is exact, and the low bytes are the
+         * outputs (an int8's two's complement byte). */
+        __m256i words =
+            _mm256_packs_epi32(fxrt_quant_requantize_scaled_avx2(acc[j][0], &e->scale[0]),
+                               fxrt_quant_requantize_scaled_avx2(acc[j][1], &e->scale[1]));
+        words = _mm256_and_si256(words, _mm256_set1_epi16(0xff));
+        __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words),
+                                         _mm256_extracti128_si256(words, 1));
+        _mm_storeu_si128((__m128i *)(void *)(r->y + (i + j) * d->c + e->c0), bytes);
+    }
+}
+
+/* The image, run by run, every group within each run two pixels at a
+ * time; taps and is_int8 constants where the caller inlines it. */
+DW_AVX2_TARGET __attribute__((always_inline)) static inline void
+dw_runs_avx2(const DwPixel *d, const DwImage *m, const int64_t taps, const int is_int8)
+{
+    int64_t pairs = (taps + 1) / 2;
+    const uint8_t *groups = d->avx2_groups;
+    int64_t count = dw_avx2_groups(d->c);
+    const __m256i *weights =
+        (const __m256i *)(const void *)(groups + count * DW_GROUP_AVX2_BYTES);
     DwRun run = {.count = 0}, *r = &run;
-    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
-        for (int64_t i = 0; i < r->count; i++) {
-            __m256i acc = seed;
-            int64_t at = i * r->step + c0;
-            for (int64_t t = 0; t < taps; t++) {
-                __m128i bytes = _mm_loadl_epi64((const __m128i *)(r->src[t] + at));
-                __m256i xv = is_int8 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, weight[t]));
-            }
-            if (q->y_type == FXRT_DTYPE_INT32) {
-                _mm256_storeu_si256((__m256i *)(r->y + (i * d->c + c0) * 4), acc);
-                continue;
-            }
-            __m256i v = fxrt_quant_requantize_scaled_avx2(acc, &scale);
-            _mm_storel_epi64((__m128i *)(r->y + i * d->c + c0), fxrt_quant_low_bytes_avx2(v));
+    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(d->q), &oy, &ox, r);)
+        for (int64_t g = 0; g < count; g++) {
+            const DwGroupAvx2 *e =
+                (const DwGroupAvx2 *)(const void *)(groups + g * DW_GROUP_AVX2_BYTES);
+            const __m256i *w = weights + g * pairs * 2;
+            int64_t i = 0;
+            for (; i + 2 <= r->count; i += 2)
+                dw_pixels_avx2(d, e, w, r, i, 2, taps, is_int8);
+            if (i < r->count)
+                dw_pixels_avx2(d, e, w, r, i, 1, taps, is_int8);
         }
 }
 
-/* Whole groups of 8 channels; returns where the portable tail starts. */
+/* The groups of 16 channels; returns where the portable tail starts (C, or
+ * 0 below 16 channels). */
 DW_AVX2_TARGET static int64_t dw_image_avx2(const DwPixel *d, const DwImage *m)
 {
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
-    int64_t c0 = 0;
-    for (; c0 + 8 <= d->c; c0 += 8) {
-        if (d->taps == 9 && !is_int8)
-            dw_group_avx2(d, m, c0, 9, 0);
-        else if (d->taps == 9)
-            dw_group_avx2(d, m, c0, 9, 1);
-        else
-            dw_group_avx2(d, m, c0, d->taps, is_int8);
-    }
-    return c0;
+    if (d->c < DW_GROUP)
+        return 0;
+    /* 3x3, the common kernel, unrolled. */
+    if (d->taps == 9 && !is_int8)
+        dw_runs_avx2(d, m, 9, 0);
+    else if (d->taps == 9)
+        dw_runs_avx2(d, m, 9, 1);
+    else
+        dw_runs_avx2(d, m, d->taps, is_int8);
+    return d->c;
 }
 #endif
 
@@ -1211,18 +1345,8 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     int isa = dw_nhwc_isa(p);
     if (isa == 2)
         dw_vnni_tables(q, &d, tables);
-    if (isa == 1) {
-        /* The taps [tap][c] as int32 lanes, the int16 weight in the low half
-         * and 0 in the high one: vpmaddwd then multiplies the activation's
-         * (possibly sign-filled) high half by 0.  Stored by memcpy: scratch
-         * has any alignment, and the vector loads are unaligned ones. */
-        for (int64_t t = 0; t < taps; t++)
-            for (int64_t ch = 0; ch < c; ch++) {
-                int32_t lane = (int32_t)(uint16_t)(int16_t)d.w[ch * taps + t];
-                memcpy(tables + (t * c + ch) * (int64_t)sizeof lane, &lane, sizeof lane);
-            }
-        d.lanes = tables;
-    }
+    if (isa == 1)
+        dw_avx2_tables(&d, tables);
 #else
     (void)tables;
 #endif

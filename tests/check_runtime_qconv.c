@@ -15,12 +15,14 @@
  * or kernel rows of a multiple of 4 bytes) and depthwise.  Each with uint8 and int8
  * activations and zero points (padding must read x_zp), per-tensor and
  * per-channel scales, a bias, uint8, int8 and int32 outputs, and clamp
- * bounds tighter than the type (a fused Relu).  Built twice
- * (tests/CMakeLists.txt); the host build runs every case with the kernels
- * capped at AVX-512, AVX2 and portable C (fxrt_qconv_limit_isa).  Every
- * case runs with NCHW and with NHWC activations (x_nhwc, y_nhwc: all four
- * combinations for group 1, both sides NHWC for depthwise), the NHWC
- * tensors made from and compared through the NCHW reference.
+ * bounds tighter than the type (a fused Relu); for the NHWC depthwise
+ * kernel, channel counts past whole groups of 16 and odd and even tap
+ * counts.  Built twice (tests/CMakeLists.txt); the host build runs every
+ * case with the kernels capped at AVX-512, AVX2 and portable C
+ * (fxrt_qconv_limit_isa).  Every case runs with NCHW and with NHWC
+ * activations (x_nhwc, y_nhwc: all four combinations for group 1, both
+ * sides NHWC for depthwise), the NHWC tensors made from and compared
+ * through the NCHW reference.
  */
 #include <check.h>
 #include <math.h>
@@ -311,6 +313,13 @@ static const Shape depthwise_shapes[] = {
     {1, 96, 0, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* MobileNet-sized */
     {1, 37, 0, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     /* channels past 2 vectors */
     {1, 64, 0, 25, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    /* DS-CNN's layer */
+    /* NHWC on AVX2: groups of 16 channels, the last one overlapping, and
+     * two taps per vpmaddwd, an odd last one paired with itself */
+    {1, 24, 0, 11, 10, 5, 5, 2, 2, 1, 1, 2, 2, 2, 1, 1},   /* 5x5 stride 2, 16 + 8 channels */
+    {1, 17, 0, 7, 9, 2, 2, 1, 1, 1, 1, 0, 1, 1, 0, 1},     /* 2x2: even taps; 16 + 1 */
+    {2, 33, 0, 5, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     /* 1x1: one tap; 32 + 1 */
+    {1, 20, 0, 9, 8, 3, 2, 1, 2, 2, 1, 1, 0, 2, 1, 1},     /* 3x2 of 6 taps, dilated rows */
+    {1, 15, 0, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     /* 15: short of one group */
 };
 
 START_TEST(test_group1)
