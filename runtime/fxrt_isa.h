@@ -29,8 +29,11 @@ void fxrt_gemm_packed_limit_isa(int level);
 /* The same for QuantizeLinear and DequantizeLinear of 8-bit data
  * (fxrt_elementwise_cast.c): 2 AVX-512, 1 AVX2, 0 portable C. */
 void fxrt_quantize_limit_isa(int level);
-/* The same for QLinearAdd and QLinearMul (fxrt_nn_qlinear.c). */
+/* The same for QLinearAdd and QLinearMul (fxrt_nn_qlinear.c), and through
+ * fxrt_qlinear_avgpool_limit_isa for QLinearAveragePool's whole-plane
+ * windows (fxrt_nn_pool.c). */
 void fxrt_qlinear_limit_isa(int level);
+void fxrt_qlinear_avgpool_limit_isa(int level);
 
 /* The same for the sparse convolution and matrix product
  * (fxrt_nn_sparse.c): 2 AVX-512, 1 AVX2/FMA, 0 portable C. */

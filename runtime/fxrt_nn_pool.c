@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "fxrt.h"
+#include "fxrt_isa.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_POOL_X86 1
@@ -214,8 +215,16 @@ static void store_mean_q8(FxrtDType t, void *y, int64_t q, float s, int64_t coun
         ((int8_t *)y)[q] = (int8_t)r;
 }
 
+/* The widest whole-plane kernel fxrt_qlinear_avgpool may use: 2 AVX-512,
+ * 1 AVX2, 0 the scalar loop (fxrt_isa.h). */
+static int qavgpool_isa_cap = 2;
+
+void fxrt_qlinear_avgpool_limit_isa(int level) { qavgpool_isa_cap = level; }
+
 #ifdef FXRT_POOL_X86
 #define POOL_AVX512_TARGET __attribute__((target("avx512f")))
+/* Without "fma": GCC must not contract a multiply and an add into one. */
+#define POOL_AVX2_TARGET __attribute__((target("avx2")))
 /* A macro: the intrinsics want an immediate even in unoptimized builds. */
 #define POOL_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
@@ -263,6 +272,34 @@ POOL_AVX512_TARGET static void plane_sums_avx512(FxrtDType t, const uint8_t *x, 
     }
     _mm512_storeu_ps(sums, s);
 }
+
+/* plane_sums_avx512 on AVX2: 8 planes per vector; the same operations in
+ * the same order, each rounded (no FMA in this target). */
+POOL_AVX2_TARGET static void plane_sums_avx2(FxrtDType t, const uint8_t *x, int64_t plane0,
+                                             int live, int64_t size, float x_scale, int32_t x_zp,
+                                             float *sums)
+{
+    const __m256i lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(live), lane_index);
+    __m256i at = _mm256_mullo_epi32(lane_index, _mm256_set1_epi32((int32_t)size));
+    const uint8_t *base = x + plane0 * size;
+    __m256 zx = _mm256_set1_ps((float)x_zp), scale = _mm256_set1_ps(x_scale);
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t i = 0; i < size; i += 4) {
+        int64_t from = i + 4 <= size ? i : size - 4, first = i - from;
+        __m256i words = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
+                                                    (const int *)(const void *)(base + from), at,
+                                                    lanes, 1);
+        for (int64_t b = first; b < 4; b++) {
+            __m256i top = _mm256_sll_epi32(words, _mm_cvtsi32_si128((int)(24 - 8 * b)));
+            __m256i v = t == FXRT_DTYPE_UINT8 ? _mm256_srli_epi32(top, 24)
+                                              : _mm256_srai_epi32(top, 24);
+            __m256 d = _mm256_sub_ps(_mm256_cvtepi32_ps(v), zx);
+            s = _mm256_add_ps(s, _mm256_mul_ps(d, scale));
+        }
+    }
+    _mm256_storeu_ps(sums, s);
+}
 #endif
 
 /* QLinearAveragePool without float buffers: each tap dequantized as
@@ -270,20 +307,27 @@ POOL_AVX512_TARGET static void plane_sums_avx512(FxrtDType t, const uint8_t *x, 
  * fxrt_avgpool_f32's order, divided by the same count and quantized as
  * fxrt_quantize_linear does, so the bytes equal dequantize -> pool ->
  * quantize while the scratch (4 bytes per input and output element, most
- * of a small model's RAM) is gone.  On host builds with AVX-512, a window
- * that is the whole plane sums 16 planes at once, one per lane, in the
- * same order with the same operations. */
+ * of a small model's RAM) is gone.  On host builds with AVX-512 (AVX2), a
+ * window that is the whole plane sums 16 (8) planes at once, one per lane,
+ * in the same order with the same operations. */
 void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, float x_scale,
                           int32_t x_zp, float y_scale, int32_t y_zp, void *y)
 {
     const int64_t *is = p->in_size;
     int64_t in_n = spatial_numel(is);
 #ifdef FXRT_POOL_X86
-    if (window_is_plane(p) && __builtin_cpu_supports("avx512f")) {
-        for (int64_t plane0 = 0; plane0 < p->planes; plane0 += 16) {
-            int live = p->planes - plane0 < 16 ? (int)(p->planes - plane0) : 16;
+    int level = qavgpool_isa_cap >= 2 && __builtin_cpu_supports("avx512f")  ? 2
+                : qavgpool_isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1
+                                                                           : 0;
+    if (window_is_plane(p) && level > 0) {
+        int width = level == 2 ? 16 : 8;
+        for (int64_t plane0 = 0; plane0 < p->planes; plane0 += width) {
+            int live = p->planes - plane0 < width ? (int)(p->planes - plane0) : width;
             float sums[16];
-            plane_sums_avx512(t, (const uint8_t *)x, plane0, live, in_n, x_scale, x_zp, sums);
+            if (level == 2)
+                plane_sums_avx512(t, (const uint8_t *)x, plane0, live, in_n, x_scale, x_zp, sums);
+            else
+                plane_sums_avx2(t, (const uint8_t *)x, plane0, live, in_n, x_scale, x_zp, sums);
             for (int j = 0; j < live; j++)
                 store_mean_q8(t, y, plane0 + j, sums[j], in_n, y_scale, y_zp);
         }

@@ -86,7 +86,11 @@ static void qbinary_row_scalar(const QBinaryRow *r, const void *a, int64_t a_ste
 /* 2 AVX-512, 1 AVX2, 0 the portable loops. */
 static int qlinear_isa_cap = 2;
 
-void fxrt_qlinear_limit_isa(int level) { qlinear_isa_cap = level; }
+void fxrt_qlinear_limit_isa(int level)
+{
+    qlinear_isa_cap = level;
+    fxrt_qlinear_avgpool_limit_isa(level);
+}
 
 static int qlinear_isa(void)
 {
@@ -162,7 +166,7 @@ QL_AVX2_TARGET static int64_t qbinary_row_avx2(const QBinaryRow *r, const uint8_
     return i;
 }
 #else
-void fxrt_qlinear_limit_isa(int level) { (void)level; }
+void fxrt_qlinear_limit_isa(int level) { fxrt_qlinear_avgpool_limit_isa(level); }
 #endif
 
 static void qbinary_row(const QBinaryRow *r, const void *a, int64_t a_step, const void *b,
