@@ -22,41 +22,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/fxrt.h"
 #include "runtime/fxrt_isa.h"
+#include "bench/bench_timing.h"
 
 enum { TRIALS = 30 };
-static const double TRIAL_SECONDS = 0.002;
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Best time per call of fn(arg) over TRIALS trials of about TRIAL_SECONDS. */
 static double best_seconds(void (*fn)(void *), void *arg)
 {
-    fn(arg);
-    double t0 = now();
-    int calls = 0;
-    while (now() - t0 < TRIAL_SECONDS) {
-        fn(arg);
-        calls++;
-    }
-    int per_trial = calls > 0 ? calls : 1;
-    double best = 1e30;
-    for (int r = 0; r < TRIALS; r++) {
-        double a = now();
-        for (int i = 0; i < per_trial; i++)
-            fn(arg);
-        double t = (now() - a) / per_trial;
-        best = t < best ? t : best;
-    }
-    return best;
+    return best_seconds_of(TRIALS, fn, arg);
 }
 
 typedef struct Shape {
