@@ -110,7 +110,9 @@ int main(int argc, char **argv)
         r.q = q;
         /* [0..2]: the levels on full-range weights; [3]: AVX2 on 7-bit ones */
         double seconds[4];
-        for (int weight_max = 127; weight_max >= 64; weight_max -= 63) {
+        const int weight_maxes[] = {127, 64};
+        for (int wi = 0; wi < 2; wi++) {
+            const int weight_max = weight_maxes[wi];
             for (int64_t i = 0; i < k * n; i++) {
                 b[i] = (int8_t)(rand() % (2 * weight_max + 1) - weight_max);
                 r.bf[i] = (float)b[i];
