@@ -819,46 +819,73 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
      * odd. */
     int64_t pairs = (cv.out_blocks + 1) / 2, max_pairs = max_fb / 2;
     int64_t groups = (pairs + max_pairs - 1) / max_pairs;
+    int64_t group_pairs_max = (pairs + groups - 1) / groups;
     int64_t x_image = cv.in_blocks * plane * (x_blocked ? BLOCK : t->lanes);
     int64_t y_image = cv.out_blocks * t->y_ob;
     /* What stays in cache while the other streams past.  Early layers,
      * with large images and few weights, take a band of input rows at a
      * time and pass every group of output blocks over it.  Late layers,
      * whose weights outweigh the image (each weight used by only a few
-     * dozen pixels), run each group over the whole image instead: with
-     * bands outermost, a stride-2 layer of ResNet-50's last stage read its
-     * 9 MiB of weights once per output row and ran at 75 GFLOP/s. */
+     * dozen pixels), read each weight once: when the image fits in half
+     * of L2, each group runs over the whole image (its weights in
+     * order, which the prefetcher follows); when it does not (ResNet-50's
+     * 1024-channel layers at 14x14), a chunk of input channels of the whole
+     * image stays in L2 while every group passes over it, so that the
+     * image is read once per layer instead of once per group (1024-256
+     * at 14x14: 69 -> 88 GFLOP/s; a stride-2 3x3 at 14x14 with 9 MiB of
+     * weights, banded by rows of all channels, read its weights once per
+     * output row and ran at 75). */
     int weights_outer = (cv.out_blocks + 1) / 2 * t->w_pair > x_image;
-    /* Bands of output rows whose input rows fit in L2. */
     int64_t band_floats = weights_outer ? weights_outer_band_floats() : L2_INPUT_FLOATS;
-    int64_t band = 1, x_rows_floats = cv.x_row * cv.in_blocks * (x_blocked ? 1 : t->lanes);
+    int groups_outer = weights_outer && x_image <= band_floats;
+    /* Input blocks per pass, whose weights fit in L1 next to what a tile
+     * reads of the input.  A pointwise tile's input is about a third of
+     * its weights, so it takes half the chunk (16 KiB of weights), except
+     * when the groups are outermost: those run the image's few pixels
+     * per chunk, which the partial sums between chunks then cost more
+     * than the L1 misses (7x7 images, Winograd's planes). */
+    int pointwise = t->w_block == t->lanes * PAIR && x_blocked;
+    int64_t chunk_floats = pointwise && !groups_outer ? L1_WEIGHT_FLOATS / 2 : L1_WEIGHT_FLOATS;
+    int64_t chunk = chunk_floats / (group_pairs_max * t->w_block);
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > cv.in_blocks)
+        chunk = cv.in_blocks;
+    /* Bands of output rows whose input rows (of one chunk) fit in L2. */
+    int64_t band = 1,
+            x_rows_floats = cv.x_row * (groups_outer ? cv.in_blocks : chunk) * (x_blocked ? 1 : t->lanes);
     while (band < cv.out_h &&
            ((band + 1) * cv.stride_h + (cv.kernel_h - 1) * cv.dil_h) * x_rows_floats <=
                band_floats)
         band++;
-    int64_t bands = (cv.out_h + band - 1) / band;
+    int64_t bands = (cv.out_h + band - 1) / band, chunks = (cv.in_blocks + chunk - 1) / chunk;
     for (int64_t n = 0; n < p->batch; n++) {
         const float *xn = x + n * x_image;
         float *yn = y + n * y_image;
         cv.residual = cv.ep && cv.ep->residual ? cv.ep->residual + n * y_image : NULL;
-        for (int64_t outer = 0; outer < (weights_outer ? groups : bands); outer++)
-            for (int64_t inner = 0; inner < (weights_outer ? bands : groups); inner++) {
-                int64_t g = weights_outer ? outer : inner, oh0 = (weights_outer ? inner : outer) * band;
-                int64_t oh1 = oh0 + band < cv.out_h ? oh0 + band : cv.out_h;
-                Span s;
-                memset(&s, 0, sizeof s);
-                int64_t group_pairs = pairs / groups + (g < pairs % groups);
-                s.ob = 2 * (g * (pairs / groups) + (g < pairs % groups ? g : pairs % groups));
-                s.fb = 2 * group_pairs < cv.out_blocks - s.ob ? 2 * group_pairs : cv.out_blocks - s.ob;
-                int64_t chunk = L1_WEIGHT_FLOATS / (group_pairs * t->w_block);
-                if (chunk < 1)
-                    chunk = 1;
-                for (s.b0 = 0; s.b0 < cv.in_blocks; s.b0 += chunk) {
-                    s.blocks = cv.in_blocks - s.b0 < chunk ? cv.in_blocks - s.b0 : chunk;
-                    s.last = s.b0 + s.blocks == cv.in_blocks;
-                    conv_band(&cv, xn, packed_w, yn, s, oh0, oh1);
-                }
+        for (int64_t step = 0; step < groups * bands * chunks; step++) {
+            /* groups_outer: group, band, chunk; else band, chunk, group. */
+            int64_t g, band_index, chunk_index;
+            if (groups_outer) {
+                g = step / (bands * chunks);
+                band_index = step / chunks % bands;
+                chunk_index = step % chunks;
+            } else {
+                band_index = step / (chunks * groups);
+                chunk_index = step / groups % chunks;
+                g = step % groups;
             }
+            int64_t oh0 = band_index * band, oh1 = oh0 + band < cv.out_h ? oh0 + band : cv.out_h;
+            Span s;
+            memset(&s, 0, sizeof s);
+            int64_t group_pairs = pairs / groups + (g < pairs % groups);
+            s.ob = 2 * (g * (pairs / groups) + (g < pairs % groups ? g : pairs % groups));
+            s.fb = 2 * group_pairs < cv.out_blocks - s.ob ? 2 * group_pairs : cv.out_blocks - s.ob;
+            s.b0 = chunk_index * chunk;
+            s.blocks = cv.in_blocks - s.b0 < chunk ? cv.in_blocks - s.b0 : chunk;
+            s.last = s.b0 + s.blocks == cv.in_blocks;
+            conv_band(&cv, xn, packed_w, yn, s, oh0, oh1);
+        }
     }
 }
 #else /* FXRT_SMALL_KERNELS */

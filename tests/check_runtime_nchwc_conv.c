@@ -249,6 +249,13 @@ START_TEST(test_channel_counts)
                200u);
     check_case(&(Case){1, 320, 36, 3, 4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_RELU, 1},
                201u);
+    /* Weights and image both larger than half of an L2 (up to 2 MiB): chunks
+     * of input channels outermost, the groups passing over each; the 3x3
+     * also in several bands of rows where L2 is small. */
+    check_case(&(Case){1, 1024, 320, 16, 18, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_RELU, 1},
+               202u);
+    check_case(&(Case){1, 128, 256, 40, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_NONE, 0},
+               203u);
 }
 END_TEST
 
