@@ -8,9 +8,13 @@
  * ConvNCHWcWinograd with the same arguments and attributes, its weights
  * transformed here, once, into 36 pointwise sets (W_winograd).  Only where
  * it pays, by the kernel benchmark (bench/nchwc_kernels.c): below 64
- * channels in or out the transforms cost more than the products save, and
- * past 12 MiB of transformed weights (512 x 512 channels) each band of
- * tiles streams them from memory.  The output must be larger than 7x7: at
+ * channels in or out the transforms cost more than the products save,
+ * unless the other side makes up for it on a large image (DenseNet's
+ * 128-32 layers: 1.2x the direct kernel at 56x56 and 28x28, 0.65-1.0x at
+ * 14x14; GoogLeNet's 32-96 at 28x28, whose product of channels is
+ * smaller, 0.96x), and past 12 MiB of transformed weights (512 x 512
+ * channels) each band of tiles streams them from memory.  The output must
+ * be larger than 7x7: at
  * 7x7 the 2x2 tiles compute 64 outputs for 49 and the transforms cost more
  * than the products save (ResNet's 512-channel 3x3 layers at 7x7: 0.69x of
  * the direct kernel on an AVX-512 Xeon, 1.05x on Zen 4; GoogLeNet's
@@ -27,7 +31,7 @@
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
-enum { MIN_CHANNELS = 64, MIN_OUTPUT = 8 };
+enum { MIN_CHANNELS = 64, MIN_OUTPUT = 8, MIN_NARROW_CHANNELS = 32, MIN_NARROW_OUTPUT = 28 };
 static const int64_t MAX_TRANSFORMED_BYTES = (int64_t)12 << 20;
 
 /* The ConvNCHWc parameters of n when it should run by Winograd. */
@@ -41,11 +45,16 @@ static bool profitable(const Node *n, FxrtConvParams *p)
     int x_blocked;
     FxStatus st = nchwc_conv_node_params(n, &quiet, p, &x_blocked);
     diag_free(&quiet);
-    return st == FX_OK && x_blocked && fxrt_conv_nchwc_winograd_applies(p) &&
-           p->in_channels >= MIN_CHANNELS && p->out_channels >= MIN_CHANNELS && p->out_size[1] >= MIN_OUTPUT &&
-           p->out_size[2] >= MIN_OUTPUT &&
-           fxrt_conv_nchwc_winograd_packed_floats(p) * (int64_t)sizeof(float) <=
-               MAX_TRANSFORMED_BYTES;
+    if (st != FX_OK || !x_blocked || !fxrt_conv_nchwc_winograd_applies(p) ||
+        fxrt_conv_nchwc_winograd_packed_floats(p) * (int64_t)sizeof(float) > MAX_TRANSFORMED_BYTES)
+        return false;
+    int64_t narrower = p->in_channels < p->out_channels ? p->in_channels : p->out_channels;
+    int64_t smaller_side = p->out_size[1] < p->out_size[2] ? p->out_size[1] : p->out_size[2];
+    if (narrower >= MIN_CHANNELS)
+        return smaller_side >= MIN_OUTPUT;
+    return narrower >= MIN_NARROW_CHANNELS &&
+           p->in_channels * p->out_channels >= MIN_CHANNELS * MIN_CHANNELS &&
+           smaller_side >= MIN_NARROW_OUTPUT;
 }
 
 /* The Winograd weights of n, made from its direct packing (fxrt_nn.h), as

@@ -302,6 +302,33 @@ static Graph *build_winograd(void)
     return g;
 }
 
+/* Narrow layers: 128 in and 32 out run by Winograd at 28x28, not at 14x14
+ * (the transforms then cost more than the products save). */
+static Graph *build_winograd_narrow(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 1, 128, 28, 28);
+    Node *a = tu_conv(g, x, tu_weights_f32(g, "wa", 4, 32, 128, 3, 3, 0.004f),
+                      tu_weights_f32(g, "ba", 1, 32, 0, 0, 0, 0.1f), 1, 1, 1);
+    Node *wide = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 128, 32, 1, 1, 0.02f), NULL, 0, 2, 1);
+    Node *b = tu_conv(g, wide, tu_weights_f32(g, "wc", 4, 32, 128, 3, 3, 0.004f), NULL, 1, 1, 1);
+    tu_finish(g, &b, 1);
+    return g;
+}
+
+START_TEST(test_winograd_narrow)
+{
+    Graph *g = build_winograd_narrow(), *ref = build_winograd_narrow();
+    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), 3);
+    ck_assert_int_eq(tu_run_pass(g, pass_winograd, 1e-4, 1e-5), 1);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWcWinograd"), 1);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 2);
+    tu_assert_compiled_matches(g, ref, "winograd_narrow", 1e-3, 1e-4);
+    graph_free(g);
+    graph_free(ref);
+}
+END_TEST
+
 START_TEST(test_winograd)
 {
     Graph *g = build_winograd(), *ref = build_winograd();
@@ -350,6 +377,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_bn_relu);
     tcase_add_test(t, test_left_alone);
     tcase_add_test(t, test_winograd);
+    tcase_add_test(t, test_winograd_narrow);
     tcase_add_test(t, test_winograd_host_only);
     suite_add_tcase(s, t);
     return s;
