@@ -52,7 +52,7 @@ static const PassDef pass_defs[] = {
     {"nchwc-layout", 2, pass_nchwc_layout,
      "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false},
     {"winograd", 2, pass_winograd,
-     "3x3 stride-1 NCHWc convolutions of 64+ channels by Winograd F(4x4, 3x3) (host only)", true},
+     "3x3 stride-1 NCHWc convolutions of many channels by Winograd F(4x4, 3x3) (host only)", true},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };
