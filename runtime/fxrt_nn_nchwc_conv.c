@@ -839,11 +839,12 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     int64_t band_floats = weights_outer ? weights_outer_band_floats() : L2_INPUT_FLOATS;
     int groups_outer = weights_outer && x_image <= band_floats;
     /* Input blocks per pass, whose weights fit in L1 next to what a tile
-     * reads of the input.  A pointwise tile's input is about a third of
-     * its weights, so it takes half the chunk (16 KiB of weights), except
-     * when the groups are outermost: those run the image's few pixels
-     * per chunk, which the partial sums between chunks then cost more
-     * than the L1 misses (7x7 images, Winograd's planes). */
+     * reads of the input.  A pointwise tile reads about a third as much
+     * input as weights, so it takes half the chunk (16 KiB of weights;
+     * ResNet-50's 1024-256 at 14x14: 72 -> 87 GFLOP/s), except when the
+     * groups are outermost (small images: 7x7 layers, Winograd's planes):
+     * there a chunk serves few pixels, and the partial sums stored
+     * between chunks cost more than the L1 misses saved. */
     int pointwise = t->w_block == t->lanes * PAIR && x_blocked;
     int64_t chunk_floats = pointwise && !groups_outer ? L1_WEIGHT_FLOATS / 2 : L1_WEIGHT_FLOATS;
     int64_t chunk = chunk_floats / (group_pairs_max * t->w_block);
