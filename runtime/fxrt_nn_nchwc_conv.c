@@ -831,10 +831,10 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
      * order, which the prefetcher follows); when it does not (ResNet-50's
      * 1024-channel layers at 14x14), a chunk of input channels of the whole
      * image stays in L2 while every group passes over it, so that the
-     * image is read once per layer instead of once per group (1024-256
-     * at 14x14: 69 -> 88 GFLOP/s; a stride-2 3x3 at 14x14 with 9 MiB of
-     * weights, banded by rows of all channels, read its weights once per
-     * output row and ran at 75). */
+     * image is read once per layer instead of once per group (the
+     * stride-2 1x1 512-1024 at 28x28: 70 -> 85 GFLOP/s; a stride-2 3x3
+     * at 14x14 with 9 MiB of weights, banded by rows of all channels, read
+     * its weights once per output row and ran at 75). */
     int weights_outer = (cv.out_blocks + 1) / 2 * t->w_pair > x_image;
     int64_t band_floats = weights_outer ? weights_outer_band_floats() : L2_INPUT_FLOATS;
     int groups_outer = weights_outer && x_image <= band_floats;
