@@ -32,14 +32,16 @@
 #define FXRT_EXP_ROUND 12582912.0f /* 1.5 * 2^23 */
 #define FXRT_EXP_BIAS (127 - 0x4B400000)
 
-FXRT_AVX2_FN __m256 fxrt_exp_nonpositive_avx2(__m256 x)
+/* exp(x), or exp(-x) when `negated`, for x where that is a normal float:
+ * returns exp(r) and sets *scale to 2^n, r = (-)x - n ln 2 within ln 2 / 2
+ * of 0 (fxrt_exp_nonpositive's reduction and polynomial). */
+FXRT_AVX2_FN __m256 exp_reduced_avx2(__m256 x, int negated, __m256 *scale)
 {
-    const __m256 limit = _mm256_set1_ps(FXRT_EXP_LIMIT), round = _mm256_set1_ps(FXRT_EXP_ROUND);
-    /* max(limit, x), not max(x, limit): a NaN x comes through */
-    __m256 c = _mm256_max_ps(limit, x);
-    __m256 t = _mm256_fmadd_ps(c, _mm256_set1_ps(1.44269504f), round);
+    const __m256 round = _mm256_set1_ps(FXRT_EXP_ROUND);
+    __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(negated ? -1.44269504f : 1.44269504f), round);
     __m256 n = _mm256_sub_ps(t, round);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), c);
+    __m256 r = negated ? _mm256_fnmsub_ps(n, _mm256_set1_ps(0.693359375f), x)
+                       : _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     __m256 p = _mm256_set1_ps(1.9875691500e-4f);
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
@@ -47,14 +49,21 @@ FXRT_AVX2_FN __m256 fxrt_exp_nonpositive_avx2(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
     __m256i bits = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(FXRT_EXP_BIAS));
-    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
+    *scale = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
+    return _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+}
+
+FXRT_AVX2_FN __m256 fxrt_exp_nonpositive_avx2(__m256 x)
+{
+    const __m256 limit = _mm256_set1_ps(FXRT_EXP_LIMIT);
+    /* max(limit, x), not max(x, limit): a NaN x comes through */
+    __m256 scale, e = exp_reduced_avx2(_mm256_max_ps(limit, x), 0, &scale);
     __m256 under = _mm256_cmp_ps(x, limit, _CMP_LT_OQ);
     return _mm256_andnot_ps(under, _mm256_mul_ps(e, scale));
 }
 
-/* 1 / (1 + exp(-v)), with -v clamped to [FXRT_EXP_LIMIT, 88] so that
+/* 1 / (1 + exp(-v)), with v clamped to [-88, -FXRT_EXP_LIMIT] so that
  * exp(-v) is a normal float (the reciprocal of 1 + e^88 is 0 to float
  * precision, and the sigmoid of v past 87.3 is 1): no sign test, blend or
  * underflow mask, and the exponent's scale and the 1 + folded into one
@@ -64,22 +73,8 @@ FXRT_AVX2_FN __m256 fxrt_exp_nonpositive_avx2(__m256 x)
  * second pass a NaN through. */
 FXRT_AVX2_FN __m256 fxrt_sigmoid_avx2(__m256 v)
 {
-    const __m256 round = _mm256_set1_ps(FXRT_EXP_ROUND);
     __m256 c = _mm256_min_ps(_mm256_set1_ps(-FXRT_EXP_LIMIT), _mm256_max_ps(_mm256_set1_ps(-88.0f), v));
-    /* exp(-c) = 2^n exp(r), r = -c - n ln 2, as in fxrt_exp_nonpositive_avx2 */
-    __m256 t = _mm256_fmadd_ps(c, _mm256_set1_ps(-1.44269504f), round);
-    __m256 n = _mm256_sub_ps(t, round);
-    __m256 r = _mm256_fnmsub_ps(n, _mm256_set1_ps(0.693359375f), c);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i bits = _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(FXRT_EXP_BIAS));
-    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(bits, 23));
+    __m256 scale, e = exp_reduced_avx2(c, 1, &scale);
     __m256 d = _mm256_fmadd_ps(e, scale, _mm256_set1_ps(1.0f));
     __m256 q = _mm256_rcp_ps(d);
     return _mm256_mul_ps(q, _mm256_fnmadd_ps(d, q, _mm256_set1_ps(2.0f)));
