@@ -596,6 +596,12 @@ FxStatus node_infer_shapes(Node *n, Diag *d);
 /* The compile-time value of argument `a` as read by a node (a get_attr's
  * tensor, or a value shape propagation folded), or NULL. */
 const Tensor *node_const_value(const Node *a);
+/* An optional scalar argument's constant integer value (0 when a is NULL,
+ * as for an absent zero point); false when it is not a constant scalar. */
+bool node_const_scalar_int(const Node *a, int32_t *v);
+/* True when an optional argument is absent or a constant of zeros (zero
+ * points that leave the integer arithmetic unshifted). */
+bool node_const_zeros(const Node *a);
 
 /* ------------------------------------------------------------------------- */
 /* Interpreter (interp.c)                                                     */

@@ -110,6 +110,32 @@ const Tensor *node_const_value(const Node *a)
     return a->const_values[0];
 }
 
+bool node_const_scalar_int(const Node *a, int32_t *v)
+{
+    if (!a) {
+        *v = 0;
+        return true;
+    }
+    const Tensor *t = node_const_value(a);
+    if (!t || tensor_numel(t) != 1)
+        return false;
+    *v = (int32_t)tensor_get_int(t, 0);
+    return true;
+}
+
+bool node_const_zeros(const Node *a)
+{
+    if (!a)
+        return true;
+    const Tensor *t = node_const_value(a);
+    if (!t)
+        return false;
+    for (int64_t i = 0; i < tensor_numel(t); i++)
+        if (tensor_get_int(t, i) != 0)
+            return false;
+    return true;
+}
+
 static FxStatus fold_if_constant(Node *n, const TensorType *const *in, const Tensor *const *vals,
                                  Diag *d)
 {

@@ -324,6 +324,13 @@ typedef struct PassResult {
 
 typedef FxStatus (*PassFn)(Graph *g, PassResult *r, Diag *d);
 
+/* For passes that rewrite nodes one at a time: every use of n becomes
+ * `replacement`, counted in r (n is left for pass_finish to erase). */
+FxStatus pass_replace_node(Node *n, Node *replacement, PassResult *r, Diag *d);
+/* A node-by-node pass's end: when it succeeded (st) and changed something,
+ * the nodes it replaced, and what only they read, are erased.  Returns st. */
+FxStatus pass_finish(Graph *g, const PassResult *r, FxStatus st);
+
 typedef struct PassDef {
     const char *name;    /* as on the command line: "const-fold" */
     int level;           /* the lowest -O level that runs it */

@@ -75,13 +75,8 @@ FxStatus pass_bn_to_conv(Graph *g, PassResult *r, Diag *d)
         fold_affine_free(&a);
         if (st != FX_OK)
             break;
-        if (node_replace_all_uses_with(n, conv) < 0) {
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if ((st = pass_replace_node(n, conv, r, d)) != FX_OK)
             break;
-        }
-        r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

@@ -430,7 +430,5 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
     free(gr.inputs);
     free(gr.group_of);
     graph_for_each(g, n) n->pass_data = NULL;
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

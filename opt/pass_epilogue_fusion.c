@@ -385,7 +385,5 @@ FxStatus pass_epilogue_fusion(Graph *g, PassResult *r, Diag *d)
         tensor_free(c.bias);
     }
     free(anchors);
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

@@ -92,13 +92,8 @@ FxStatus pass_gemm_pack(Graph *g, PassResult *r, Diag *d)
         Node *q = NULL;
         if ((st = packed_product(g, n, b, &q, d)) != FX_OK)
             break;
-        if (node_replace_all_uses_with(n, q) < 0) {
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if ((st = pass_replace_node(n, q, r, d)) != FX_OK)
             break;
-        }
-        r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

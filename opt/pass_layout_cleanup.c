@@ -273,7 +273,5 @@ FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d)
         else if (n->op == &fx_op_MatMul)
             st = absorb_transposes(n, &r->changes, d);
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

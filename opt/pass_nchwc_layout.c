@@ -486,7 +486,5 @@ FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
         if (st == FX_OK && converted)
             r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

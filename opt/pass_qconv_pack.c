@@ -34,34 +34,6 @@
 #include "../ir/ops/ops.h"
 #include "opt.h"
 
-/* a's constant value as an int (NULL argument: 0); false if not constant. */
-static bool const_scalar_int(const Node *a, int32_t *v)
-{
-    if (!a) {
-        *v = 0;
-        return true;
-    }
-    const Tensor *t = node_const_value(a);
-    if (!t || tensor_numel(t) != 1)
-        return false;
-    *v = (int32_t)tensor_get_int(t, 0);
-    return true;
-}
-
-/* True when the zero point argument is absent or a constant of zeros. */
-static bool zero_points_zero(const Node *a)
-{
-    if (!a)
-        return true;
-    const Tensor *t = node_const_value(a);
-    if (!t)
-        return false;
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        if (tensor_get_int(t, i) != 0)
-            return false;
-    return true;
-}
-
 /* a's constant float32 value with 1 or `count` values, else NULL. */
 static const float *const_floats(const Node *a, int64_t count, int64_t *n)
 {
@@ -108,9 +80,9 @@ static bool qlinear_conv_packing(const Node *n, Packing *k, float *scale_buf)
     const float *xs = const_floats(arg(n, X_SCALE), 1, &nx);
     const float *ws = const_floats(arg(n, W_SCALE), m, &nw);
     const float *ys = const_floats(arg(n, Y_SCALE), 1, &ny);
-    if (!xs || !ws || !ys || !zero_points_zero(arg(n, W_ZP)) ||
-        !const_scalar_int(arg(n, X_ZP), &k->q.x_zp) || !arg(n, Y_ZP) ||
-        !const_scalar_int(arg(n, Y_ZP), &k->q.y_zp))
+    if (!xs || !ws || !ys || !node_const_zeros(arg(n, W_ZP)) ||
+        !node_const_scalar_int(arg(n, X_ZP), &k->q.x_zp) || !arg(n, Y_ZP) ||
+        !node_const_scalar_int(arg(n, Y_ZP), &k->q.y_zp))
         return false;
     k->bias = NULL;
     if (arg(n, B)) {
@@ -133,7 +105,7 @@ static bool qlinear_conv_packing(const Node *n, Packing *k, float *scale_buf)
 /* Fills k for a ConvInteger that can be packed; false otherwise. */
 static bool conv_integer_packing(const Node *n, Packing *k)
 {
-    if (!zero_points_zero(arg(n, 3)) || !const_scalar_int(arg(n, 2), &k->q.x_zp))
+    if (!node_const_zeros(arg(n, 3)) || !node_const_scalar_int(arg(n, 2), &k->q.x_zp))
         return false;
     k->bias = NULL;
     k->scale = NULL;
@@ -304,11 +276,8 @@ FxStatus pass_qconv_pack(Graph *g, PassResult *r, Diag *d)
             break;
         if (!c)
             continue;
-        if (node_replace_all_uses_with(n, c) < 0) {
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if ((st = pass_replace_node(n, c, r, d)) != FX_OK)
             break;
-        }
-        r->changes++;
     }
     /* A plain walk: fold_clamps erases nodes after n, which
      * graph_for_each may already have stepped to. */
@@ -321,7 +290,5 @@ FxStatus pass_qconv_pack(Graph *g, PassResult *r, Diag *d)
         else
             r->changes += folded;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

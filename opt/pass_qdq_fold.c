@@ -458,7 +458,5 @@ FxStatus pass_qdq_fold(Graph *g, PassResult *r, Diag *d)
         }
         r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

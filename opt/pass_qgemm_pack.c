@@ -22,34 +22,6 @@
 
 #include "opt.h"
 
-/* a's constant value as an int (NULL argument: 0); false if not constant. */
-static bool const_scalar_int(const Node *a, int32_t *v)
-{
-    if (!a) {
-        *v = 0;
-        return true;
-    }
-    const Tensor *t = node_const_value(a);
-    if (!t || tensor_numel(t) != 1)
-        return false;
-    *v = (int32_t)tensor_get_int(t, 0);
-    return true;
-}
-
-/* True when the zero point argument is absent or a constant of zeros. */
-static bool zero_points_zero(const Node *a)
-{
-    if (!a)
-        return true;
-    const Tensor *t = node_const_value(a);
-    if (!t)
-        return false;
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        if (tensor_get_int(t, i) != 0)
-            return false;
-    return true;
-}
-
 /* B if it is a constant int8 matrix, else NULL. */
 static const Tensor *int8_matrix(const Node *b)
 {
@@ -72,9 +44,9 @@ typedef struct Packing {
 static bool qlinear_matmul_packing(const Node *n, Packing *p, float *scale_buf, int64_t cap)
 {
     enum { A, A_SCALE, A_ZP, B, B_SCALE, B_ZP, Y_SCALE, Y_ZP };
-    if (n->num_args != 8 || !(p->b = int8_matrix(n->args[B])) || !zero_points_zero(n->args[B_ZP]) ||
-        !const_scalar_int(n->args[A_ZP], &p->a_zp) || !n->args[Y_ZP] ||
-        !const_scalar_int(n->args[Y_ZP], &p->y_zp))
+    if (n->num_args != 8 || !(p->b = int8_matrix(n->args[B])) || !node_const_zeros(n->args[B_ZP]) ||
+        !node_const_scalar_int(n->args[A_ZP], &p->a_zp) || !n->args[Y_ZP] ||
+        !node_const_scalar_int(n->args[Y_ZP], &p->y_zp))
         return false;
     const Tensor *as = node_const_value(n->args[A_SCALE]), *bs = node_const_value(n->args[B_SCALE]);
     const Tensor *ys = node_const_value(n->args[Y_SCALE]);
@@ -98,8 +70,8 @@ static bool qlinear_matmul_packing(const Node *n, Packing *p, float *scale_buf, 
 static bool matmul_integer_packing(const Node *n, Packing *p)
 {
     if (!(p->b = int8_matrix(n->args[1])) ||
-        !zero_points_zero(n->num_args > 3 ? n->args[3] : NULL) ||
-        !const_scalar_int(n->num_args > 2 ? n->args[2] : NULL, &p->a_zp))
+        !node_const_zeros(n->num_args > 3 ? n->args[3] : NULL) ||
+        !node_const_scalar_int(n->num_args > 2 ? n->args[2] : NULL, &p->a_zp))
         return false;
     p->scale = NULL;
     p->scale_count = 0;
@@ -186,13 +158,8 @@ FxStatus pass_qgemm_pack(Graph *g, PassResult *r, Diag *d)
             break;
         if (!q)
             continue;
-        if (node_replace_all_uses_with(n, q) < 0) {
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if ((st = pass_replace_node(n, q, r, d)) != FX_OK)
             break;
-        }
-        r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }

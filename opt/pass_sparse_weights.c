@@ -294,15 +294,10 @@ static FxStatus run(Graph *g, PassResult *r, bool host, Diag *d)
         Node *q = NULL;
         if ((st = sparse_layer(g, n, &c, &q, d)) != FX_OK)
             break;
-        if (node_replace_all_uses_with(n, q) < 0) {
-            st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+        if ((st = pass_replace_node(n, q, r, d)) != FX_OK)
             break;
-        }
-        r->changes++;
     }
-    if (st == FX_OK && r->changes > 0)
-        graph_eliminate_dead_code(g);
-    return st;
+    return pass_finish(g, r, st);
 }
 
 FxStatus pass_sparse_weights(Graph *g, PassResult *r, Diag *d) { return run(g, r, true, d); }

@@ -12,6 +12,21 @@
 
 #include "opt.h"
 
+FxStatus pass_replace_node(Node *n, Node *replacement, PassResult *r, Diag *d)
+{
+    if (node_replace_all_uses_with(n, replacement) < 0)
+        return diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+    r->changes++;
+    return FX_OK;
+}
+
+FxStatus pass_finish(Graph *g, const PassResult *r, FxStatus st)
+{
+    if (st == FX_OK && r->changes > 0)
+        graph_eliminate_dead_code(g);
+    return st;
+}
+
 /* In the order -O2 runs them: folding first (it exposes constants to the
  * fusion patterns), then clean-up, then fusion, whose call_module nodes the
  * earlier passes do not look into. */
