@@ -14,11 +14,11 @@
  * 14x14; GoogLeNet's 32-96 at 28x28, whose product of channels is
  * smaller, 0.96x), and past 12 MiB of transformed weights (512 x 512
  * channels) each band of tiles streams them from memory.  The output must
- * be larger than 7x7: at
- * 7x7 the 2x2 tiles compute 64 outputs for 49 and the transforms cost more
- * than the products save (ResNet's 512-channel 3x3 layers at 7x7: 0.69x of
- * the direct kernel on an AVX-512 Xeon, 1.05x on Zen 4; GoogLeNet's
- * 160-320 at 7x7: 0.96x), and a smaller image is mostly padding.
+ * be larger than 7x7: at 7x7 the 2x2 tiles compute 64 outputs for 49 and
+ * the transforms cost more than the products save (ResNet's 512-channel
+ * 3x3 layers at 7x7: 0.69x of the direct kernel on an AVX-512 Xeon, 1.05x
+ * on Zen 4; GoogLeNet's 160-320 at 7x7: 0.96x), and a smaller image is
+ * mostly padding.
  *
  * A host-only pass (PassDef.host_only): firmware keeps the direct kernel,
  * whose weights are a quarter of the size and whose error is the smaller.
