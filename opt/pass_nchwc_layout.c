@@ -464,6 +464,131 @@ static FxStatus convert_in_place(Graph *g, Node *n, bool concat, bool *converted
     return st;
 }
 
+/* --- channels-last blocks ---------------------------------------------------
+ *
+ * ConvNeXt-style blocks run their LayerNorm and Linear layers channels-last
+ * between two Transposes:
+ *
+ *     t = Transpose(FromNCHWc(b), [0, 2, 3, 1]); u = LayerNorm(t) ...
+ *     v = Transpose(w, [0, 3, 1, 2]); y = Add(v, residual)
+ *
+ * The first Transpose of a blocked value becomes one reorder,
+ * NCHWcToNHWC(b), and a LayerNorm over its channels reads b itself
+ * (LayerNormNCHWc), so the block's entry is one pass over the image instead
+ * of three.  The Transpose back to channels-first becomes
+ * FromNCHWc(NHWCToNCHWc(w)) when one of its readers runs blocked, so the
+ * residual Add and the next convolution stay in NCHWc. */
+
+/* Infers f's shapes and makes old's readers read f. */
+static FxStatus finish_replacement(Node *old, Node *f, Diag *d)
+{
+    FxStatus st = node_finish_created(f, true, NULL, d);
+    if (st == FX_OK && node_replace_all_uses_with(old, f) < 0)
+        st = diag_node_error(d, FX_ERR_NOMEM, old, "out of memory");
+    return st;
+}
+
+static bool transpose_with_perm(const Node *n, const int64_t want[4])
+{
+    const int64_t *perm;
+    if (!node_is_op(n, &fx_op_Transpose) || n->num_outputs != 1 || !fold_is_f32(n) ||
+        node_attr_ints(n, "perm", &perm) != 4)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (perm[i] != want[i])
+            return false;
+    return true;
+}
+
+static const int64_t to_channels_last[4] = {0, 2, 3, 1}, to_channels_first[4] = {0, 3, 1, 2};
+
+static FxStatus convert_to_channels_last(Graph *g, Node *t, Diag *d)
+{
+    Node *b = t->args[0]->args[0];
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_blocked", t->name);
+    Node *f = create_op(g, t, &fx_op_NCHWcToNHWC, hint, &b, 1, d);
+    if (!f)
+        return FX_ERR_NOMEM;
+    if (!copy_attrs(f, t->args[0], NULL, d)) {
+        graph_erase_node(g, f);
+        return diag_node_error(d, FX_ERR_NOMEM, t, "out of memory");
+    }
+    return finish_replacement(t, f, d);
+}
+
+/* A LayerNormalization over the channels of a channels-last view of a
+ * blocked value, with per-channel Scale and B, and no statistics read. */
+static bool layernorm_of_blocked(const Node *n)
+{
+    if (!node_is_op(n, &fx_op_LayerNormalization) || !fold_is_f32(n) ||
+        !node_is_op(n->args[0], &fx_op_NCHWcToNHWC))
+        return false;
+    int64_t axis = node_attr_int(n, "axis", -1), channels = n->out_types[0].dims[3];
+    if (axis != -1 && axis != 3)
+        return false;
+    if (n->num_outputs != 1)
+        return false;
+    for (int i = 1; i < n->num_args; i++) {
+        const TensorType *t = n->args[i] ? node_input_type(n, i) : NULL;
+        if (t && (t->dtype != FXRT_DTYPE_FLOAT32 || type_numel(t) != channels))
+            return false;
+    }
+    return true;
+}
+
+static FxStatus convert_layernorm(Graph *g, Node *ln, Diag *d)
+{
+    Node *args[3] = {ln->args[0]->args[0], ln->args[1], ln->num_args > 2 ? ln->args[2] : NULL};
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_blocked", ln->name);
+    Node *f = create_op(g, ln, &fx_op_LayerNormNCHWc, hint, args, args[2] ? 3 : 2, d);
+    if (!f)
+        return FX_ERR_NOMEM;
+    if (!copy_attrs(f, ln->args[0], NULL, d) ||
+        !node_set_attr_float(f, "epsilon", node_attr_float(ln, "epsilon", 1e-5f))) {
+        graph_erase_node(g, f);
+        return diag_node_error(d, FX_ERR_NOMEM, ln, "out of memory");
+    }
+    return finish_replacement(ln, f, d);
+}
+
+/* Whether n would read a blocked value of its argument: a convolution this
+ * pass rewrites, a pool, a Concat or an elementwise node that runs blocked. */
+static bool reads_blocked(const Node *n)
+{
+    FxrtConvParams p;
+    if (convertible(n, &p) || concat_along_channels(n) || blockable_elementwise(n))
+        return true;
+    return n->opcode == FX_OPCODE_CALL_FUNCTION && fold_is_f32(n) &&
+           (n->op == &fx_op_MaxPool || n->op == &fx_op_AveragePool ||
+            n->op == &fx_op_GlobalAveragePool);
+}
+
+static bool channels_first_for_blocked_reader(const Node *n)
+{
+    if (!transpose_with_perm(n, to_channels_first) || node_input_type(n, 0)->rank != 4)
+        return false;
+    for (int i = 0; i < n->num_users; i++)
+        if (reads_blocked(n->users[i]))
+            return true;
+    return false;
+}
+
+static FxStatus convert_to_channels_first(Graph *g, Node *t, Diag *d)
+{
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_nchwc", t->name);
+    Node *x = t->args[0];
+    Node *b = create_op(g, t, &fx_op_NHWCToNCHWc, hint, &x, 1, d);
+    if (!b)
+        return FX_ERR_NOMEM;
+    FxStatus st = node_finish_created(b, true, NULL, d);
+    if (st != FX_OK)
+        return st;
+    return replace_by_blocked(g, t, b, t->out_types[0].dims[1], d);
+}
+
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
@@ -481,6 +606,13 @@ FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d)
             st = convert_pool(g, n, pool, d);
         else if (concat || blockable_elementwise(n))
             st = convert_in_place(g, n, concat, &converted, d);
+        else if (transpose_with_perm(n, to_channels_last) &&
+                 node_is_op(n->args[0], &fx_op_FromNCHWc))
+            st = convert_to_channels_last(g, n, d);
+        else if (layernorm_of_blocked(n))
+            st = convert_layernorm(g, n, d);
+        else if (channels_first_for_blocked_reader(n))
+            st = convert_to_channels_first(g, n, d);
         else
             continue;
         if (st == FX_OK && converted)

@@ -270,6 +270,13 @@ void fxrt_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const f
                        float *y);
 void fxrt_from_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
                          float *y);
+/* NCHWc [batch, CB, spatial, 8] <-> NHWC [batch, spatial, channels], the
+ * layout of a channels-last block (ConvNeXt's LayerNorm and Linear layers):
+ * one pass each, where FromNCHWc and a Transpose would take two. */
+void fxrt_nchwc_to_nhwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                            float *y);
+void fxrt_nhwc_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                            float *y);
 
 /* A 2-D convolution (FxrtConvParams entries 1 and 2; entry 0 is size 1)
  * with Y in NCHWc, and groups either 1 or in_channels == out_channels
@@ -680,6 +687,12 @@ void fxrt_instancenorm_f32(int64_t n, int64_t c, int64_t inner, const float *x,
  * receive the statistics. */
 void fxrt_layernorm_f32(int64_t rows, int64_t cols, const float *x, const float *scale,
                         const float *bias, float eps, float *y, float *mean, float *inv_std);
+/* LayerNormalization over the channels of each pixel of NCHWc x [batch,
+ * CB, spatial, 8] (fxrt_nn_nchwc*.c), written channels-last: y [batch,
+ * spatial, channels].  scale has `channels` floats, bias too or NULL.  It
+ * stands for FromNCHWc, a Transpose to NHWC and the LayerNorm (ConvNeXt). */
+void fxrt_layernorm_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                              const float *scale, const float *bias, float eps, float *y);
 /* LRN across channels of n x c x inner:
  * y = x / (bias + alpha / size * sum of x^2 over the window)^beta, the window
  * running from c - floor((size-1)/2) to c + ceil((size-1)/2). */

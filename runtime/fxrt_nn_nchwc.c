@@ -45,6 +45,56 @@ void fxrt_from_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const
         }
 }
 
+/* The pixel-major reorders copy one block of one pixel (eight contiguous
+ * floats) at a time, a tile of pixels per block, so that every block is read
+ * or written as a run of TILE * 32 bytes instead of 32 bytes a stream. */
+enum { PIXEL_TILE = 16 };
+
+void fxrt_nchwc_to_nhwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                            float *y)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels), full = channels / BLOCK;
+    int64_t tail = channels - full * BLOCK;
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t s0 = 0; s0 < spatial; s0 += PIXEL_TILE) {
+            int64_t tile = spatial - s0 < PIXEL_TILE ? spatial - s0 : PIXEL_TILE;
+            for (int64_t cb = 0; cb < blocks; cb++) {
+                const float *xb = x + ((n * blocks + cb) * spatial + s0) * BLOCK;
+                float *yb = y + (n * spatial + s0) * channels + cb * BLOCK;
+                if (cb < full)
+                    for (int64_t s = 0; s < tile; s++)
+                        memcpy(yb + s * channels, xb + s * BLOCK, BLOCK * sizeof *yb);
+                else
+                    for (int64_t s = 0; s < tile; s++)
+                        memcpy(yb + s * channels, xb + s * BLOCK, (size_t)tail * sizeof *yb);
+            }
+        }
+}
+
+void fxrt_nhwc_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                            float *y)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels), full = channels / BLOCK;
+    int64_t tail = channels - full * BLOCK;
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t s0 = 0; s0 < spatial; s0 += PIXEL_TILE) {
+            int64_t tile = spatial - s0 < PIXEL_TILE ? spatial - s0 : PIXEL_TILE;
+            for (int64_t cb = 0; cb < blocks; cb++) {
+                const float *xb = x + (n * spatial + s0) * channels + cb * BLOCK;
+                float *yb = y + ((n * blocks + cb) * spatial + s0) * BLOCK;
+                if (cb < full) {
+                    for (int64_t s = 0; s < tile; s++)
+                        memcpy(yb + s * BLOCK, xb + s * channels, BLOCK * sizeof *yb);
+                    continue;
+                }
+                for (int64_t s = 0; s < tile; s++) {
+                    memcpy(yb + s * BLOCK, xb + s * channels, (size_t)tail * sizeof *yb);
+                    memset(yb + s * BLOCK + tail, 0, (size_t)(BLOCK - tail) * sizeof *yb);
+                }
+            }
+        }
+}
+
 int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked)
 {
     int64_t taps = p->kernel[1] * p->kernel[2];

@@ -14,6 +14,8 @@
  * their time waiting on it).
  */
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 #include "fxrt.h"
 
@@ -116,6 +118,102 @@ void fxrt_layernorm_f32(int64_t rows, int64_t cols, const float *x, const float 
         if (inv_std)
             inv_std[r] = inv;
     }
+}
+
+/* The channels-last LayerNorm read from NCHWc: a tile of pixels at a time,
+ * so each block is read as one run of PIXEL_TILE * 32 bytes (three times:
+ * mean, variance, output, the second and third from L1), and each pixel's
+ * sums kept in the eight lanes of a block, taken relative to its channel 0
+ * like row_stats.  The lane loops have a fixed count so that the compiler
+ * makes them vector operations; a partial last block is summed from a copy
+ * whose padding lanes hold the pixel's centre, which adds nothing. */
+enum { PIXEL_TILE = 16, BLOCK = FXRT_NCHWC_BLOCK };
+
+static void add_deviations(float *restrict sum, const float *restrict x, float center)
+{
+    for (int l = 0; l < BLOCK; l++)
+        sum[l] += x[l] - center;
+}
+
+static void add_squared_deviations(float *restrict sum, const float *restrict x, float center)
+{
+    for (int l = 0; l < BLOCK; l++)
+        sum[l] += (x[l] - center) * (x[l] - center);
+}
+
+static void normalize_block(float *restrict y, const float *restrict x, const float *restrict scale,
+                            const float *restrict bias, float center, float inv_std)
+{
+    for (int l = 0; l < BLOCK; l++)
+        y[l] = (x[l] - center) * inv_std * scale[l] + bias[l];
+}
+
+/* The sum of a block's eight lanes, pairwise. */
+static float block_sum(const float v[BLOCK])
+{
+    float a = (v[0] + v[4]) + (v[2] + v[6]), b = (v[1] + v[5]) + (v[3] + v[7]);
+    return a + b;
+}
+
+/* The sums of a tile's pixels over `blocks` blocks of stride `block_stride`,
+ * of deviations from center (squared or not); the last block holds `tail`
+ * real lanes (BLOCK when full). */
+static void tile_sums(const float *x, int64_t blocks, int64_t block_stride, int tail, int tile,
+                      const float *center, int squared, float sums[PIXEL_TILE][BLOCK])
+{
+    memset(sums, 0, sizeof(float[PIXEL_TILE][BLOCK]));
+    for (int64_t cb = 0; cb < blocks; cb++) {
+        const float *xb = x + cb * block_stride;
+        bool partial = cb == blocks - 1 && tail < BLOCK;
+        for (int s = 0; s < tile; s++) {
+            const float *v = xb + s * BLOCK;
+            float padded[BLOCK];
+            if (partial) {
+                for (int l = 0; l < BLOCK; l++)
+                    padded[l] = l < tail ? v[l] : center[s];
+                v = padded;
+            }
+            if (squared)
+                add_squared_deviations(sums[s], v, center[s]);
+            else
+                add_deviations(sums[s], v, center[s]);
+        }
+    }
+}
+
+void fxrt_layernorm_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                              const float *scale, const float *bias, float eps, float *y)
+{
+    static const float no_bias[BLOCK];
+    int64_t blocks = fxrt_nchwc_blocks(channels), full = channels / BLOCK;
+    int tail = channels % BLOCK ? (int)(channels % BLOCK) : BLOCK;
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t s0 = 0; s0 < spatial; s0 += PIXEL_TILE) {
+            int tile = spatial - s0 < PIXEL_TILE ? (int)(spatial - s0) : PIXEL_TILE;
+            const float *xt = x + (n * blocks * spatial + s0) * BLOCK;
+            float center[PIXEL_TILE], inv[PIXEL_TILE], sums[PIXEL_TILE][BLOCK];
+            for (int s = 0; s < tile; s++)
+                center[s] = xt[s * BLOCK];
+            tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 0, sums);
+            for (int s = 0; s < tile; s++)
+                center[s] += block_sum(sums[s]) / (float)channels;
+            tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 1, sums);
+            for (int s = 0; s < tile; s++)
+                inv[s] = 1.0f / sqrtf(block_sum(sums[s]) / (float)channels + eps);
+            float *yt = y + (n * spatial + s0) * channels;
+            for (int64_t cb = 0; cb < blocks; cb++) {
+                const float *xb = xt + cb * spatial * BLOCK;
+                const float *sc = scale + cb * BLOCK, *bi = bias ? bias + cb * BLOCK : no_bias;
+                for (int s = 0; s < tile; s++) {
+                    float *yp = yt + s * channels + cb * BLOCK;
+                    if (cb < full)
+                        normalize_block(yp, xb + s * BLOCK, sc, bi, center[s], inv[s]);
+                    else
+                        for (int l = 0; l < tail; l++)
+                            yp[l] = (xb[s * BLOCK + l] - center[s]) * inv[s] * sc[l] + bi[l];
+                }
+            }
+        }
 }
 
 void fxrt_lrn_f32(int64_t n, int64_t c, int64_t inner, int64_t size, float alpha, float beta,

@@ -5,6 +5,8 @@
  * of every length around the lane count (so that the remainders run too),
  * on centred data and on data offset by 1000 over a spread of 1 (which a
  * plain float sum would round away), with and without scale and bias.
+ * The same for the LayerNorm over the channels of NCHWc data, with the
+ * reorders between NCHWc and NHWC.
  */
 #include <check.h>
 #include <math.h>
@@ -128,12 +130,82 @@ START_TEST(test_instancenorm_lengths)
 }
 END_TEST
 
+/* The channels-last LayerNorm of NCHWc data (ConvNeXt), and the reorders
+ * between NCHWc and NHWC: batch 2 of `spatial` pixels by `channels`, whose
+ * padding lanes are poisoned after the reorder into NCHWc checked they were
+ * zero: no statistic, no output and no reorder back may read them. */
+static void check_layernorm_nchwc(int channels, int spatial, float offset, int with_bias)
+{
+    enum { N = 2, BLOCK = FXRT_NCHWC_BLOCK };
+    const float eps = 1e-6f;
+    int blocks = (int)fxrt_nchwc_blocks(channels), elems = N * spatial * channels;
+    float *x = malloc((size_t)elems * sizeof *x), *back = malloc((size_t)elems * sizeof *back);
+    float *y = malloc((size_t)elems * sizeof *y);
+    float *xb = malloc((size_t)N * blocks * spatial * BLOCK * sizeof *xb);
+    float *scale = malloc((size_t)channels * sizeof *scale), *bias = malloc((size_t)channels * sizeof *bias);
+    ck_assert(x && back && y && xb && scale && bias);
+    for (int p = 0; p < N * spatial; p++)
+        for (int c = 0; c < channels; c++)
+            x[p * channels + c] = sample(p, c, offset);
+    for (int c = 0; c < channels; c++) {
+        scale[c] = (float)(c % 7 + 1) / 4.0f;
+        bias[c] = (float)(c % 5 - 2) / 8.0f;
+    }
+    fxrt_nhwc_to_nchwc_f32(N, channels, spatial, x, xb);
+    for (int n = 0; n < N; n++)
+        for (int cb = 0; cb < blocks; cb++)
+            for (int s = 0; s < spatial; s++)
+                for (int l = 0; l < BLOCK; l++) {
+                    float *v = &xb[((n * blocks + cb) * spatial + s) * BLOCK + l];
+                    int c = cb * BLOCK + l;
+                    float want = c < channels ? x[(n * spatial + s) * channels + c] : 0.0f;
+                    ck_assert_msg(*v == want, "channels %d spatial %d: NCHWc [%d][%d][%d][%d] = %g, want %g",
+                                  channels, spatial, n, cb, s, l, (double)*v, (double)want);
+                    if (c >= channels)
+                        *v = 1e4f;
+                }
+    fxrt_nchwc_to_nhwc_f32(N, channels, spatial, xb, back);
+    for (int i = 0; i < elems; i++)
+        ck_assert_msg(back[i] == x[i], "channels %d spatial %d: NHWC [%d] = %g, want %g",
+                      channels, spatial, i, (double)back[i], (double)x[i]);
+    fxrt_layernorm_nchwc_f32(N, channels, spatial, xb, scale, with_bias ? bias : NULL, eps, y);
+    for (int p = 0; p < N * spatial; p++) {
+        double m, is;
+        reference_stats(x + p * channels, channels, &m, &is, eps);
+        for (int c = 0; c < channels; c++) {
+            double want = (x[p * channels + c] - m) * is * scale[c] + (with_bias ? bias[c] : 0.0f);
+            double got = y[p * channels + c];
+            ck_assert_msg(fabs(got - want) <= tolerance(offset, want),
+                          "channels %d spatial %d offset %g bias %d: y[%d][%d] = %.9g, want %.9g",
+                          channels, spatial, (double)offset, with_bias, p, c, got, want);
+        }
+    }
+    free(x);
+    free(back);
+    free(y);
+    free(xb);
+    free(scale);
+    free(bias);
+}
+
+START_TEST(test_layernorm_nchwc)
+{
+    const int channels[] = {1, 7, 8, 13, 96, 100}, spatials[] = {1, 15, 16, 17, 49};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 5; j++) {
+            check_layernorm_nchwc(channels[i], spatials[j], 0.0f, j % 2);
+            check_layernorm_nchwc(channels[i], spatials[j], 1000.0f, 1 - j % 2);
+        }
+}
+END_TEST
+
 static Suite *norm_suite(void)
 {
     Suite *s = suite_create("runtime_norm");
     TCase *t = tcase_create("stats");
     tcase_add_test(t, test_layernorm_lengths);
     tcase_add_test(t, test_instancenorm_lengths);
+    tcase_add_test(t, test_layernorm_nchwc);
     suite_add_tcase(s, t);
     return s;
 }

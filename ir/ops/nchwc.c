@@ -6,6 +6,10 @@
  *
  *   ToNCHWc(X [N, C, H, W])                 -> [N, ceil(C/8), H, W, 8]
  *   FromNCHWc(X [N, CB, H, W, 8]; channels) -> [N, channels, H, W]
+ *   NCHWcToNHWC(X [N, CB, H, W, 8]; channels) -> [N, H, W, channels]
+ *   NHWCToNCHWc(X [N, H, W, C])             -> [N, ceil(C/8), H, W, 8]
+ *   LayerNormNCHWc(X [N, CB, H, W, 8], Scale [channels], B? [channels];
+ *                  channels, epsilon)     -> [N, H, W, channels]
  *   ConvNCHWc(X, W, B?, R?)                 -> [N, ceil(out_channels/8), OH, OW, 8]
  *   ConvNCHWcWinograd(X, W, B?, R?)         -> the same
  *   MaxPoolNCHWc(X), AveragePoolNCHWc(X)    -> [N, CB, OH, OW, 8]
@@ -142,6 +146,150 @@ const OpDef fx_op_FromNCHWc = {
     .infer = from_nchwc_infer,
     .eval = from_nchwc_eval,
     .emit = from_nchwc_emit,
+};
+
+/* --- NCHWcToNHWC, NHWCToNCHWc, LayerNormNCHWc ---------------------------------- */
+
+/* The channels attribute of a blocked X, checked against its blocks. */
+static FxStatus blocked_channels(const Node *n, Diag *d, const TensorType *x, int64_t *channels)
+{
+    FxStatus st = check_f32_rank(n, d, x, "X", 5);
+    if (st != FX_OK)
+        return st;
+    *channels = node_attr_int(n, "channels", 0);
+    if (*channels < 1 || fxrt_nchwc_blocks(*channels) != x->dims[1] || x->dims[4] != BLOCK)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "%lld channels do not fill [%lld blocks of %lld]",
+                               (long long)*channels, (long long)x->dims[1], (long long)x->dims[4]);
+    return FX_OK;
+}
+
+static FxStatus nchwc_to_nhwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    int64_t channels;
+    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
+    if (st == FX_OK)
+        c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
+                                 .dims = {x->dims[0], x->dims[2], x->dims[3], channels}};
+    return st;
+}
+
+static FxStatus nchwc_to_nhwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->out[0]->type.dims;
+    fxrt_nchwc_to_nhwc_f32(d[0], d[3], d[1] * d[2], c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus nchwc_to_nhwc_emit(EmitCtx *c)
+{
+    const int64_t *d = c->node->out_types[0].dims;
+    emit_line(c,
+              "fxrt_nchwc_to_nhwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
+              (long long)d[0], (long long)d[3], (long long)(d[1] * d[2]), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+const OpDef fx_op_NCHWcToNHWC = {
+    .name = "NCHWcToNHWC",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = from_nchwc_attrs,
+    .infer = nchwc_to_nhwc_infer,
+    .eval = nchwc_to_nhwc_eval,
+    .emit = nchwc_to_nhwc_emit,
+};
+
+static FxStatus nhwc_to_nchwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 4);
+    if (st == FX_OK)
+        c->out[0] = blocked_type(x->dims[0], x->dims[3], x->dims[1], x->dims[2]);
+    return st;
+}
+
+static FxStatus nhwc_to_nchwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->in[0]->type.dims;
+    fxrt_nhwc_to_nchwc_f32(d[0], d[3], d[1] * d[2], c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus nhwc_to_nchwc_emit(EmitCtx *c)
+{
+    const int64_t *d = node_input_type(c->node, 0)->dims;
+    emit_line(c,
+              "fxrt_nhwc_to_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
+              (long long)d[0], (long long)d[3], (long long)(d[1] * d[2]), c->in[0], c->out[0]);
+    return FX_OK;
+}
+
+const OpDef fx_op_NHWCToNCHWc = {
+    .name = "NHWCToNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = no_attrs,
+    .infer = nhwc_to_nchwc_infer,
+    .eval = nhwc_to_nchwc_eval,
+    .emit = nhwc_to_nchwc_emit,
+};
+
+static FxStatus layernorm_nchwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    int64_t channels;
+    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
+    for (int i = 1; i < c->num_inputs && st == FX_OK; i++) {
+        const TensorType *t = c->in[i];
+        if (t && (t->dtype != FXRT_DTYPE_FLOAT32 || type_numel(t) != channels))
+            st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                                 "%s must hold %lld float32 values, one per channel",
+                                 i == 1 ? "Scale" : "B", (long long)channels);
+    }
+    if (st == FX_OK)
+        c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
+                                 .dims = {x->dims[0], x->dims[2], x->dims[3], channels}};
+    return st;
+}
+
+static FxStatus layernorm_nchwc_eval(EvalCtx *c)
+{
+    const int64_t *d = c->out[0]->type.dims;
+    fxrt_layernorm_nchwc_f32(d[0], d[3], d[1] * d[2], c->in[0]->data, c->in[1]->data,
+                             c->num_inputs > 2 && c->in[2] ? c->in[2]->data : NULL,
+                             node_attr_float(c->node, "epsilon", 1e-5f), c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus layernorm_nchwc_emit(EmitCtx *c)
+{
+    const int64_t *d = c->node->out_types[0].dims;
+    char eps[48];
+    emit_line(c,
+              "fxrt_layernorm_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, "
+              "%s, %s, /*eps=*/%s, %s);",
+              (long long)d[0], (long long)d[3], (long long)(d[1] * d[2]), c->in[0], c->in[1],
+              c->num_inputs > 2 && c->in[2] ? c->in[2] : "NULL",
+              c_float_literal(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps),
+              c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec layernorm_nchwc_attrs[] = {
+    {"channels", FX_ATTR_INT, NULL, true},
+    {"epsilon", FX_ATTR_FLOAT, "1e-05", false},
+    {NULL},
+};
+
+const OpDef fx_op_LayerNormNCHWc = {
+    .name = "LayerNormNCHWc",
+    .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = layernorm_nchwc_attrs,
+    .infer = layernorm_nchwc_infer,
+    .eval = layernorm_nchwc_eval,
+    .emit = layernorm_nchwc_emit,
 };
 
 /* --- ConvNCHWc --------------------------------------------------------------- */
