@@ -325,6 +325,23 @@ void fxrt_conv_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
                                            const float *packed_w, const FxrtEpilogue *ep,
                                            float *scratch);
 
+/* Squeeze-and-excite on NCHWc x [batch, CB, spatial, 8]
+ * (fxrt_nn_squeeze_excite.c): y = x * gate, per channel, where
+ *
+ *     pooled = the mean of each channel over `spatial`
+ *     hidden = hidden_ep(pooled W1)    W1 [channels][squeezed]
+ *     gate   = gate_ep(hidden W2)      W2 [squeezed][CB * 8], padding columns zero
+ *
+ * the epilogues (NULL: none) applied to a 1 x squeezed and a 1 x CB * 8
+ * row (their biases per column: bias_col_stride 1, row stride 0).  y must
+ * not overlap x.  scratch: fxrt_squeeze_excite_nchwc_scratch_floats
+ * floats. */
+int64_t fxrt_squeeze_excite_nchwc_scratch_floats(int64_t channels, int64_t squeezed);
+void fxrt_squeeze_excite_nchwc_f32(int64_t batch, int64_t channels, int64_t squeezed,
+                                   int64_t spatial, const float *x, const float *w1,
+                                   const FxrtEpilogue *hidden_ep, const float *w2,
+                                   const FxrtEpilogue *gate_ep, float *y, float *scratch);
+
 /* The same convolution by Winograd's F(4x4, 3x3) (fxrt_nn_nchwc_winograd.c)
  * where it applies: groups 1, a 3x3 kernel, stride and dilation 1, any
  * padding, X blocked.  About 1e-5 of the outputs' magnitude from the direct

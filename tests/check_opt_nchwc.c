@@ -7,6 +7,7 @@
  * interpreter running the graph before any pass.
  */
 #include <check.h>
+#include <stdio.h>
 
 #include "opt_check_util.h"
 
@@ -343,6 +344,62 @@ START_TEST(test_channels_last_block)
 }
 END_TEST
 
+/* Squeeze-and-excite on 13 channels (MobileNet-v3's form: Relu, then a
+ * HardSigmoid gate), between two convolutions: after the layout pass, its
+ * pool, two 1x1 convolutions and Mul become one SqueezeExciteNCHWc.  A
+ * second block whose pooled value is also a graph output is left alone. */
+static Node *squeeze_excite(Graph *g, Node *x, const char *prefix, Node **pooled)
+{
+    char n1[32], n2[32], n3[32];
+    snprintf(n1, sizeof n1, "%s_w1", prefix);
+    snprintf(n2, sizeof n2, "%s_w2", prefix);
+    snprintf(n3, sizeof n3, "%s_b2", prefix);
+    Node *gap = tu_op3(g, "GlobalAveragePool", x, NULL, NULL);
+    Node *h = tu_op3(g, "Relu", tu_conv(g, gap, tu_weights_f32(g, n1, 4, 3, 13, 1, 1, 0.3f), NULL, 0, 1, 1),
+                     NULL, NULL);
+    Node *s = tu_op3(g, "HardSigmoid",
+                     tu_conv(g, h, tu_weights_f32(g, n2, 4, 13, 3, 1, 1, 0.5f),
+                             tu_weights_f32(g, n3, 1, 13, 0, 0, 0, 0.5f), 0, 1, 1),
+                     NULL, NULL);
+    if (pooled)
+        *pooled = gap;
+    return tu_op3(g, "Mul", x, s, NULL);
+}
+
+static Graph *build_squeeze_excite(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 1, 5, 7, 6);
+    Node *a = tu_op3(g, "Relu", tu_conv(g, x, tu_weights_f32(g, "wa", 4, 13, 5, 3, 3, 0.2f),
+                                        tu_weights_f32(g, "ba", 1, 13, 0, 0, 0, 0.1f), 1, 1, 1),
+                     NULL, NULL);
+    Node *pooled;
+    Node *b = tu_conv(g, squeeze_excite(g, a, "se1", NULL),
+                      tu_weights_f32(g, "wb", 4, 13, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
+    Node *c = tu_conv(g, squeeze_excite(g, b, "se2", &pooled),
+                      tu_weights_f32(g, "wc", 4, 6, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
+    Node *results[2] = {c, pooled};
+    tu_finish(g, results, 2);
+    return g;
+}
+
+START_TEST(test_squeeze_excite)
+{
+    Graph *g = build_squeeze_excite(), *ref = build_squeeze_excite();
+    tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
+    tu_run_pass(g, pass_elementwise_fusion, 1e-5, 1e-6);
+    tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5);
+    ck_assert_int_eq(tu_run_pass(g, pass_squeeze_excite, 1e-5, 1e-5), 1);
+    ck_assert_int_eq(tu_count_op(g, "SqueezeExciteNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "GlobalAveragePoolNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 5);
+    tu_assert_golden(g, "nchwc", "squeeze_excite");
+    tu_assert_compiled_matches(g, ref, "squeeze_excite", 1e-4, 1e-5);
+    graph_free(g);
+    graph_free(ref);
+}
+END_TEST
+
 static Graph *build_winograd(void)
 {
     Graph *g = graph_new();
@@ -435,6 +492,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_bn_relu);
     tcase_add_test(t, test_left_alone);
     tcase_add_test(t, test_channels_last_block);
+    tcase_add_test(t, test_squeeze_excite);
     tcase_add_test(t, test_winograd);
     tcase_add_test(t, test_winograd_narrow);
     tcase_add_test(t, test_winograd_host_only);

@@ -65,10 +65,16 @@ FxStatus fused_nn_node_epilogue(const Node *n, Diag *d, FxrtEpilogue *e)
 const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *bias,
                              const char *residual)
 {
+    return nn_emit_named_epilogue(c, "ep", shape, bias, residual) ? "&ep" : "NULL";
+}
+
+bool nn_emit_named_epilogue(EmitCtx *c, const char *name, const FxrtEpilogue *shape,
+                            const char *bias, const char *residual)
+{
     if (!bias && !residual && shape->activation == FXRT_ACT_NONE)
-        return "NULL";
+        return false;
     char a[48], b[48];
-    emit_line(c, "const FxrtEpilogue ep = {");
+    emit_line(c, "const FxrtEpilogue %s = {", name);
     if (bias)
         emit_line(c, "    .bias = %s, .bias_row_stride = %lld, .bias_col_stride = %lld,", bias,
                 (long long)shape->bias_row_stride, (long long)shape->bias_col_stride);
@@ -78,7 +84,7 @@ const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *
     emit_line(c, "    .activation = %s, .alpha = %s, .beta = %s};",
             activation_enums[shape->activation], c_float_literal(shape->alpha, a, sizeof a),
             c_float_literal(shape->beta, b, sizeof b));
-    return "&ep";
+    return true;
 }
 
 FxStatus fused_nn_check_f32(const Node *n, Diag *d, const TensorType *t, const char *what)

@@ -14,6 +14,7 @@
  *   ConvNCHWcWinograd(X, W, B?, R?)         -> the same
  *   MaxPoolNCHWc(X), AveragePoolNCHWc(X)    -> [N, CB, OH, OW, 8]
  *   GlobalAveragePoolNCHWc(X)               -> [N, CB, 1, 1, 8]
+ *   SqueezeExciteNCHWc(X, W1, W2, B1?, B2?) -> X's shape
  *
  * ConvNCHWc is FusedConv on blocked tensors: X is NCHWc (rank 5), or plain
  * NCHW (rank 4) for a first layer with few channels; W is packed
@@ -28,6 +29,13 @@
  * 3x3 stride-1 ConvNCHWc layers, is the same convolution by F(4x4, 3x3): X
  * blocked, group 1, W packed by fxrt_conv_nchwc_winograd_pack_f32, and
  * scratch for a band of transformed tiles.
+ *
+ * SqueezeExciteNCHWc (opt/pass_squeeze_excite.c) is X times a per-channel
+ * gate computed from X's channel means by two fully connected layers:
+ * gate(hidden(mean W1 + B1) W2 + B2), W1 [channels, squeezed] and W2
+ * [squeezed, CB * 8] K-major (fxrt_squeeze_excite_nchwc_f32), the hidden
+ * activation in the epilogue attributes, the gate's in `gate`,
+ * `gate_alpha`, `gate_beta`.
  *
  * The pool kinds have the attributes of MaxPool (one output, no indices)
  * and AveragePool and their shape rules, applied to the planes of blocks.
@@ -701,4 +709,136 @@ const OpDef fx_op_GlobalAveragePoolNCHWc = {
     .infer = global_avgpool_nchwc_infer,
     .eval = global_avgpool_nchwc_eval,
     .emit = global_avgpool_nchwc_emit,
+};
+
+/* --- SqueezeExciteNCHWc ------------------------------------------------------- */
+
+/* The two epilogues: the hidden layer's from the fused attributes
+ * (`activation`, `act_alpha`, `act_beta`), the gate's from `gate`,
+ * `gate_alpha`, `gate_beta`; biases per column. */
+static FxStatus squeeze_excite_epilogues(const Node *n, Diag *d, FxrtEpilogue *hidden,
+                                         FxrtEpilogue *gate)
+{
+    FxStatus st = fused_nn_node_epilogue(n, d, hidden);
+    if (st != FX_OK)
+        return st;
+    const char *name = node_attr_string(n, "gate", "sigmoid");
+    memset(gate, 0, sizeof *gate);
+    int k = 0;
+    while (fused_nn_activation_name((FxrtActivation)k) &&
+           strcmp(fused_nn_activation_name((FxrtActivation)k), name) != 0)
+        k++;
+    if (!fused_nn_activation_name((FxrtActivation)k))
+        return diag_node_error(d, FX_ERR_INVALID, n, "unknown gate activation '%s'", name);
+    gate->activation = k;
+    gate->alpha = node_attr_float(n, "gate_alpha", 0.0f);
+    gate->beta = node_attr_float(n, "gate_beta", 0.0f);
+    hidden->bias_col_stride = gate->bias_col_stride = 1;
+    return FX_OK;
+}
+
+static FxStatus squeeze_excite_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    int64_t channels, squeezed = node_attr_int(c->node, "squeezed", 0);
+    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
+    if (st != FX_OK)
+        return st;
+    int64_t padded = x->dims[1] * BLOCK;
+    /* W1 [channels][squeezed], W2 [squeezed][padded], B1 [squeezed], B2 [padded] */
+    const int64_t want[4][2] = {{channels, squeezed}, {squeezed, padded}, {squeezed, 1}, {padded, 1}};
+    static const char *const what[4] = {"W1", "W2", "B1", "B2"};
+    for (int i = 0; i < 4; i++) {
+        const TensorType *t = 1 + i < c->num_inputs ? c->in[1 + i] : NULL;
+        if (t && (squeezed < 1 || t->dtype != FXRT_DTYPE_FLOAT32 ||
+                  type_numel(t) != want[i][0] * want[i][1]))
+            return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                                   "%s must hold %lld x %lld float32 values", what[i],
+                                   (long long)want[i][0], (long long)want[i][1]);
+    }
+    FxrtEpilogue hidden, gate;
+    if ((st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate)) != FX_OK)
+        return st;
+    c->out[0] = *x;
+    return FX_OK;
+}
+
+static size_t squeeze_excite_scratch(const Node *n)
+{
+    return (size_t)fxrt_squeeze_excite_nchwc_scratch_floats(
+                   node_attr_int(n, "channels", 0), node_attr_int(n, "squeezed", 0)) *
+           sizeof(float);
+}
+
+static const float *optional_data(const EvalCtx *c, int i)
+{
+    return i < c->num_inputs && c->in[i] ? c->in[i]->data : NULL;
+}
+
+static FxStatus squeeze_excite_eval(EvalCtx *c)
+{
+    const int64_t *d = c->in[0]->type.dims;
+    FxrtEpilogue hidden, gate;
+    FxStatus st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate);
+    if (st != FX_OK)
+        return st;
+    hidden.bias = optional_data(c, 3);
+    gate.bias = optional_data(c, 4);
+    int64_t channels = node_attr_int(c->node, "channels", 0);
+    int64_t squeezed = node_attr_int(c->node, "squeezed", 0);
+    float *scratch = fx_alloc_array((size_t)fxrt_squeeze_excite_nchwc_scratch_floats(channels,
+                                                                                     squeezed),
+                                    sizeof *scratch);
+    if (!scratch)
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+    fxrt_squeeze_excite_nchwc_f32(d[0], channels, squeezed, d[2] * d[3], c->in[0]->data,
+                                  c->in[1]->data, &hidden, c->in[2]->data, &gate, c->out[0]->data,
+                                  scratch);
+    free(scratch);
+    return FX_OK;
+}
+
+static FxStatus squeeze_excite_emit(EmitCtx *c)
+{
+    const int64_t *d = node_input_type(c->node, 0)->dims;
+    FxrtEpilogue hidden, gate;
+    FxStatus st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate);
+    if (st != FX_OK)
+        return st;
+    const char *b1 = c->num_inputs > 3 && c->node->args[3] ? c->in[3] : NULL;
+    const char *b2 = c->num_inputs > 4 && c->node->args[4] ? c->in[4] : NULL;
+    const char *hidden_ep =
+            nn_emit_named_epilogue(c, "hidden_ep", &hidden, b1, NULL) ? "&hidden_ep" : "NULL";
+    const char *gate_ep =
+            nn_emit_named_epilogue(c, "gate_ep", &gate, b2, NULL) ? "&gate_ep" : "NULL";
+    emit_line(c,
+              "fxrt_squeeze_excite_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, "
+              "/*squeezed=*/%lld, /*spatial=*/%lld, %s, %s, %s, %s, %s, %s, %s);",
+              (long long)d[0], (long long)node_attr_int(c->node, "channels", 0),
+              (long long)node_attr_int(c->node, "squeezed", 0), (long long)(d[2] * d[3]),
+              c->in[0], c->in[1], hidden_ep, c->in[2], gate_ep, c->out[0], c->scratch);
+    return FX_OK;
+}
+
+static const AttrSpec squeeze_excite_attrs[] = {
+    {"channels", FX_ATTR_INT, NULL, true},
+    {"squeezed", FX_ATTR_INT, NULL, true},
+    {"activation", FX_ATTR_STRING, "none", false},
+    {"act_alpha", FX_ATTR_FLOAT, "0.0", false},
+    {"act_beta", FX_ATTR_FLOAT, "0.0", false},
+    {"gate", FX_ATTR_STRING, "sigmoid", false},
+    {"gate_alpha", FX_ATTR_FLOAT, "0.0", false},
+    {"gate_beta", FX_ATTR_FLOAT, "0.0", false},
+    {NULL},
+};
+
+const OpDef fx_op_SqueezeExciteNCHWc = {
+    .name = "SqueezeExciteNCHWc",
+    .min_inputs = 3, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = squeeze_excite_attrs,
+    .infer = squeeze_excite_infer,
+    .eval = squeeze_excite_eval,
+    .scratch_bytes = squeeze_excite_scratch,
+    .emit = squeeze_excite_emit,
 };

@@ -205,6 +205,10 @@ const char *fused_nn_activation_name(FxrtActivation a);
  * returns "NULL" (and writes nothing) when the epilogue would be empty. */
 const char *nn_emit_epilogue(EmitCtx *c, const FxrtEpilogue *shape, const char *bias,
                              const char *residual);
+/* The same with the variable called `name` (for a kernel of two
+ * epilogues); false when it wrote nothing. */
+bool nn_emit_named_epilogue(EmitCtx *c, const char *name, const FxrtEpilogue *shape,
+                            const char *bias, const char *residual);
 
 /* ------------------------------------------------------------------------- */
 /* FusedElementwise (fused_elementwise.c)                                     */
