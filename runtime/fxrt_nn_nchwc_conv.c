@@ -999,8 +999,11 @@ static int64_t subsample_slab_rows(const FxrtConvParams *p, int x_blocked)
  * step 64), the tiles stop at every row end instead of running along
  * several rows, and the cache blocking counts the whole input, skipped
  * rows and columns included: it took bands and chunks where the pixels
- * read fit L2 as a whole (ResNet-50's 1024-2048 at 14x14: 75 -> 88
- * GFLOP/s).  The copy reads the input once, a few percent of the layer. */
+ * read fit L2 as a whole.  ResNet-50's downsample layers, medians of
+ * alternating runs: 1024-2048 at 14x14 74 -> 83 GFLOP/s, 256-512 at
+ * 56x56 84 -> 87, 512-1024 at 28x28 87 -> 90 (bench/nchwc_kernels.c,
+ * 2026-12-06).  The copy reads no more of X than the tiles did in
+ * place, and each slab is read back from L2. */
 static void conv_subsampled(const FxrtConvParams *p, const float *x, const float *packed_w,
                             const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
 {
