@@ -71,7 +71,7 @@ typedef struct Run {
     FxrtQConv q;
     uint8_t *x, *y, *scratch, *col;
     void *packed;
-    float *xf, *wf, *wf_packed, *yf, *bias_f;
+    float *xf, *wf, *wf_packed, *yf, *bias_f, *nchwc_scratch;
     FxrtEpilogue ep;
     FxrtQGemm g;
     int64_t m;
@@ -93,7 +93,7 @@ static void run_nchwc(void *arg)
 {
     Run *r = arg;
     int blocked = r->p.in_channels > 3;
-    fxrt_conv_nchwc_f32(&r->p, blocked, r->xf, r->wf_packed, &r->ep, r->yf);
+    fxrt_conv_nchwc_f32(&r->p, blocked, r->xf, r->wf_packed, &r->ep, r->yf, r->nchwc_scratch);
 }
 
 static void *alloc_or_die(size_t bytes)
@@ -237,6 +237,8 @@ int main(int argc, char **argv)
                                    sizeof(float));
         fxrt_conv_nchwc_pack_f32(p, blocked, r.wf, r.wf_packed);
         r.yf = alloc_or_die((size_t)(ocb * 8 * out_sp) * sizeof(float));
+        r.nchwc_scratch =
+            alloc_or_die((size_t)(fxrt_conv_nchwc_scratch_floats(p, blocked) + 1) * sizeof(float));
         r.bias_f = calloc((size_t)(ocb * 8), sizeof(float));
         if (!r.bias_f)
             return 1;
@@ -263,6 +265,7 @@ int main(int argc, char **argv)
         free(acc);
         free(r.col);
         free(r.xf);
+        free(r.nchwc_scratch);
         free(r.wf);
         free(r.wf_packed);
         free(r.yf);

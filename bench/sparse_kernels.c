@@ -74,7 +74,7 @@ typedef struct Run {
     FxrtConvParams p;
     FxrtSparseConvParams sp;
     float *x, *x_blocked, *w, *w_packed, *w_winograd, *y, *y_blocked, *scratch, *bias;
-    float *winograd_scratch, *values;
+    float *winograd_scratch, *values, *nchwc_scratch;
     int32_t *row_start;
     uint16_t *columns;
     void *sparse_scratch;
@@ -91,7 +91,8 @@ static void run_nchw(void *arg)
 static void run_nchwc(void *arg)
 {
     Run *r = arg;
-    fxrt_conv_nchwc_f32(&r->p, 1, r->x_blocked, r->w_packed, &r->ep, r->y_blocked);
+    fxrt_conv_nchwc_f32(&r->p, 1, r->x_blocked, r->w_packed, &r->ep, r->y_blocked,
+                        r->nchwc_scratch);
 }
 
 static void run_winograd(void *arg)
@@ -198,6 +199,7 @@ int main(int argc, char **argv)
         r.y = random_floats(l->out_c * out_sp);
         r.y_blocked = random_floats(ocb * 8 * out_sp);
         r.scratch = random_floats(fxrt_conv_scratch_floats(p) + 1);
+        r.nchwc_scratch = random_floats(fxrt_conv_nchwc_scratch_floats(p, 1) + 1);
         r.bias = calloc((size_t)(ocb * 8), sizeof *r.bias);
         if (!r.bias)
             return 1;
@@ -232,6 +234,7 @@ int main(int argc, char **argv)
         free(r.y);
         free(r.y_blocked);
         free(r.scratch);
+        free(r.nchwc_scratch);
         free(r.bias);
         free(r.w_winograd);
         free(r.winograd_scratch);

@@ -298,7 +298,16 @@ void fxrt_nhwc_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, co
  *
  * ep (NULL: none): bias holds OCB * 8 floats (padding lanes zero), the
  * residual is NCHWc of Y's shape; its strides are ignored (the kernel sets
- * them).  No scratch. */
+ * them).
+ *
+ * scratch holds fxrt_conv_nchwc_scratch_floats(p, x_blocked) floats, which
+ * is nonzero only for a 1x1 convolution without padding whose strides skip
+ * input pixels and whose input is over 128 KiB (ResNet's downsample layers;
+ * X blocked, groups 1, not on the small kernels): a slab of output rows'
+ * worth of the subsampled input (at most its whole image), which then
+ * runs as a stride-1 pointwise convolution.  scratch may be NULL; such a
+ * layer then takes the general path, slower but the same up to rounding. */
+int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked);
 int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked);
 int64_t fxrt_conv_nchwc_packed_index(const FxrtConvParams *p, int x_blocked, int64_t oc,
                                      int64_t ic, int64_t tap);
@@ -306,7 +315,8 @@ void fxrt_conv_nchwc_pack_f32(const FxrtConvParams *p, int x_blocked, const floa
                               float *packed);
 /* Dispatches to the depthwise kernel when groups > 1. */
 void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
-                         const float *packed_w, const FxrtEpilogue *ep, float *y);
+                         const float *packed_w, const FxrtEpilogue *ep, float *y,
+                         float *scratch);
 void fxrt_conv_nchwc_depthwise_f32(const FxrtConvParams *p, const float *x,
                                    const float *packed_w, const FxrtEpilogue *ep, float *y);
 

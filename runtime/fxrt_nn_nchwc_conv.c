@@ -24,7 +24,10 @@
  * clipped for that column; its pixels lie an output row apart).  Only the
  * corners, where both ranges are clipped, run one pixel at a time.  A
  * pointwise convolution has no border at all and runs as rows of several
- * image rows each, which leaves fewer short tiles at row ends.
+ * image rows each, which leaves fewer short tiles at row ends.  A strided
+ * 1x1 convolution without padding copies the pixels it reads into scratch
+ * (fxrt_conv_nchwc_scratch_floats), a slab of output rows at a time, and
+ * runs as a pointwise one on that dense copy (conv_subsampled).
  *
  * Cache blocking: the weights one tile sweeps are limited to a chunk of
  * input channel blocks that fits in L1 (partial sums go to Y between
@@ -958,13 +961,120 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
 
 #endif /* FXRT_SMALL_KERNELS */
 
+#if !FXRT_SMALL_KERNELS
+/* The output rows per slab when conv_subsampled runs p, 0 when it does not:
+ * p must be a strided pointwise convolution (a 1x1 kernel without padding
+ * whose strides skip input pixels, all of its outputs inside the input)
+ * with blocked X larger than a band's budget; an image that small stays
+ * in cache as it is, and the copy cost the 1x1 s2 layers of ResNet-8 10%.
+ * A slab is the whole image when the weights outweigh it (conv_nchwc then
+ * wants all of it in L2 to read each weight once), else as many rows as a
+ * band of the pointwise path would take (L2_INPUT_FLOATS, all input
+ * channels), so that the copy is still in L2 when the tiles read it.  Only
+ * p decides, never the CPU: the compiler sizes the scratch. */
+static int64_t subsample_slab_rows(const FxrtConvParams *p, int x_blocked)
+{
+    int strided = p->stride[1] > 1 || p->stride[2] > 1;
+    for (int d = 1; d <= 2; d++)
+        if (p->kernel[d] != 1 || p->pad_begin[d] != 0 ||
+            (p->out_size[d] - 1) * p->stride[d] >= p->in_size[d])
+            return 0;
+    int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
+    if (!x_blocked || p->groups != 1 || !strided ||
+        blocks * p->in_size[1] * p->in_size[2] * BLOCK <= L2_INPUT_FLOATS)
+        return 0;
+    int64_t out_h = p->out_size[1], row_floats = blocks * p->out_size[2] * BLOCK;
+    int64_t weights = (fxrt_nchwc_blocks(p->out_channels) + 1) / 2 * blocks * BLOCK * PAIR;
+    if (weights > out_h * row_floats)
+        return out_h;
+    int64_t rows = L2_INPUT_FLOATS / row_floats;
+    return rows < 1 ? 1 : rows > out_h ? out_h : rows;
+}
+
+/* A strided pointwise convolution as a stride-1 one: the input pixels of
+ * each slab of output rows are copied into scratch, a dense NCHWc image of
+ * the slab, which then takes the pointwise path into the slab's rows of Y.
+ * Read in place, a tile's pixels are a stride apart, so that each cache
+ * line brings half the floats it could (a block is 32 bytes, a stride-2
+ * step 64), the tiles stop at every row end instead of running along
+ * several rows, and the cache blocking counts the whole input, skipped
+ * rows and columns included: it took bands and chunks where the pixels
+ * read fit L2 as a whole.  ResNet-50's downsample layers, medians of
+ * alternating runs: 1024-2048 at 14x14 74 -> 83 GFLOP/s, 256-512 at
+ * 56x56 84 -> 87, 512-1024 at 28x28 87 -> 90 (bench/nchwc_kernels.c,
+ * 2026-12-06).  The copy reads no more of X than the tiles did in
+ * place, and each slab is read back from L2. */
+static void conv_subsampled(const FxrtConvParams *p, const float *x, const float *packed_w,
+                            const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
+{
+    const int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
+    const int64_t in_row = p->in_size[2] * BLOCK, in_plane = p->in_size[1] * in_row;
+    const int64_t out_h = p->out_size[1], out_w = p->out_size[2];
+    const int64_t stride_h = p->stride[1], stride_w = p->stride[2];
+    const int64_t y_plane = out_h * out_w * BLOCK;
+    const int64_t y_image = fxrt_nchwc_blocks(p->out_channels) * y_plane;
+    FxrtConvParams dense = *p;
+    dense.batch = 1;
+    dense.in_size[2] = p->out_size[2];
+    for (int d = 1; d <= 2; d++)
+        dense.stride[d] = dense.dilation[d] = 1;
+    FxrtEpilogue ep_slab;
+    if (ep)
+        ep_slab = *ep;
+    for (int64_t n = 0; n < p->batch; n++)
+        for (int64_t oh0 = 0; oh0 < out_h; oh0 += slab) {
+            int64_t rows = out_h - oh0 < slab ? out_h - oh0 : slab;
+            const float *xn = x + n * blocks * in_plane;
+            float *to = scratch;
+            for (int64_t b = 0; b < blocks; b++)
+                for (int64_t oh = oh0; oh < oh0 + rows; oh++) {
+                    const float *from = xn + b * in_plane + oh * stride_h * in_row;
+                    if (stride_w == 1) {
+                        memcpy(to, from, (size_t)(out_w * BLOCK) * sizeof *to);
+                        to += out_w * BLOCK;
+                        continue;
+                    }
+                    for (int64_t ow = 0; ow < out_w; ow++, to += BLOCK)
+                        memcpy(to, from + ow * stride_w * BLOCK, BLOCK * sizeof *to);
+                }
+            int64_t y_at = n * y_image + oh0 * out_w * BLOCK;
+            if (ep && ep->residual)
+                ep_slab.residual = ep->residual + y_at;
+            dense.in_size[1] = dense.out_size[1] = rows;
+            conv_nchwc(&dense, 1, scratch, packed_w, ep ? &ep_slab : NULL, y + y_at, y_plane);
+        }
+}
+#endif
+
+int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked)
+{
+#if FXRT_SMALL_KERNELS
+    /* The small kernel walks the strides itself. */
+    (void)p;
+    (void)x_blocked;
+    return 0;
+#else
+    return subsample_slab_rows(p, x_blocked) * fxrt_nchwc_blocks(p->in_channels) *
+           p->out_size[2] * BLOCK;
+#endif
+}
+
 void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
-                         const float *packed_w, const FxrtEpilogue *ep, float *y)
+                         const float *packed_w, const FxrtEpilogue *ep, float *y, float *scratch)
 {
     if (p->groups > 1) {
         fxrt_conv_nchwc_depthwise_f32(p, x, packed_w, ep, y);
         return;
     }
+#if FXRT_SMALL_KERNELS
+    (void)scratch;
+#else
+    int64_t slab = scratch ? subsample_slab_rows(p, x_blocked) : 0;
+    if (slab) {
+        conv_subsampled(p, x, packed_w, ep, y, scratch, slab);
+        return;
+    }
+#endif
     conv_nchwc(p, x_blocked, x, packed_w, ep, y, 0);
 }
 

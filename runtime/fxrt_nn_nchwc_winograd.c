@@ -378,7 +378,7 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
             for (int k = 0; k < PLANES; k++)
                 fxrt_conv_nchwc_f32(&pointwise, 1, b.planes_in + k * b.in_blocks * b.count * BLOCK,
                                     packed_w + k * weight_plane, NULL,
-                                    b.planes_out + k * b.out_blocks * b.count * BLOCK);
+                                    b.planes_out + k * b.out_blocks * b.count * BLOCK, NULL);
 #ifdef FXRT_WINOGRAD_AVX2
             if (avx2)
                 transform_output_avx2(&b, ep ? &ep_n : NULL, yn);

@@ -10,7 +10,10 @@
  * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
  * act(0 + residual) (act(0) + residual with the residual after).
  * Pointwise and depthwise cases also run in place (fxrt_conv_nchwc_inplace_f32, Y over a
- * copy of X), checked the same way.
+ * copy of X), checked the same way.  Strided 1x1 layers, which copy the
+ * pixels they read into scratch and run as pointwise ones, also run without
+ * the scratch (the general path), and must not write past the scratch they
+ * ask for.
  * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
  * links the host runtime, whose tile kernels are AVX-512 or AVX2/FMA where
  * the CPU has them, and check_runtime_nchwc_conv_portable the runtime built
@@ -144,10 +147,18 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
             res_b[i] = rnd();
     FxrtEpilogue ep_k = ep;
     ep_k.residual = c->residual ? res_b : NULL;
-    /* Mode 0: Y apart from X; mode 1, where it applies: Y over a copy of X
-     * with exactly the scratch fxrt_conv_nchwc_inplace_f32 asks for. */
-    int modes = fxrt_conv_nchwc_inplace_applies(&p, c->x_blocked) ? 2 : 1;
-    for (int inplace = 0; inplace < modes; inplace++) {
+    /* Mode 0: Y apart from X, with the scratch fxrt_conv_nchwc_f32 asks for
+     * and guard values past it; where they apply, mode 1: the same without
+     * scratch; mode 2: Y over a copy of X with exactly the scratch
+     * fxrt_conv_nchwc_inplace_f32 asks for. */
+    enum { GUARD = 64 };
+    const float guard_value = 12345.0f;
+    int64_t scratch_floats = fxrt_conv_nchwc_scratch_floats(&p, c->x_blocked);
+    for (int mode = 0; mode < 3; mode++) {
+        int inplace = mode == 2;
+        if ((mode == 1 && scratch_floats == 0) ||
+            (inplace && !fxrt_conv_nchwc_inplace_applies(&p, c->x_blocked)))
+            continue;
         if (inplace) {
             /* A depthwise layer of stride 2 makes Y smaller than X. */
             int64_t xb_n = c->batch * icb * in_sp * 8;
@@ -165,7 +176,16 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
         } else {
             for (int64_t i = 0; i < yb_n; i++)
                 yb[i] = NAN;
-            fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb);
+            float *conv_scratch = malloc((size_t)(scratch_floats + GUARD) * sizeof *conv_scratch);
+            ck_assert_ptr_nonnull(conv_scratch);
+            for (int64_t i = 0; i < scratch_floats + GUARD; i++)
+                conv_scratch[i] = guard_value;
+            fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb,
+                                mode == 0 && scratch_floats ? conv_scratch : NULL);
+            for (int64_t i = scratch_floats; i < scratch_floats + GUARD; i++)
+                ck_assert_msg(conv_scratch[i] == guard_value, "scratch[%ld] past the end written",
+                              (long)i);
+            free(conv_scratch);
         }
         fxrt_from_nchwc_f32(c->batch, c->out_c, out_sp, yb, got);
 
@@ -178,8 +198,8 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
                           "case %ux%ux%ux%u k%ux%u%s: Y[%ld] = %g, want %g (tol %g)",
                           (unsigned)c->in_c, (unsigned)c->out_c, (unsigned)c->in_h,
                           (unsigned)c->in_w, (unsigned)c->kernel_h, (unsigned)c->kernel_w,
-                          inplace ? " in place" : "", (long)i, (double)got[i], (double)want[i],
-                          (double)tol);
+                          mode == 2 ? " in place" : mode == 1 ? " without scratch" : "", (long)i,
+                          (double)got[i], (double)want[i], (double)tol);
         for (int64_t i = 0; i < yb_n; i++) {
             if ((i / (out_sp * 8)) % ocb * 8 + i % 8 < c->out_c)
                 continue;
@@ -367,6 +387,76 @@ START_TEST(test_bench_shapes)
 }
 END_TEST
 
+/* Case c, which must (or must not) take the strided pointwise path: X
+ * subsampled into scratch, then the pointwise kernel.  The small kernels
+ * (FXRT_SMALL_KERNELS) never take it. */
+static void check_strided_pointwise(const Case *c, int takes_path, uint32_t seed)
+{
+    FxrtConvParams p = params_of(c, 1);
+    int64_t scratch_floats = fxrt_conv_nchwc_scratch_floats(&p, c->x_blocked);
+    if (FXRT_SMALL_KERNELS || !takes_path)
+        ck_assert_int_eq(scratch_floats, 0);
+    else
+        ck_assert_int_gt(scratch_floats, 0);
+    check_case(c, seed);
+}
+
+START_TEST(test_strided_pointwise)
+{
+    /* The layers are large enough for the path (small images stay in
+     * cache and run as they are).  ResNet's downsample shape: stride 2, an
+     * even image, bias and relu. */
+    check_strided_pointwise(&(Case){1, 64, 128, 24, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_RELU, 0},
+                            1, 1000u);
+    /* Odd sizes (the last row and column of X unread), channel counts off
+     * the block size, the residual before and after, several activations
+     * (clip on the registers, tanh after the store). */
+    check_strided_pointwise(&(Case){1, 20, 44, 41, 39, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_CLIP, 1},
+                            1, 1001u);
+    check_strided_pointwise(&(Case){1, 21, 13, 43, 37, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+                                    FXRT_ACT_TANH, 2},
+                            1, 1002u);
+    /* Stride (2, 1), (1, 2) and 3: whole rows, single columns skipped. */
+    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_SILU, 2},
+                            1, 1003u);
+    check_strided_pointwise(&(Case){1, 13, 21, 45, 50, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+                                    FXRT_ACT_NONE, 0},
+                            1, 1004u);
+    check_strided_pointwise(&(Case){1, 40, 24, 47, 38, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_SIGMOID, 1},
+                            1, 1005u);
+    /* Images in slabs of output rows, the last one short; weights larger
+     * than the subsampled image (one slab, the whole image); batch 2 with
+     * a residual. */
+    check_strided_pointwise(&(Case){1, 72, 40, 30, 62, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_RELU, 1},
+                            1, 1006u);
+    check_strided_pointwise(&(Case){1, 264, 136, 24, 22, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_RELU, 0},
+                            1, 1007u);
+    check_strided_pointwise(&(Case){2, 36, 52, 28, 34, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_LEAKY_RELU, 2},
+                            1, 1008u);
+    /* Not this path: padding at the end (an output on padding only), a
+     * dilated 3x3 of stride 2, plain X, a small image. */
+    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1,
+                                    FXRT_ACT_RELU, 0},
+                            0, 1010u);
+    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1,
+                                    FXRT_ACT_RELU, 0},
+                            0, 1011u);
+    check_strided_pointwise(&(Case){1, 3, 16, 64, 64, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1,
+                                    FXRT_ACT_RELU, 0},
+                            0, 1012u);
+    check_strided_pointwise(&(Case){1, 16, 32, 15, 15, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+                                    FXRT_ACT_NONE, 0},
+                            0, 1013u);
+}
+END_TEST
+
 START_TEST(test_depthwise_dispatch)
 {
     /* groups > 1 goes to fxrt_conv_nchwc_depthwise_f32 (tested in depth by
@@ -399,6 +489,7 @@ static Suite *nchwc_conv_suite(void)
         tcase_add_test(tc, test_plain_input);
         tcase_add_test(tc, test_epilogues);
         tcase_add_test(tc, test_bench_shapes);
+        tcase_add_test(tc, test_strided_pointwise);
         tcase_add_test(tc, test_depthwise_dispatch);
         suite_add_tcase(s, tc);
     }

@@ -23,7 +23,8 @@
  * are Conv's with the padding resolved (`pads` holds the 4 explicit values,
  * no auto_pad) plus the real channel counts, which the blocked shapes round
  * up, plus FusedConv's epilogue.  group is 1 or the channel count
- * (depthwise).
+ * (depthwise).  Strided 1x1 layers take scratch for their subsampled input
+ * (fxrt_conv_nchwc_scratch_floats; none on the small kernels).
  *
  * ConvNCHWcWinograd, which the winograd pass (opt/pass_winograd.c) makes of
  * 3x3 stride-1 ConvNCHWc layers, is the same convolution by F(4x4, 3x3): X
@@ -434,9 +435,15 @@ static FxStatus conv_nchwc_eval(EvalCtx *c)
         return st;
     if (tensor_numel(c->out[0]) == 0)
         return FX_OK;
+    float *scratch = NULL;
+    int64_t scratch_floats = fxrt_conv_nchwc_scratch_floats(&p, blocked);
+    if (scratch_floats && !(scratch = fx_alloc_array((size_t)scratch_floats, sizeof *scratch)))
+        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
     ep.bias = c->num_inputs > 2 && c->in[2] ? c->in[2]->data : NULL;
     ep.residual = c->num_inputs > 3 && c->in[3] ? c->in[3]->data : NULL;
-    fxrt_conv_nchwc_f32(&p, blocked, c->in[0]->data, c->in[1]->data, &ep, c->out[0]->data);
+    fxrt_conv_nchwc_f32(&p, blocked, c->in[0]->data, c->in[1]->data, &ep, c->out[0]->data,
+                        scratch);
+    free(scratch);
     return FX_OK;
 }
 
@@ -457,10 +464,33 @@ static FxStatus conv_nchwc_emit(EmitCtx *c)
     if (c->inplace)
         emit_line(c, "fxrt_conv_nchwc_inplace_f32(&p, %s, %s, %s, (float *)(%s));", c->out[0],
                   c->in[1], ep, c->scratch);
+    else if (c->scratch)
+        emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s, (float *)(%s));",
+                  blocked, c->in[0], c->in[1], ep, c->out[0], c->scratch);
     else
-        emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s);", blocked,
+        emit_line(c, "fxrt_conv_nchwc_f32(&p, /*x_blocked=*/%d, %s, %s, %s, %s, NULL);", blocked,
                   c->in[0], c->in[1], ep, c->out[0]);
     return FX_OK;
+}
+
+/* Strided 1x1 layers copy the pixels they read into scratch
+ * (fxrt_conv_nchwc_scratch_floats). */
+static size_t conv_nchwc_scratch(const Node *n)
+{
+    Diag quiet;
+    diag_init(&quiet);
+    FxrtConvParams p;
+    int blocked;
+    FxStatus st = conv_nchwc_params(n, &quiet, node_input_type(n, 0), &p, &blocked);
+    diag_free(&quiet);
+    return st == FX_OK ? (size_t)fxrt_conv_nchwc_scratch_floats(&p, blocked) * sizeof(float) : 0;
+}
+
+/* The small kernels read the strided pixels where they are. */
+static size_t conv_nchwc_small_scratch(const Node *n)
+{
+    (void)n;
+    return 0;
 }
 
 /* Depthwise and pointwise layers can write over their input with a plane or
@@ -551,6 +581,8 @@ const OpDef fx_op_ConvNCHWc = {
     .infer = conv_nchwc_infer,
     .eval = conv_nchwc_eval,
     .emit = conv_nchwc_emit,
+    .scratch_bytes = conv_nchwc_scratch,
+    .small_scratch_bytes = conv_nchwc_small_scratch,
     .inplace = conv_nchwc_inplace,
 };
 
