@@ -55,6 +55,16 @@ int64_t node_macs(const Node *n)
         int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
         return type_numel(y) * k;
     }
+    if (strcmp(op, "Attention") == 0) {
+        /* the two products: Lq x Lk scores of D terms, Lq x Dv outputs of Lk */
+        const TensorType *k = node_input_type(n, 1);
+        int r = a->rank;
+        if (r < 2 || !k || k->rank != r)
+            return 0;
+        int64_t lk = k->dims[node_attr_int(n, "k_transposed", 0) ? r - 1 : r - 2];
+        int64_t dv = y->dims[r - 1];
+        return dv > 0 ? type_numel(y) / dv * lk * (a->dims[r - 1] + dv) : 0;
+    }
     if (strcmp(op, "TransposedMatMul") == 0) {
         /* A is read through perm_a: its last axis there is the reduction */
         const int64_t *perm;
