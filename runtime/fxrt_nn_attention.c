@@ -24,7 +24,7 @@
  * does.  exp is fxrt_math.h's polynomial (portable) or its AVX2 form
  * (fxrt_math_x86.h), a few ulp apart.
  *
- * Tiles: AVX2/FMA (4 rows x 16 score columns, 4 rows x 8 output columns
+ * Tiles: AVX2/FMA (4 rows x 16 score columns, 4 rows x 16 output columns
  * per step, chosen by CPUID at each call and capped by
  * fxrt_attention_limit_isa in fxrt_isa.h) and portable C99 loops that the
  * compiler vectorizes.  No AVX-512 form: the AVX2 tiles already keep the
@@ -176,31 +176,55 @@ static void block_portable(const FxrtAttention *p, const RowBlock *b, const floa
 /* --- AVX2 ---------------------------------------------------------------------- */
 
 #ifdef FXRT_ATTENTION_X86
-/* A missing row of a short block reads the last real row again; its
- * results are never used. */
+/* Scores [j, j + 8 * (1 + wide)) of the block's four rows (a missing row of
+ * a short block reads the last real row again; its scores are never used).
+ * The rows are written out one by one: accumulators kept in an array
+ * indexed by a loop were spilled to the stack. */
 FXRT_AVX2_FN void scores_tile_avx2(const FxrtAttention *p, const float *const *q,
                                    const float *kt, int64_t lkp, int64_t j, int wide,
                                    float *scores)
 {
-    __m256 acc[ATT_ROWS][2];
-    for (int r = 0; r < ATT_ROWS; r++)
-        acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < p->d; c++) {
-        const float *ktc = kt + c * lkp + j;
-        __m256 k0 = _mm256_loadu_ps(ktc);
-        __m256 k1 = wide ? _mm256_loadu_ps(ktc + ATT_LANES) : k0;
-        for (int r = 0; r < ATT_ROWS; r++) {
-            __m256 qr = _mm256_broadcast_ss(q[r] + c);
-            acc[r][0] = _mm256_fmadd_ps(qr, k0, acc[r][0]);
-            if (wide)
-                acc[r][1] = _mm256_fmadd_ps(qr, k1, acc[r][1]);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    const float *q0 = q[0], *q1 = q[1], *q2 = q[2], *q3 = q[3];
+    const float *ktc = kt + j;
+    if (wide) {
+        for (int64_t c = 0; c < p->d; c++, ktc += lkp) {
+            __m256 k0 = _mm256_loadu_ps(ktc), k1 = _mm256_loadu_ps(ktc + ATT_LANES);
+            __m256 b = _mm256_broadcast_ss(q0 + c);
+            a00 = _mm256_fmadd_ps(b, k0, a00);
+            a01 = _mm256_fmadd_ps(b, k1, a01);
+            b = _mm256_broadcast_ss(q1 + c);
+            a10 = _mm256_fmadd_ps(b, k0, a10);
+            a11 = _mm256_fmadd_ps(b, k1, a11);
+            b = _mm256_broadcast_ss(q2 + c);
+            a20 = _mm256_fmadd_ps(b, k0, a20);
+            a21 = _mm256_fmadd_ps(b, k1, a21);
+            b = _mm256_broadcast_ss(q3 + c);
+            a30 = _mm256_fmadd_ps(b, k0, a30);
+            a31 = _mm256_fmadd_ps(b, k1, a31);
+        }
+    } else {
+        for (int64_t c = 0; c < p->d; c++, ktc += lkp) {
+            __m256 k0 = _mm256_loadu_ps(ktc);
+            a00 = _mm256_fmadd_ps(_mm256_broadcast_ss(q0 + c), k0, a00);
+            a10 = _mm256_fmadd_ps(_mm256_broadcast_ss(q1 + c), k0, a10);
+            a20 = _mm256_fmadd_ps(_mm256_broadcast_ss(q2 + c), k0, a20);
+            a30 = _mm256_fmadd_ps(_mm256_broadcast_ss(q3 + c), k0, a30);
         }
     }
     __m256 scale = _mm256_set1_ps(p->scale);
-    for (int r = 0; r < ATT_ROWS; r++) {
-        _mm256_storeu_ps(scores + r * lkp + j, _mm256_mul_ps(scale, acc[r][0]));
-        if (wide)
-            _mm256_storeu_ps(scores + r * lkp + j + ATT_LANES, _mm256_mul_ps(scale, acc[r][1]));
+    float *s = scores + j;
+    _mm256_storeu_ps(s, _mm256_mul_ps(scale, a00));
+    _mm256_storeu_ps(s + lkp, _mm256_mul_ps(scale, a10));
+    _mm256_storeu_ps(s + 2 * lkp, _mm256_mul_ps(scale, a20));
+    _mm256_storeu_ps(s + 3 * lkp, _mm256_mul_ps(scale, a30));
+    if (wide) {
+        s += ATT_LANES;
+        _mm256_storeu_ps(s, _mm256_mul_ps(scale, a01));
+        _mm256_storeu_ps(s + lkp, _mm256_mul_ps(scale, a11));
+        _mm256_storeu_ps(s + 2 * lkp, _mm256_mul_ps(scale, a21));
+        _mm256_storeu_ps(s + 3 * lkp, _mm256_mul_ps(scale, a31));
     }
 }
 
@@ -230,21 +254,47 @@ FXRT_AVX2_FN float row_max_avx2(const float *s, int64_t lkp)
     return _mm_cvtss_f32(h);
 }
 
-/* Output columns [c, c + 8) of every row of the block. */
+/* Output columns [c, c + 8 * (1 + wide)) of the block's rows, from the
+ * four rows of probabilities (the unused ones zero). */
 FXRT_AVX2_FN void output_tile_avx2(const FxrtAttention *p, const RowBlock *b, const float *v,
                                    const float *probs, int64_t lkp, const float *inv_sum,
-                                   int64_t c)
+                                   int64_t c, int wide)
 {
-    __m256 acc[ATT_ROWS];
-    for (int r = 0; r < ATT_ROWS; r++)
-        acc[r] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < p->lk; j++) {
-        __m256 vj = _mm256_loadu_ps(v + j * p->ldv + c);
-        for (int r = 0; r < ATT_ROWS; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(probs + r * lkp + j), vj, acc[r]);
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+    __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    const float *vj = v + c;
+    if (wide) {
+        for (int64_t j = 0; j < p->lk; j++, vj += p->ldv) {
+            __m256 v0 = _mm256_loadu_ps(vj), v1 = _mm256_loadu_ps(vj + ATT_LANES);
+            __m256 e = _mm256_broadcast_ss(probs + j);
+            a00 = _mm256_fmadd_ps(e, v0, a00);
+            a01 = _mm256_fmadd_ps(e, v1, a01);
+            e = _mm256_broadcast_ss(probs + lkp + j);
+            a10 = _mm256_fmadd_ps(e, v0, a10);
+            a11 = _mm256_fmadd_ps(e, v1, a11);
+            e = _mm256_broadcast_ss(probs + 2 * lkp + j);
+            a20 = _mm256_fmadd_ps(e, v0, a20);
+            a21 = _mm256_fmadd_ps(e, v1, a21);
+            e = _mm256_broadcast_ss(probs + 3 * lkp + j);
+            a30 = _mm256_fmadd_ps(e, v0, a30);
+            a31 = _mm256_fmadd_ps(e, v1, a31);
+        }
+    } else {
+        for (int64_t j = 0; j < p->lk; j++, vj += p->ldv) {
+            __m256 v0 = _mm256_loadu_ps(vj);
+            a00 = _mm256_fmadd_ps(_mm256_broadcast_ss(probs + j), v0, a00);
+            a10 = _mm256_fmadd_ps(_mm256_broadcast_ss(probs + lkp + j), v0, a10);
+            a20 = _mm256_fmadd_ps(_mm256_broadcast_ss(probs + 2 * lkp + j), v0, a20);
+            a30 = _mm256_fmadd_ps(_mm256_broadcast_ss(probs + 3 * lkp + j), v0, a30);
+        }
     }
-    for (int r = 0; r < b->rows; r++)
-        _mm256_storeu_ps(b->y[r] + c, _mm256_mul_ps(acc[r], _mm256_set1_ps(inv_sum[r])));
+    const __m256 acc[ATT_ROWS][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+    for (int r = 0; r < b->rows; r++) {
+        __m256 inv = _mm256_set1_ps(inv_sum[r]);
+        _mm256_storeu_ps(b->y[r] + c, _mm256_mul_ps(acc[r][0], inv));
+        if (wide)
+            _mm256_storeu_ps(b->y[r] + c + ATT_LANES, _mm256_mul_ps(acc[r][1], inv));
+    }
 }
 
 __attribute__((target("avx2,fma"))) static void block_avx2(const FxrtAttention *p, const RowBlock *b, const float *kt, const float *v,
@@ -272,8 +322,12 @@ __attribute__((target("avx2,fma"))) static void block_avx2(const FxrtAttention *
         inv_sum[r] = 0.0f;
     }
     int64_t c = 0;
-    for (; c + ATT_LANES <= p->dv; c += ATT_LANES)
-        output_tile_avx2(p, b, v, scores, lkp, inv_sum, c);
+    for (; c + 2 * ATT_LANES <= p->dv; c += 2 * ATT_LANES)
+        output_tile_avx2(p, b, v, scores, lkp, inv_sum, c, 1);
+    if (c + ATT_LANES <= p->dv) {
+        output_tile_avx2(p, b, v, scores, lkp, inv_sum, c, 0);
+        c += ATT_LANES;
+    }
     if (c < p->dv)
         output_portable(p, b, v, scores, inv_sum, c);
 }
