@@ -23,10 +23,11 @@
  * broadcast as in MatMul) and every intermediate exactly one reader,
  * so that nothing else needs the scores or the probabilities.
  *
- * Left alone: a Softmax on another axis, a scale that is not a scalar
- * constant, a mask added after scaling in another order than above only
- * when it cannot be told apart (the Add must be the Softmax's input), and
- * TransposedMatMuls that permute their operands otherwise.
+ * Left alone: a Softmax on another axis, a mask that widens the scores'
+ * shape, a scale applied after the mask ((S + mask) * s: the op does not
+ * scale its mask), products of operands of different ranks, and
+ * TransposedMatMuls that permute their operands otherwise (their factors
+ * that are not scalar constants simply stay outside, as Q's or K's producer).
  *
  * -O2, after layout-cleanup (whose TransposedMatMul it reads) and before
  * epilogue-fusion (which would take the mask Add into the first product)
