@@ -247,7 +247,8 @@ static FxStatus fuse(Graph *g, Node *sm, const AttentionMatch *m, PassResult *r,
         return diag_node_error(d, FX_ERR_NOMEM, p2, "out of memory");
     bool ok = node_set_attr_float(attn, "scale", (float)m->scale) &&
               node_set_attr_int(attn, "k_transposed", m->k_transposed) &&
-              (m->perm_y_count <= 0 || node_set_attr_ints(attn, "perm_y", m->perm_y, m->perm_y_count));
+              (m->perm_y_count <= 0 ||
+               node_set_attr_ints(attn, "perm_y", m->perm_y, m->perm_y_count));
     FxStatus st = node_finish_created(attn, ok, p2, d);
     if (st != FX_OK)
         return st;

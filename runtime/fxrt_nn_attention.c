@@ -79,8 +79,9 @@ typedef struct RowBlock {
     float *y[ATT_ROWS];
 } RowBlock;
 
-/* Adds the mask and sets the padding scores to -inf: what exp must see. */
-static void finish_scores(const FxrtAttention *p, const RowBlock *b, float *scores)
+/* Adds the mask and sets the padding scores to -inf: what exp must see.
+ * Inlined into each level's block, so that the AVX2 one makes no call. */
+static inline void finish_scores(const FxrtAttention *p, const RowBlock *b, float *scores)
 {
     int64_t lkp = padded_keys(p->lk);
     for (int r = 0; r < b->rows; r++) {
@@ -228,6 +229,47 @@ FXRT_AVX2_FN void scores_tile_avx2(const FxrtAttention *p, const float *const *q
     }
 }
 
+/* transpose_keys for K stored [Lk, D], 8 x 8 blocks through registers
+ * (the scalar copy's strided loads cost a tenth of the kernel at Lk = D =
+ * 32); the edges as in transpose_keys. */
+__attribute__((target("avx2,fma"))) static void transpose_keys_avx2(const FxrtAttention *p,
+                                                                     const float *k, float *kt)
+{
+    int64_t lkp = padded_keys(p->lk), j8 = p->lk / 8 * 8, c8 = p->d / 8 * 8;
+    for (int64_t j = 0; j < j8; j += 8)
+        for (int64_t c = 0; c < c8; c += 8) {
+            const float *src = k + j * p->ldk + c;
+            __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + p->ldk);
+            __m256 r2 = _mm256_loadu_ps(src + 2 * p->ldk), r3 = _mm256_loadu_ps(src + 3 * p->ldk);
+            __m256 r4 = _mm256_loadu_ps(src + 4 * p->ldk), r5 = _mm256_loadu_ps(src + 5 * p->ldk);
+            __m256 r6 = _mm256_loadu_ps(src + 6 * p->ldk), r7 = _mm256_loadu_ps(src + 7 * p->ldk);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *dst = kt + c * lkp + j;
+            _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(dst + lkp, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(dst + 2 * lkp, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(dst + 3 * lkp, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(dst + 4 * lkp, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(dst + 5 * lkp, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(dst + 6 * lkp, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(dst + 7 * lkp, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    for (int64_t c = 0; c < p->d; c++) {
+        float *row = kt + c * lkp;
+        for (int64_t j = c < c8 ? j8 : 0; j < p->lk; j++)
+            row[j] = k[j * p->ldk + c];
+        for (int64_t j = p->lk; j < lkp; j++)
+            row[j] = 0.0f;
+    }
+}
+
 FXRT_AVX2_FN float exp_row_avx2(float *s, int64_t lkp, float max)
 {
     __m256 m = _mm256_set1_ps(max), sum = _mm256_setzero_ps();
@@ -297,8 +339,9 @@ FXRT_AVX2_FN void output_tile_avx2(const FxrtAttention *p, const RowBlock *b, co
     }
 }
 
-__attribute__((target("avx2,fma"))) static void block_avx2(const FxrtAttention *p, const RowBlock *b, const float *kt, const float *v,
-           float *scores)
+__attribute__((target("avx2,fma"))) static void block_avx2(const FxrtAttention *p,
+                                                            const RowBlock *b, const float *kt,
+                                                            const float *v, float *scores)
 {
     int64_t lkp = padded_keys(p->lk);
     const float *q[ATT_ROWS];
@@ -376,9 +419,13 @@ void fxrt_attention_f32(const FxrtAttention *p, const float *q, const float *k, 
     float *kt = scratch, *scores = scratch + lkp * p->d;
     void (*block)(const FxrtAttention *, const RowBlock *, const float *, const float *,
                   float *) = block_portable;
+    void (*transpose)(const FxrtAttention *, const float *, float *) = transpose_keys;
 #ifdef FXRT_ATTENTION_X86
-    if (isa_cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (isa_cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         block = block_avx2;
+        if (!p->k_transposed)
+            transpose = transpose_keys_avx2;
+    }
 #endif
     int64_t last_k = -1;
     for (int64_t e = 0; e < count; e++) {
@@ -386,7 +433,7 @@ void fxrt_attention_f32(const FxrtAttention *p, const float *q, const float *k, 
         int64_t ov = batch_offset(p, p->v_strides, e), om = batch_offset(p, p->mask_strides, e);
         int64_t oy = batch_offset(p, p->y_strides, e);
         if (ok != last_k) {
-            transpose_keys(p, k + ok, kt);
+            transpose(p, k + ok, kt);
             last_k = ok;
         }
         for (int64_t i0 = 0; i0 < p->lq; i0 += ATT_ROWS) {

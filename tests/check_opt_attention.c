@@ -162,24 +162,27 @@ static void build_left_alone(Graph *g)
     Node *results[6];
     int count = 0;
 
-    Node *p_axis = with_int(tu_op3(g, "Softmax", tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL), NULL, NULL),
-                            "axis", 2);
+    Node *scores_axis = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
+    Node *p_axis = with_int(tu_op3(g, "Softmax", scores_axis, NULL, NULL), "axis", 2);
     results[count++] = tu_op3(g, "MatMul", p_axis, v, NULL);
 
     Node *seen = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
     results[count++] = tu_op3(g, "MatMul", tu_op3(g, "Softmax", seen, NULL, NULL), v, NULL);
     results[count++] = seen;
 
-    Node *p_shared = tu_op3(g, "Softmax", tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL), NULL, NULL);
+    Node *scores_shared = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
+    Node *p_shared = tu_op3(g, "Softmax", scores_shared, NULL, NULL);
     Node *negated = tu_op3(g, "Neg", v, NULL, NULL);
     results[count++] = tu_op3(g, "Add", tu_op3(g, "MatMul", p_shared, v, NULL),
                               tu_op3(g, "MatMul", p_shared, negated, NULL), NULL);
 
-    Node *widened = tu_op3(g, "Add", tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL), wide, NULL);
+    Node *scores_wide = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
+    Node *widened = tu_op3(g, "Add", scores_wide, wide, NULL);
     results[count++] = tu_op3(g, "MatMul", tu_op3(g, "Softmax", widened, NULL, NULL), v, NULL);
 
     Node *per_head = tu_weights_f32(g, "per_head", 4, 1, 2, 1, 1, 0.25f);
-    Node *scaled = tu_op3(g, "Mul", tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL), per_head, NULL);
+    Node *scores_scaled = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
+    Node *scaled = tu_op3(g, "Mul", scores_scaled, per_head, NULL);
     results[count++] = tu_op3(g, "MatMul", tu_op3(g, "Softmax", scaled, NULL, NULL), v, NULL);
     tu_finish(g, results, count);
 }

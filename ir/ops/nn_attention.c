@@ -70,7 +70,8 @@ static FxStatus attention_plan(const Node *n, Diag *d, const TensorType *q, cons
 {
     FxStatus st;
     if ((st = check_f32(n, d, q, "Q")) != FX_OK || (st = check_f32(n, d, k, "K")) != FX_OK ||
-        (st = check_f32(n, d, v, "V")) != FX_OK || (mask && (st = check_f32(n, d, mask, "the mask")) != FX_OK))
+        (st = check_f32(n, d, v, "V")) != FX_OK ||
+        (mask && (st = check_f32(n, d, mask, "the mask")) != FX_OK))
         return st;
     int r = q->rank;
     if (r < 2 || k->rank != r || v->rank != r)
@@ -90,8 +91,8 @@ static FxStatus attention_plan(const Node *n, Diag *d, const TensorType *q, cons
                                "Q %s, K %s%s and V %s do not fit (Q [..., Lq, D], K [..., %s], "
                                "V [..., Lk, Dv])",
                                type_format(q, sq, sizeof sq), type_format(k, sk, sizeof sk),
-                               p->k_transposed ? " (transposed)" : "", type_format(v, sv, sizeof sv),
-                               p->k_transposed ? "D, Lk" : "Lk, D");
+                               p->k_transposed ? " (transposed)" : "",
+                               type_format(v, sv, sizeof sv), p->k_transposed ? "D, Lk" : "Lk, D");
     p->dv = v->dims[r - 1];
     int64_t perm[FX_MAX_RANK];
     if ((st = output_perm(n, d, r, perm)) != FX_OK)
@@ -236,8 +237,9 @@ static FxStatus attention_emit(EmitCtx *c)
               (long long)p.mask_row_stride, (long long)p.mask_col_stride,
               c_float_literal(p.scale, scale, sizeof scale));
     const char *mask = nn_emit_input(c, 3);
-    emit_line(c, "fxrt_attention_f32(&p, %s, %s, %s, /*mask=*/%s, %s, (float *)(%s));", c->in[0],
-              c->in[1], c->in[2], mask ? mask : "NULL", c->out[0], c->scratch);
+    emit_line(c, "fxrt_attention_f32(&p, %s, %s, %s,", c->in[0], c->in[1], c->in[2]);
+    emit_line(c, "                   /*mask=*/%s, %s, (float *)(%s));", mask ? mask : "NULL",
+              c->out[0], c->scratch);
     return FX_OK;
 }
 
