@@ -57,11 +57,14 @@ int64_t node_macs(const Node *n)
     }
     if (strcmp(op, "Attention") == 0) {
         /* the two products: Lq x Lk scores of D terms, Lq x Dv outputs of Lk */
-        const TensorType *k = node_input_type(n, 1);
+        const TensorType *v = node_input_type(n, 2);
+        const int64_t *perm_v;
         int r = a->rank;
-        if (r < 2 || !k || k->rank != r)
+        if (r < 2 || !v || v->rank != r)
             return 0;
-        int64_t lk = k->dims[node_attr_int(n, "k_transposed", 0) ? r - 1 : r - 2];
+        /* Lk: V's rows, read through perm_v */
+        int64_t axis = node_attr_ints(n, "perm_v", &perm_v) == r ? perm_v[r - 2] : r - 2;
+        int64_t lk = axis >= 0 && axis < r ? v->dims[axis] : 0;
         int64_t dv = y->dims[r - 1];
         return dv > 0 ? type_numel(y) / dv * lk * (a->dims[r - 1] + dv) : 0;
     }

@@ -17,16 +17,19 @@
  * (or a TransposedMatMul's perm_b) made K^T, and is read as stored
  * (k_transposed) otherwise.  The mask is the other operand of an Add
  * between the scores and the Softmax that does not widen the scores' shape
- * (a constant or an input, anything broadcastable).  The second product may
- * carry layout-cleanup's output permutation (the head merge): Attention
- * takes it as perm_y.  Q, K and V must have one rank (the batch dims then
+ * (a constant or an input, anything broadcastable).  The permutations
+ * through which layout-cleanup's TransposedMatMuls read the head split of
+ * Q, K and V and write the head merge become the Attention's perm_q,
+ * perm_k, perm_v and perm_y, as long as each keeps a stored last axis as
+ * the rows' contiguous axis.  Q, K and V must have one rank (the batch dims then
  * broadcast as in MatMul) and every intermediate exactly one reader,
  * so that nothing else needs the scores or the probabilities.
  *
  * Left alone: a Softmax on another axis, a mask that widens the scores'
  * shape, a scale applied after the mask ((S + mask) * s: the op does not
  * scale its mask), products of operands of different ranks, and
- * TransposedMatMuls that permute their operands otherwise (their factors
+ * TransposedMatMuls that permute a last axis away or read the
+ * probabilities permuted (their factors
  * that are not scalar constants simply stay outside, as Q's or K's producer).
  *
  * -O2, after layout-cleanup (whose TransposedMatMul it reads) and before
@@ -41,10 +44,11 @@
 
 typedef struct AttentionMatch {
     Node *q, *k, *v, *mask;
-    int k_transposed; /* K as stored is [..., D, Lk] */
+    int k_transposed; /* K as read is [..., D, Lk] */
     double scale;
-    const int64_t *perm_y;
-    int64_t perm_y_count;
+    /* how the products read Q, K and V and write Y (count 0: as stored) */
+    int64_t perm_q[FX_MAX_RANK], perm_k[FX_MAX_RANK], perm_v[FX_MAX_RANK], perm_y[FX_MAX_RANK];
+    int64_t perm_q_count, perm_k_count, perm_v_count, perm_y_count;
 } AttentionMatch;
 
 /* v feeds only `reader` (and is no graph output). */
@@ -131,10 +135,10 @@ static bool plain_operand(const Node *mm, const char *attr)
 
 /* The K side: scalar factors and at most one Transpose of the last two
  * axes, from B of the first product down; k_transposed when none. */
-static void match_keys(Node *b, Node *product, bool b_swapped, AttentionMatch *m)
+static void match_keys(Node *b, Node *product, AttentionMatch *m)
 {
     Node *reader = product, *x = b;
-    bool swapped = b_swapped;
+    bool swapped = false;
     for (;;) {
         x = strip_scales(x, &reader, &m->scale);
         if (swapped || !only_read_by(x, reader) || !node_is_op(x, &fx_op_Transpose))
@@ -151,17 +155,55 @@ static void match_keys(Node *b, Node *product, bool b_swapped, AttentionMatch *m
     m->k_transposed = !swapped;
 }
 
-/* The first product S = Qs Ks^T behind the scores; false when s is not one. */
+/* An operand permutation of a TransposedMatMul that keeps the stored last
+ * axis last (rows read as contiguous runs), copied into perm; false when it
+ * moves it. */
+static bool row_perm(const Node *mm, const char *attr, int rank, int64_t *perm, int64_t *count)
+{
+    const int64_t *p;
+    int64_t n = node_attr_ints(mm, attr, &p);
+    *count = 0;
+    if (n <= 0 || is_identity(p, n))
+        return true;
+    if (n != rank || p[rank - 1] != rank - 1)
+        return false;
+    memcpy(perm, p, (size_t)n * sizeof *p);
+    *count = n;
+    return true;
+}
+
+/* The first product S = Qs Ks^T behind the scores; false when s is not one.
+ * A TransposedMatMul's perm_a becomes perm_q; its perm_b (B is K^T) becomes
+ * perm_k with K read as stored when it keeps Lk last, or with the last two
+ * axes swapped back when it puts D last. */
 static bool match_scores(Node *s, AttentionMatch *m)
 {
-    bool b_swapped = false;
+    int rank = s->out_types[0].rank;
+    bool keys_permuted = false;
     if (node_is_op(s, &fx_op_TransposedMatMul)) {
-        const int64_t *perm;
-        int64_t count = node_attr_ints(s, "perm_b", &perm);
-        b_swapped = count > 0 && swaps_last_two(perm, count, s->out_types[0].rank);
-        if (!plain_operand(s, "perm_a") || !plain_operand(s, "perm_y") ||
-            (count > 0 && !b_swapped && !is_identity(perm, count)))
+        const int64_t *pb;
+        int64_t nb = node_attr_ints(s, "perm_b", &pb);
+        if (!plain_operand(s, "perm_y") ||
+            !row_perm(s, "perm_a", rank, m->perm_q, &m->perm_q_count))
             return false;
+        if (nb > 0 && !is_identity(pb, nb)) {
+            if (nb != rank)
+                return false;
+            memcpy(m->perm_k, pb, (size_t)nb * sizeof *pb);
+            m->perm_k_count = nb;
+            if (pb[rank - 2] == rank - 1) {
+                m->perm_k[rank - 2] = pb[rank - 1];
+                m->perm_k[rank - 1] = pb[rank - 2];
+                m->k_transposed = 0;
+            } else if (pb[rank - 1] == rank - 1) {
+                m->k_transposed = 1;
+            } else {
+                return false;
+            }
+            if (is_identity(m->perm_k, rank))
+                m->perm_k_count = 0;
+            keys_permuted = true;
+        }
     } else if (!node_is_op(s, &fx_op_MatMul)) {
         return false;
     }
@@ -169,7 +211,12 @@ static bool match_scores(Node *s, AttentionMatch *m)
         return false;
     Node *reader = s;
     m->q = strip_scales(s->args[0], &reader, &m->scale);
-    match_keys(s->args[1], s, b_swapped, m);
+    if (keys_permuted) {
+        reader = s;
+        m->k = strip_scales(s->args[1], &reader, &m->scale);
+    } else {
+        match_keys(s->args[1], s, m);
+    }
     return true;
 }
 
@@ -198,9 +245,10 @@ static bool match(Node *sm, AttentionMatch *m)
     if (!p2 || p2->num_args != 2 || p2->args[0] != sm || p2->args[1] == sm || !p2->args[1])
         return false;
     if (node_is_op(p2, &fx_op_TransposedMatMul)) {
-        if (!plain_operand(p2, "perm_a") || !plain_operand(p2, "perm_b"))
+        if (!plain_operand(p2, "perm_a") ||
+            !row_perm(p2, "perm_b", rank, m->perm_v, &m->perm_v_count) ||
+            !row_perm(p2, "perm_y", rank, m->perm_y, &m->perm_y_count))
             return false;
-        m->perm_y_count = node_attr_ints(p2, "perm_y", &m->perm_y);
     } else if (!node_is_op(p2, &fx_op_MatMul)) {
         return false;
     }
@@ -247,6 +295,12 @@ static FxStatus fuse(Graph *g, Node *sm, const AttentionMatch *m, PassResult *r,
         return diag_node_error(d, FX_ERR_NOMEM, p2, "out of memory");
     bool ok = node_set_attr_float(attn, "scale", (float)m->scale) &&
               node_set_attr_int(attn, "k_transposed", m->k_transposed) &&
+              (m->perm_q_count <= 0 ||
+               node_set_attr_ints(attn, "perm_q", m->perm_q, m->perm_q_count)) &&
+              (m->perm_k_count <= 0 ||
+               node_set_attr_ints(attn, "perm_k", m->perm_k, m->perm_k_count)) &&
+              (m->perm_v_count <= 0 ||
+               node_set_attr_ints(attn, "perm_v", m->perm_v, m->perm_v_count)) &&
               (m->perm_y_count <= 0 ||
                node_set_attr_ints(attn, "perm_y", m->perm_y, m->perm_y_count));
     FxStatus st = node_finish_created(attn, ok, p2, d);

@@ -149,6 +149,54 @@ START_TEST(test_after_layout_cleanup)
 }
 END_TEST
 
+/* The layout of exporters that split heads with Reshape + Transpose
+ * (bench/make_models.py's transformer): after layout-cleanup both products
+ * read Q, K and V through the head split's permutations and write the head
+ * merge's; the Attention takes all four (batch 2, 5 positions, 2 heads of
+ * 3), so no copy is left. */
+static void build_head_split_form(Graph *g)
+{
+    Node *x = tu_input_f32(g, "x", 3, 2, 5, 6, 0);
+    int64_t heads[4] = {2, 5, 2, 3}, merged[3] = {2, 5, 6};
+    Node *heads_shape = tu_ints(g, "heads_shape", heads, 4);
+    Node *q = transpose(g, tu_op3(g, "Reshape", tu_op3(g, "Relu", x, NULL, NULL), heads_shape, NULL),
+                        head_merge, 4);
+    Node *k = transpose(g, tu_op3(g, "Reshape", tu_op3(g, "Neg", x, NULL, NULL), heads_shape, NULL),
+                        head_merge, 4);
+    Node *v = transpose(g, tu_op3(g, "Reshape", tu_op3(g, "Sigmoid", x, NULL, NULL), heads_shape,
+                                  NULL),
+                        head_merge, 4);
+    Node *scores = tu_op3(g, "MatMul", q, transpose(g, k, swap_last, 4), NULL);
+    Node *scaled = tu_op3(g, "Mul", scores, tu_scalar(g, "scale", 0.5f), NULL);
+    Node *p = tu_op3(g, "Softmax", scaled, NULL, NULL);
+    Node *context = transpose(g, tu_op3(g, "MatMul", p, v, NULL), head_merge, 4);
+    Node *y = tu_op3(g, "Reshape", context, tu_ints(g, "merged_shape", merged, 3), NULL);
+    tu_finish(g, &y, 1);
+}
+
+START_TEST(test_head_split_form)
+{
+    Graph *g = graph_new(), *ref = graph_new();
+    build_head_split_form(g);
+    build_head_split_form(ref);
+    ck_assert_int_ge(tu_run_pass(g, pass_layout_cleanup, 1e-5, 1e-6), 2);
+    ck_assert_int_eq(tu_count_op(g, "TransposedMatMul"), 2);
+    ck_assert_int_eq(fuse_and_check(g, ref, "attention_head_split"), 1);
+    const Node *a = only_attention(g);
+    const int64_t *perm;
+    ck_assert_int_eq(node_attr_ints(a, "perm_q", &perm), 4);
+    ck_assert_int_eq(perm[1], 2);
+    ck_assert_int_eq(node_attr_ints(a, "perm_k", &perm), 4);
+    ck_assert_int_eq(perm[1], 2);
+    ck_assert_int_eq(node_attr_ints(a, "perm_v", &perm), 4);
+    ck_assert_int_eq(node_attr_ints(a, "perm_y", &perm), 4);
+    ck_assert_int_eq(node_attr_int(a, "k_transposed", -1), 0);
+    ck_assert_int_eq(tu_count_op(g, "TransposedMatMul") + tu_count_op(g, "Transpose"), 0);
+    graph_free(g);
+    graph_free(ref);
+}
+END_TEST
+
 /* Not attention, or not only attention's: every one stays as it was.
  *  - a Softmax over the queries (axis 2);
  *  - scores that are also a graph output;
@@ -269,6 +317,7 @@ static Suite *attention_suite(void)
     tcase_add_test(t, test_torch_form);
     tcase_add_test(t, test_div_mask_form);
     tcase_add_test(t, test_after_layout_cleanup);
+    tcase_add_test(t, test_head_split_form);
     tcase_add_test(t, test_left_alone);
     tcase_add_test(t, test_tensor_scale_stays);
     tcase_add_test(t, test_shape_errors);

@@ -9,8 +9,11 @@
  * broadcasts (numpy rules, right-aligned) to [..., Lq, Lk].  Q, K and V have
  * one rank r >= 2, float32; their batch dims broadcast as MatMul's do (each
  * 1 or the common size).  The logical result [..., Lq, Dv] is stored
- * permuted by perm_y, as TransposedMatMul's (absent: the identity; it must
- * keep Dv last), so that the head merge after attention costs no copy.
+ * permuted by perm_y, and Q, K and V may be read through perm_q, perm_k and
+ * perm_v, as TransposedMatMul's operands and result (absent: the identity;
+ * each must keep the last axis last: Q's D, K's D or, when k_transposed,
+ * Lk, V's and Y's Dv), so that the head split and merge around attention
+ * cost no copy; the shapes above are those seen through the permutations.
  *
  * One runtime call, fxrt_attention_f32 (runtime/fxrt_nn_attention.c), in the
  * interpreter and in generated code; its scratch (K transposed and one
@@ -30,12 +33,13 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *strides)
     }
 }
 
-/* perm_y as a permutation of r axes (absent: identity) that keeps the last
- * axis last. */
-static FxStatus output_perm(const Node *n, Diag *d, int r, int64_t *perm)
+/* Attribute `name` as a permutation of r axes (absent: identity) that
+ * keeps the last axis last: the kernel reads every operand's rows, and
+ * writes the output's, as contiguous runs. */
+static FxStatus read_perm(const Node *n, Diag *d, const char *name, int r, int64_t *perm)
 {
     const int64_t *p;
-    int64_t count = node_attr_ints(n, "perm_y", &p);
+    int64_t count = node_attr_ints(n, name, &p);
     if (count <= 0) {
         for (int i = 0; i < r; i++)
             perm[i] = i;
@@ -46,10 +50,10 @@ static FxStatus output_perm(const Node *n, Diag *d, int r, int64_t *perm)
         if (p[i] >= 0 && p[i] < r)
             seen |= 1u << p[i];
     if (count != r || seen != (1u << r) - 1u)
-        return diag_node_error(d, FX_ERR_INVALID, n, "perm_y is not a permutation of %d axes", r);
+        return diag_node_error(d, FX_ERR_INVALID, n, "%s is not a permutation of %d axes", name,
+                               r);
     if (p[r - 1] != r - 1)
-        return diag_node_error(d, FX_ERR_INVALID, n,
-                               "perm_y must keep the value columns (the last axis) last");
+        return diag_node_error(d, FX_ERR_INVALID, n, "%s must keep the last axis last", name);
     memcpy(perm, p, (size_t)r * sizeof *p);
     return FX_OK;
 }
@@ -78,6 +82,26 @@ static FxStatus attention_plan(const Node *n, Diag *d, const TensorType *q, cons
         return diag_node_error(d, FX_ERR_SHAPE, n,
                                "Q, K and V must have one rank >= 2, got %d, %d and %d", q->rank,
                                k->rank, v->rank);
+    /* Q, K and V as the kernel reads them: the stored tensors through
+     * perm_q, perm_k and perm_v, with the stored strides */
+    const TensorType *stored[3] = {q, k, v};
+    static const char *const perm_names[3] = {"perm_q", "perm_k", "perm_v"};
+    TensorType logical[3];
+    int64_t lstrides[3][FX_MAX_RANK];
+    for (int w = 0; w < 3; w++) {
+        int64_t perm[FX_MAX_RANK], s[FX_MAX_RANK];
+        if ((st = read_perm(n, d, perm_names[w], r, perm)) != FX_OK)
+            return st;
+        contiguous_strides(r, stored[w]->dims, s);
+        logical[w] = *stored[w];
+        for (int i = 0; i < r; i++) {
+            logical[w].dims[i] = stored[w]->dims[perm[i]];
+            lstrides[w][i] = s[perm[i]];
+        }
+    }
+    q = &logical[0];
+    k = &logical[1];
+    v = &logical[2];
     memset(p, 0, sizeof *p);
     p->k_transposed = node_attr_int(n, "k_transposed", 0) != 0;
     p->scale = node_attr_float(n, "scale", 1.0f);
@@ -95,7 +119,7 @@ static FxStatus attention_plan(const Node *n, Diag *d, const TensorType *q, cons
                                type_format(v, sv, sizeof sv), p->k_transposed ? "D, Lk" : "Lk, D");
     p->dv = v->dims[r - 1];
     int64_t perm[FX_MAX_RANK];
-    if ((st = output_perm(n, d, r, perm)) != FX_OK)
+    if ((st = read_perm(n, d, "perm_y", r, perm)) != FX_OK)
         return st;
 
     /* the logical result, then its stored (permuted) dims and strides */
@@ -149,13 +173,10 @@ static FxStatus attention_plan(const Node *n, Diag *d, const TensorType *q, cons
         p->mask_col_stride = md[r - 1] == 1 ? 0 : ms[r - 1];
     }
 
-    int64_t sqs[FX_MAX_RANK], sks[FX_MAX_RANK], svs[FX_MAX_RANK];
-    contiguous_strides(r, q->dims, sqs);
-    contiguous_strides(r, k->dims, sks);
-    contiguous_strides(r, v->dims, svs);
-    p->ldq = p->d;
-    p->ldk = k->dims[r - 1];
-    p->ldv = p->dv;
+    const int64_t *sqs = lstrides[0], *sks = lstrides[1], *svs = lstrides[2];
+    p->ldq = sqs[r - 2];
+    p->ldk = sks[r - 2];
+    p->ldv = svs[r - 2];
     p->ldy = sy[y_axis[r - 2]];
     for (int i = 0; i < r - 2; i++) {
         if (ly[i] == 1)
@@ -258,6 +279,9 @@ static size_t attention_scratch(const Node *n)
 static const AttrSpec attention_attrs[] = {
     {"scale", FX_ATTR_FLOAT, NULL, true},
     {"k_transposed", FX_ATTR_INT, "0", false},
+    {"perm_q", FX_ATTR_INTS, NULL, false},
+    {"perm_k", FX_ATTR_INTS, NULL, false},
+    {"perm_v", FX_ATTR_INTS, NULL, false},
     {"perm_y", FX_ATTR_INTS, NULL, false},
     {NULL},
 };
