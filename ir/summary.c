@@ -55,6 +55,19 @@ int64_t node_macs(const Node *n)
         int64_t k = node_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1];
         return type_numel(y) * k;
     }
+    if (strcmp(op, "Attention") == 0) {
+        /* the two products: Lq x Lk scores of D terms, Lq x Dv outputs of Lk */
+        const TensorType *v = node_input_type(n, 2);
+        const int64_t *perm_v;
+        int r = a->rank;
+        if (r < 2 || !v || v->rank != r)
+            return 0;
+        /* Lk: V's rows, read through perm_v */
+        int64_t axis = node_attr_ints(n, "perm_v", &perm_v) == r ? perm_v[r - 2] : r - 2;
+        int64_t lk = axis >= 0 && axis < r ? v->dims[axis] : 0;
+        int64_t dv = y->dims[r - 1];
+        return dv > 0 ? type_numel(y) / dv * lk * (a->dims[r - 1] + dv) : 0;
+    }
     if (strcmp(op, "TransposedMatMul") == 0) {
         /* A is read through perm_a: its last axis there is the reduction */
         const int64_t *perm;

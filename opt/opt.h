@@ -347,6 +347,7 @@ typedef struct PassDef {
 FxStatus pass_qdq_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_const_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_layout_cleanup(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_attention_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_bn_fold(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_bn_to_conv(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_qgemm_pack(Graph *g, PassResult *r, Diag *d);

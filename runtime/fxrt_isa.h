@@ -39,4 +39,8 @@ void fxrt_qlinear_avgpool_limit_isa(int level);
  * (fxrt_nn_sparse.c): 2 AVX-512, 1 AVX2/FMA, 0 portable C. */
 void fxrt_sparse_limit_isa(int level);
 
+/* The same for the fused attention (fxrt_nn_attention.c): 1 AVX2/FMA,
+ * 0 portable C (it has no AVX-512 form). */
+void fxrt_attention_limit_isa(int level);
+
 #endif

@@ -754,6 +754,39 @@ void fxrt_logsoftmax_f32(int64_t outer, int64_t len, int64_t inner, const float 
 void fxrt_hardmax_f32(int64_t outer, int64_t len, int64_t inner, const float *x, float *y);
 
 /* ------------------------------------------------------------------------- */
+/* fxrt_nn_attention.c: softmax(scale * Q K^T + mask) V, scores kept in cache */
+/* ------------------------------------------------------------------------- */
+
+/* One attention per batch element e (batch dims walked row-major, each
+ * operand at its own offset sum_r i_r * X_strides[r], 0 where it
+ * broadcasts): Q is lq x d (row stride ldq), K lk x d (row stride ldk) or,
+ * when k_transposed, d x lk (row stride ldk), V lk x dv (row stride ldv), Y
+ * lq x dv (row stride ldy); rows are contiguous.  The optional additive
+ * mask's element (i, j) is at mask_row_stride * i + mask_col_stride * j
+ * (strides 0 where it broadcasts). */
+typedef struct FxrtAttention {
+    int32_t batch_rank;
+    int64_t batch_dims[FXRT_MAX_RANK];
+    int64_t q_strides[FXRT_MAX_RANK];
+    int64_t k_strides[FXRT_MAX_RANK];
+    int64_t v_strides[FXRT_MAX_RANK];
+    int64_t mask_strides[FXRT_MAX_RANK];
+    int64_t y_strides[FXRT_MAX_RANK];
+    int64_t lq, lk, d, dv;
+    int32_t k_transposed;
+    int64_t ldq, ldk, ldv, ldy;
+    int64_t mask_row_stride, mask_col_stride;
+    float scale;
+} FxrtAttention;
+/* Scratch of fxrt_attention_f32: K transposed and padded, and the scores
+ * of one block of query rows. */
+int64_t fxrt_attention_scratch_floats(const FxrtAttention *p);
+/* mask may be NULL; scratch holds fxrt_attention_scratch_floats(p) floats.
+ * Y must not overlap the inputs. */
+void fxrt_attention_f32(const FxrtAttention *p, const float *q, const float *k, const float *v,
+                        const float *mask, float *y, float *scratch);
+
+/* ------------------------------------------------------------------------- */
 /* fxrt_nn_einsum.c: Einsum's general contraction                             */
 /* ------------------------------------------------------------------------- */
 
