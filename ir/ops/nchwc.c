@@ -72,7 +72,56 @@ static TensorType blocked_type(int64_t batch, int64_t channels, int64_t h, int64
     return t;
 }
 
-/* --- ToNCHWc, FromNCHWc ------------------------------------------------------ */
+/* --- the reorders: ToNCHWc, FromNCHWc, NCHWcToNHWC, NHWCToNCHWc ------------- */
+
+/* The four reorders run one kernel each over (batch, channels, spatial),
+ * read off the side that is not blocked: NCHW or NHWC. */
+typedef void (*ReorderKernel)(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                              float *y);
+
+static const struct {
+    const OpDef *op;
+    const char *name;
+    ReorderKernel kernel;
+    bool channels_last;
+} reorders[] = {
+    {&fx_op_ToNCHWc, "fxrt_to_nchwc_f32", fxrt_to_nchwc_f32, false},
+    {&fx_op_FromNCHWc, "fxrt_from_nchwc_f32", fxrt_from_nchwc_f32, false},
+    {&fx_op_NCHWcToNHWC, "fxrt_nchwc_to_nhwc_f32", fxrt_nchwc_to_nhwc_f32, true},
+    {&fx_op_NHWCToNCHWc, "fxrt_nhwc_to_nchwc_f32", fxrt_nhwc_to_nchwc_f32, true},
+};
+
+/* n's entry in reorders, and its batch, channels and spatial size. */
+static int reorder_geometry(const Node *n, int64_t *batch, int64_t *channels, int64_t *spatial)
+{
+    int k = 0;
+    while (reorders[k].op != n->op)
+        k++;
+    const TensorType *plain = n->out_types[0].rank == 4 ? &n->out_types[0] : node_input_type(n, 0);
+    const int64_t *d = plain->dims;
+    *batch = d[0];
+    *channels = reorders[k].channels_last ? d[3] : d[1];
+    *spatial = reorders[k].channels_last ? d[1] * d[2] : d[2] * d[3];
+    return k;
+}
+
+static FxStatus reorder_eval(EvalCtx *c)
+{
+    int64_t batch, channels, spatial;
+    int k = reorder_geometry(c->node, &batch, &channels, &spatial);
+    reorders[k].kernel(batch, channels, spatial, c->in[0]->data, c->out[0]->data);
+    return FX_OK;
+}
+
+static FxStatus reorder_emit(EmitCtx *c)
+{
+    int64_t batch, channels, spatial;
+    int k = reorder_geometry(c->node, &batch, &channels, &spatial);
+    emit_line(c, "%s(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
+              reorders[k].name, (long long)batch, (long long)channels, (long long)spatial,
+              c->in[0], c->out[0]);
+    return FX_OK;
+}
 
 static FxStatus to_nchwc_infer(InferCtx *c)
 {
@@ -83,21 +132,6 @@ static FxStatus to_nchwc_infer(InferCtx *c)
     return st;
 }
 
-static FxStatus to_nchwc_eval(EvalCtx *c)
-{
-    const int64_t *d = c->in[0]->type.dims;
-    fxrt_to_nchwc_f32(d[0], d[1], d[2] * d[3], c->in[0]->data, c->out[0]->data);
-    return FX_OK;
-}
-
-static FxStatus to_nchwc_emit(EmitCtx *c)
-{
-    const int64_t *d = node_input_type(c->node, 0)->dims;
-    emit_line(c, "fxrt_to_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
-              (long long)d[0], (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
-    return FX_OK;
-}
-
 static const AttrSpec no_attrs[] = {{NULL}};
 
 const OpDef fx_op_ToNCHWc = {
@@ -106,58 +140,9 @@ const OpDef fx_op_ToNCHWc = {
     .flags = FX_OPF_INTERNAL,
     .attrs = no_attrs,
     .infer = to_nchwc_infer,
-    .eval = to_nchwc_eval,
-    .emit = to_nchwc_emit,
+    .eval = reorder_eval,
+    .emit = reorder_emit,
 };
-
-static FxStatus from_nchwc_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 5);
-    if (st != FX_OK)
-        return st;
-    int64_t channels = node_attr_int(c->node, "channels", 0);
-    if (channels < 1 || fxrt_nchwc_blocks(channels) != x->dims[1] || x->dims[4] != BLOCK)
-        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
-                               "%lld channels do not fill [%lld blocks of %lld]",
-                               (long long)channels, (long long)x->dims[1], (long long)x->dims[4]);
-    c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
-                             .dims = {x->dims[0], channels, x->dims[2], x->dims[3]}};
-    return FX_OK;
-}
-
-static FxStatus from_nchwc_eval(EvalCtx *c)
-{
-    const int64_t *d = c->out[0]->type.dims;
-    fxrt_from_nchwc_f32(d[0], d[1], d[2] * d[3], c->in[0]->data, c->out[0]->data);
-    return FX_OK;
-}
-
-static FxStatus from_nchwc_emit(EmitCtx *c)
-{
-    const int64_t *d = c->node->out_types[0].dims;
-    emit_line(c,
-              "fxrt_from_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
-              (long long)d[0], (long long)d[1], (long long)(d[2] * d[3]), c->in[0], c->out[0]);
-    return FX_OK;
-}
-
-static const AttrSpec from_nchwc_attrs[] = {
-    {"channels", FX_ATTR_INT, NULL, true},
-    {NULL},
-};
-
-const OpDef fx_op_FromNCHWc = {
-    .name = "FromNCHWc",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .flags = FX_OPF_INTERNAL,
-    .attrs = from_nchwc_attrs,
-    .infer = from_nchwc_infer,
-    .eval = from_nchwc_eval,
-    .emit = from_nchwc_emit,
-};
-
-/* --- NCHWcToNHWC, NHWCToNCHWc, LayerNormNCHWc ---------------------------------- */
 
 /* The channels attribute of a blocked X, checked against its blocks. */
 static FxStatus blocked_channels(const Node *n, Diag *d, const TensorType *x, int64_t *channels)
@@ -172,6 +157,34 @@ static FxStatus blocked_channels(const Node *n, Diag *d, const TensorType *x, in
     return FX_OK;
 }
 
+static FxStatus from_nchwc_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    int64_t channels;
+    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
+    if (st == FX_OK)
+        c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
+                                 .dims = {x->dims[0], channels, x->dims[2], x->dims[3]}};
+    return st;
+}
+
+static const AttrSpec from_nchwc_attrs[] = {
+    {"channels", FX_ATTR_INT, NULL, true},
+    {NULL},
+};
+
+const OpDef fx_op_FromNCHWc = {
+    .name = "FromNCHWc",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = from_nchwc_attrs,
+    .infer = from_nchwc_infer,
+    .eval = reorder_eval,
+    .emit = reorder_emit,
+};
+
+/* --- LayerNormNCHWc ---------------------------------------------------------- */
+
 static FxStatus nchwc_to_nhwc_infer(InferCtx *c)
 {
     const TensorType *x = c->in[0];
@@ -183,30 +196,14 @@ static FxStatus nchwc_to_nhwc_infer(InferCtx *c)
     return st;
 }
 
-static FxStatus nchwc_to_nhwc_eval(EvalCtx *c)
-{
-    const int64_t *d = c->out[0]->type.dims;
-    fxrt_nchwc_to_nhwc_f32(d[0], d[3], d[1] * d[2], c->in[0]->data, c->out[0]->data);
-    return FX_OK;
-}
-
-static FxStatus nchwc_to_nhwc_emit(EmitCtx *c)
-{
-    const int64_t *d = c->node->out_types[0].dims;
-    emit_line(c,
-              "fxrt_nchwc_to_nhwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
-              (long long)d[0], (long long)d[3], (long long)(d[1] * d[2]), c->in[0], c->out[0]);
-    return FX_OK;
-}
-
 const OpDef fx_op_NCHWcToNHWC = {
     .name = "NCHWcToNHWC",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = FX_OPF_INTERNAL,
     .attrs = from_nchwc_attrs,
     .infer = nchwc_to_nhwc_infer,
-    .eval = nchwc_to_nhwc_eval,
-    .emit = nchwc_to_nhwc_emit,
+    .eval = reorder_eval,
+    .emit = reorder_emit,
 };
 
 static FxStatus nhwc_to_nchwc_infer(InferCtx *c)
@@ -218,30 +215,14 @@ static FxStatus nhwc_to_nchwc_infer(InferCtx *c)
     return st;
 }
 
-static FxStatus nhwc_to_nchwc_eval(EvalCtx *c)
-{
-    const int64_t *d = c->in[0]->type.dims;
-    fxrt_nhwc_to_nchwc_f32(d[0], d[3], d[1] * d[2], c->in[0]->data, c->out[0]->data);
-    return FX_OK;
-}
-
-static FxStatus nhwc_to_nchwc_emit(EmitCtx *c)
-{
-    const int64_t *d = node_input_type(c->node, 0)->dims;
-    emit_line(c,
-              "fxrt_nhwc_to_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, /*spatial=*/%lld, %s, %s);",
-              (long long)d[0], (long long)d[3], (long long)(d[1] * d[2]), c->in[0], c->out[0]);
-    return FX_OK;
-}
-
 const OpDef fx_op_NHWCToNCHWc = {
     .name = "NHWCToNCHWc",
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .flags = FX_OPF_INTERNAL,
     .attrs = no_attrs,
     .infer = nhwc_to_nchwc_infer,
-    .eval = nhwc_to_nchwc_eval,
-    .emit = nhwc_to_nchwc_emit,
+    .eval = reorder_eval,
+    .emit = reorder_emit,
 };
 
 static FxStatus layernorm_nchwc_infer(InferCtx *c)
