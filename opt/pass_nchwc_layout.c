@@ -525,9 +525,7 @@ static bool layernorm_of_blocked(const Node *n)
         !node_is_op(n->args[0], &fx_op_NCHWcToNHWC))
         return false;
     int64_t axis = node_attr_int(n, "axis", -1), channels = n->out_types[0].dims[3];
-    if (axis != -1 && axis != 3)
-        return false;
-    if (n->num_outputs != 1)
+    if ((axis != -1 && axis != 3) || n->num_outputs != 1)
         return false;
     for (int i = 1; i < n->num_args; i++) {
         const TensorType *t = n->args[i] ? node_input_type(n, i) : NULL;
@@ -567,7 +565,7 @@ static bool reads_blocked(const Node *n)
 
 static bool channels_first_for_blocked_reader(const Node *n)
 {
-    if (!transpose_with_perm(n, to_channels_first) || node_input_type(n, 0)->rank != 4)
+    if (!transpose_with_perm(n, to_channels_first))
         return false;
     for (int i = 0; i < n->num_users; i++)
         if (reads_blocked(n->users[i]))
