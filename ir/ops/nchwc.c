@@ -74,8 +74,23 @@ static TensorType blocked_type(int64_t batch, int64_t channels, int64_t h, int64
 
 /* --- the reorders: ToNCHWc, FromNCHWc, NCHWcToNHWC, NHWCToNCHWc ------------- */
 
+/* The channels attribute of a blocked X, checked against its blocks. */
+static FxStatus blocked_channels(const Node *n, Diag *d, const TensorType *x, int64_t *channels)
+{
+    FxStatus st = check_f32_rank(n, d, x, "X", 5);
+    if (st != FX_OK)
+        return st;
+    *channels = node_attr_int(n, "channels", 0);
+    if (*channels < 1 || fxrt_nchwc_blocks(*channels) != x->dims[1] || x->dims[4] != BLOCK)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "%lld channels do not fill [%lld blocks of %lld]",
+                               (long long)*channels, (long long)x->dims[1], (long long)x->dims[4]);
+    return FX_OK;
+}
+
 /* The four reorders run one kernel each over (batch, channels, spatial),
- * read off the side that is not blocked: NCHW or NHWC. */
+ * read off the side that is not blocked: NCHW or NHWC.  Those into NCHWc
+ * take a plain rank-4 X; those out of it a blocked X and the real channel
+ * count (attribute `channels`), which the blocks round up. */
 typedef void (*ReorderKernel)(int64_t batch, int64_t channels, int64_t spatial, const float *x,
                               float *y);
 
@@ -83,21 +98,52 @@ static const struct {
     const OpDef *op;
     const char *name;
     ReorderKernel kernel;
-    bool channels_last;
+    bool to_blocked, channels_last;
 } reorders[] = {
-    {&fx_op_ToNCHWc, "fxrt_to_nchwc_f32", fxrt_to_nchwc_f32, false},
-    {&fx_op_FromNCHWc, "fxrt_from_nchwc_f32", fxrt_from_nchwc_f32, false},
-    {&fx_op_NCHWcToNHWC, "fxrt_nchwc_to_nhwc_f32", fxrt_nchwc_to_nhwc_f32, true},
-    {&fx_op_NHWCToNCHWc, "fxrt_nhwc_to_nchwc_f32", fxrt_nhwc_to_nchwc_f32, true},
+    {&fx_op_ToNCHWc, "fxrt_to_nchwc_f32", fxrt_to_nchwc_f32, true, false},
+    {&fx_op_FromNCHWc, "fxrt_from_nchwc_f32", fxrt_from_nchwc_f32, false, false},
+    {&fx_op_NCHWcToNHWC, "fxrt_nchwc_to_nhwc_f32", fxrt_nchwc_to_nhwc_f32, false, true},
+    {&fx_op_NHWCToNCHWc, "fxrt_nhwc_to_nchwc_f32", fxrt_nhwc_to_nchwc_f32, true, true},
 };
+
+static int reorder_index(const OpDef *op)
+{
+    int k = 0;
+    while (reorders[k].op != op)
+        k++;
+    return k;
+}
+
+static FxStatus reorder_infer(InferCtx *c)
+{
+    int k = reorder_index(c->node->op);
+    const TensorType *x = c->in[0];
+    const int64_t *d = x->dims;
+    bool last = reorders[k].channels_last;
+    FxStatus st;
+    if (reorders[k].to_blocked) {
+        if ((st = check_f32_rank(c->node, c->diag, x, "X", 4)) == FX_OK)
+            c->out[0] = last ? blocked_type(d[0], d[3], d[1], d[2])
+                             : blocked_type(d[0], d[1], d[2], d[3]);
+        return st;
+    }
+    int64_t channels;
+    if ((st = blocked_channels(c->node, c->diag, x, &channels)) != FX_OK)
+        return st;
+    c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4, .dims = {d[0], channels, d[2], d[3]}};
+    if (last) {
+        c->out[0].dims[1] = d[2];
+        c->out[0].dims[2] = d[3];
+        c->out[0].dims[3] = channels;
+    }
+    return FX_OK;
+}
 
 /* n's entry in reorders, and its batch, channels and spatial size. */
 static int reorder_geometry(const Node *n, int64_t *batch, int64_t *channels, int64_t *spatial)
 {
-    int k = 0;
-    while (reorders[k].op != n->op)
-        k++;
-    const TensorType *plain = n->out_types[0].rank == 4 ? &n->out_types[0] : node_input_type(n, 0);
+    int k = reorder_index(n->op);
+    const TensorType *plain = reorders[k].to_blocked ? node_input_type(n, 0) : &n->out_types[0];
     const int64_t *d = plain->dims;
     *batch = d[0];
     *channels = reorders[k].channels_last ? d[3] : d[1];
@@ -123,107 +169,30 @@ static FxStatus reorder_emit(EmitCtx *c)
     return FX_OK;
 }
 
-static FxStatus to_nchwc_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 4);
-    if (st == FX_OK)
-        c->out[0] = blocked_type(x->dims[0], x->dims[1], x->dims[2], x->dims[3]);
-    return st;
-}
-
 static const AttrSpec no_attrs[] = {{NULL}};
-
-const OpDef fx_op_ToNCHWc = {
-    .name = "ToNCHWc",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .flags = FX_OPF_INTERNAL,
-    .attrs = no_attrs,
-    .infer = to_nchwc_infer,
-    .eval = reorder_eval,
-    .emit = reorder_emit,
-};
-
-/* The channels attribute of a blocked X, checked against its blocks. */
-static FxStatus blocked_channels(const Node *n, Diag *d, const TensorType *x, int64_t *channels)
-{
-    FxStatus st = check_f32_rank(n, d, x, "X", 5);
-    if (st != FX_OK)
-        return st;
-    *channels = node_attr_int(n, "channels", 0);
-    if (*channels < 1 || fxrt_nchwc_blocks(*channels) != x->dims[1] || x->dims[4] != BLOCK)
-        return diag_node_error(d, FX_ERR_SHAPE, n, "%lld channels do not fill [%lld blocks of %lld]",
-                               (long long)*channels, (long long)x->dims[1], (long long)x->dims[4]);
-    return FX_OK;
-}
-
-static FxStatus from_nchwc_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    int64_t channels;
-    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
-    if (st == FX_OK)
-        c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
-                                 .dims = {x->dims[0], channels, x->dims[2], x->dims[3]}};
-    return st;
-}
 
 static const AttrSpec from_nchwc_attrs[] = {
     {"channels", FX_ATTR_INT, NULL, true},
     {NULL},
 };
 
-const OpDef fx_op_FromNCHWc = {
-    .name = "FromNCHWc",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .flags = FX_OPF_INTERNAL,
-    .attrs = from_nchwc_attrs,
-    .infer = from_nchwc_infer,
-    .eval = reorder_eval,
-    .emit = reorder_emit,
-};
+#define REORDER_OP(NAME, ATTRS)                                                        \
+    const OpDef fx_op_##NAME = {                                                       \
+        .name = #NAME,                                                                 \
+        .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,         \
+        .flags = FX_OPF_INTERNAL,                                                      \
+        .attrs = ATTRS,                                                                \
+        .infer = reorder_infer,                                                        \
+        .eval = reorder_eval,                                                          \
+        .emit = reorder_emit,                                                          \
+    }
+
+REORDER_OP(ToNCHWc, no_attrs);
+REORDER_OP(FromNCHWc, from_nchwc_attrs);
+REORDER_OP(NCHWcToNHWC, from_nchwc_attrs);
+REORDER_OP(NHWCToNCHWc, no_attrs);
 
 /* --- LayerNormNCHWc ---------------------------------------------------------- */
-
-static FxStatus nchwc_to_nhwc_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    int64_t channels;
-    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
-    if (st == FX_OK)
-        c->out[0] = (TensorType){.dtype = FXRT_DTYPE_FLOAT32, .rank = 4,
-                                 .dims = {x->dims[0], x->dims[2], x->dims[3], channels}};
-    return st;
-}
-
-const OpDef fx_op_NCHWcToNHWC = {
-    .name = "NCHWcToNHWC",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .flags = FX_OPF_INTERNAL,
-    .attrs = from_nchwc_attrs,
-    .infer = nchwc_to_nhwc_infer,
-    .eval = reorder_eval,
-    .emit = reorder_emit,
-};
-
-static FxStatus nhwc_to_nchwc_infer(InferCtx *c)
-{
-    const TensorType *x = c->in[0];
-    FxStatus st = check_f32_rank(c->node, c->diag, x, "X", 4);
-    if (st == FX_OK)
-        c->out[0] = blocked_type(x->dims[0], x->dims[3], x->dims[1], x->dims[2]);
-    return st;
-}
-
-const OpDef fx_op_NHWCToNCHWc = {
-    .name = "NHWCToNCHWc",
-    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .flags = FX_OPF_INTERNAL,
-    .attrs = no_attrs,
-    .infer = nhwc_to_nchwc_infer,
-    .eval = reorder_eval,
-    .emit = reorder_emit,
-};
 
 static FxStatus layernorm_nchwc_infer(InferCtx *c)
 {
