@@ -14,6 +14,11 @@
  * the fully connected weights for the convolution kernel; they are unpacked
  * here into the K-major matrices the kernel reads.  g, h and s must have no
  * other reader, and the convolutions no residual.
+ *
+ * When the one reader of y is a pointwise convolution of fewer output
+ * channels than y has pixels (EfficientNet's projections up to 14x14), the
+ * gate goes onto that convolution's weights instead
+ * (SqueezeExciteWeightsNCHWc; fold_into_pointwise).
  */
 #include <stdio.h>
 #include <string.h>
@@ -121,6 +126,64 @@ static Node *leading_bias(Graph *g, const Node *conv, int64_t count, Diag *d, bo
     return n;
 }
 
+/* conv, when it is the lone reader of se and should take the gate on its
+ * weights: a pointwise ConvNCHWc (1x1, stride 1, no padding, groups 1)
+ * with constant weights on one image of more pixels than it has output
+ * channels, so that gating its weights costs less than gating se's input. */
+static bool gates_weights(const Node *se, const Node *conv)
+{
+    FxrtConvParams p;
+    int x_blocked;
+    if (se->num_users != 1 || conv->opcode != FX_OPCODE_CALL_MODULE ||
+        conv->op != &fx_op_ConvNCHWc || conv->args[0] != se || !node_const_value(conv->args[1]))
+        return false;
+    for (int i = 2; i < conv->num_args; i++)
+        if (conv->args[i] == se)
+            return false;
+    Diag quiet;
+    diag_init(&quiet);
+    FxStatus st = nchwc_conv_node_params(conv, &quiet, &p, &x_blocked);
+    diag_free(&quiet);
+    return st == FX_OK && x_blocked && p.batch == 1 && p.groups == 1 && p.kernel[1] == 1 &&
+           p.kernel[2] == 1 && p.stride[1] == 1 && p.stride[2] == 1 &&
+           p.in_size[1] == p.out_size[1] && p.in_size[2] == p.out_size[2] &&
+           fxrt_nchwc_blocks(p.out_channels) * BLOCK < p.in_size[1] * p.in_size[2];
+}
+
+/* se's gate moved onto the weights of the pointwise convolution reading it,
+ * where gates_weights says so:
+ *     y = SqueezeExciteNCHWc(x, W1, W2, B1, B2);  z = ConvNCHWc(y, W, ...)
+ *  -> v = SqueezeExciteWeightsNCHWc(x, W, W1, W2, B1, B2);  z = ConvNCHWc(x, v, ...)
+ * The pass over x's pixels becomes out channels x in channels products,
+ * and y's buffer (x's size) gives way to one the weights' size. */
+static FxStatus fold_into_pointwise(Graph *g, Node *se, Diag *d)
+{
+    Node *conv = se->num_users == 1 ? se->users[0] : NULL;
+    if (!conv || !gates_weights(se, conv))
+        return FX_OK;
+    Node *args[6] = {se->args[0], conv->args[1]};
+    for (int i = 1; i < se->num_args; i++)
+        args[1 + i] = se->args[i];
+    char hint[200];
+    snprintf(hint, sizeof hint, "%s_gated_weights", conv->name);
+    Node *v = graph_create_op(g, se, &fx_op_SqueezeExciteWeightsNCHWc, hint, args,
+                              se->num_args + 1);
+    if (!v)
+        return diag_node_error(d, FX_ERR_NOMEM, se, "out of memory");
+    for (int i = 0; i < se->num_attrs; i++)
+        if (!node_copy_attr(v, &se->attrs[i], d)) {
+            graph_erase_node(g, v);
+            return FX_ERR_NOMEM;
+        }
+    FxStatus st = node_finish_created(v, true, NULL, d);
+    if (st != FX_OK)
+        return st;
+    if (!node_set_arg(conv, 0, se->args[0]) || !node_set_arg(conv, 1, v))
+        return diag_node_error(d, FX_ERR_NOMEM, conv, "out of memory");
+    graph_erase_node(g, se);
+    return FX_OK;
+}
+
 static FxStatus fuse(Graph *g, Node *m, const Block *b, Diag *d)
 {
     int64_t channels = b->hidden_p.in_channels, squeezed = b->hidden_p.out_channels;
@@ -153,7 +216,7 @@ static FxStatus fuse(Graph *g, Node *m, const Block *b, Diag *d)
     FxStatus st = node_finish_created(se, true, NULL, d);
     if (st == FX_OK && node_replace_all_uses_with(m, se) < 0)
         st = diag_node_error(d, FX_ERR_NOMEM, m, "out of memory");
-    return st;
+    return st == FX_OK ? fold_into_pointwise(g, se, d) : st;
 }
 
 FxStatus pass_squeeze_excite(Graph *g, PassResult *r, Diag *d)

@@ -71,7 +71,7 @@ static const PassDef pass_defs[] = {
      "2-D convolutions and the activations between them in the channel-blocked layout NCHWc", false},
     {"squeeze-excite", 2, pass_squeeze_excite,
      "squeeze-and-excite (global pool, two 1x1 convolutions, channel scale) on NCHWc into one "
-     "kernel", false},
+     "kernel, or a gate on the weights of the pointwise convolution reading it", false},
     {"winograd", 2, pass_winograd,
      "3x3 stride-1 NCHWc convolutions of many channels by Winograd F(4x4, 3x3) (host only)", true},
 };

@@ -351,6 +351,16 @@ void fxrt_squeeze_excite_nchwc_f32(int64_t batch, int64_t channels, int64_t sque
                                    int64_t spatial, const float *x, const float *w1,
                                    const FxrtEpilogue *hidden_ep, const float *w2,
                                    const FxrtEpilogue *gate_ep, float *y, float *scratch);
+/* The same gate, of one image x (batch 1), applied instead to the packed
+ * weights of the 1x1 convolution that reads x * gate (X blocked, groups 1:
+ * fxrt_conv_nchwc_pack_f32's [pairs][CB * 8 input lanes][2 x 8 outputs]):
+ * gated_w = conv_w with each input channel's weights times its gate, so
+ * that conv(x, gated_w) = conv(x * gate, conv_w).  Same scratch. */
+void fxrt_squeeze_excite_weights_nchwc_f32(int64_t channels, int64_t squeezed, int64_t spatial,
+                                           const float *x, const float *w1,
+                                           const FxrtEpilogue *hidden_ep, const float *w2,
+                                           const FxrtEpilogue *gate_ep, int64_t pairs,
+                                           const float *conv_w, float *gated_w, float *scratch);
 
 /* The same convolution by Winograd's F(4x4, 3x3) (fxrt_nn_nchwc_winograd.c)
  * where it applies: groups 1, a 3x3 kernel, stride and dilation 1, any

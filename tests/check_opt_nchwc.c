@@ -345,9 +345,12 @@ START_TEST(test_channels_last_block)
 END_TEST
 
 /* Squeeze-and-excite on 13 channels (MobileNet-v3's form: Relu, then a
- * HardSigmoid gate), between two convolutions: after the layout pass, its
- * pool, two 1x1 convolutions and Mul become one SqueezeExciteNCHWc.  A
- * second block whose pooled value is also a graph output is left alone. */
+ * HardSigmoid gate), three blocks: after the layout pass, the pool, two 1x1
+ * convolutions and Mul of the first become one SqueezeExciteNCHWc (a 3x3
+ * convolution reads it); the second's gate goes onto the weights of the 1x1
+ * convolution that reads it, 16 padded output channels for 42 pixels
+ * (SqueezeExciteWeightsNCHWc); the third, whose pooled value is also a
+ * graph output, is left alone. */
 static Node *squeeze_excite(Graph *g, Node *x, const char *prefix, Node **pooled)
 {
     char n1[32], n2[32], n3[32];
@@ -375,10 +378,13 @@ static Graph *build_squeeze_excite(void)
                      NULL, NULL);
     Node *pooled;
     Node *b = tu_conv(g, squeeze_excite(g, a, "se1", NULL),
-                      tu_weights_f32(g, "wb", 4, 13, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
-    Node *c = tu_conv(g, squeeze_excite(g, b, "se2", &pooled),
-                      tu_weights_f32(g, "wc", 4, 6, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
-    Node *results[2] = {c, pooled};
+                      tu_weights_f32(g, "wb", 4, 13, 13, 3, 3, 0.1f), NULL, 1, 1, 1);
+    Node *c = tu_conv(g, squeeze_excite(g, b, "se2", NULL),
+                      tu_weights_f32(g, "wc", 4, 13, 13, 1, 1, 0.2f),
+                      tu_weights_f32(g, "bc", 1, 13, 0, 0, 0, 0.1f), 0, 1, 1);
+    Node *d = tu_conv(g, squeeze_excite(g, c, "se3", &pooled),
+                      tu_weights_f32(g, "wd", 4, 6, 13, 1, 1, 0.2f), NULL, 0, 1, 1);
+    Node *results[2] = {d, pooled};
     tu_finish(g, results, 2);
     return g;
 }
@@ -389,10 +395,11 @@ START_TEST(test_squeeze_excite)
     tu_run_pass(g, pass_epilogue_fusion, 1e-5, 1e-6);
     tu_run_pass(g, pass_elementwise_fusion, 1e-5, 1e-6);
     tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5);
-    ck_assert_int_eq(tu_run_pass(g, pass_squeeze_excite, 1e-5, 1e-5), 1);
+    ck_assert_int_eq(tu_run_pass(g, pass_squeeze_excite, 1e-5, 1e-5), 2);
     ck_assert_int_eq(tu_count_op(g, "SqueezeExciteNCHWc"), 1);
+    ck_assert_int_eq(tu_count_op(g, "SqueezeExciteWeightsNCHWc"), 1);
     ck_assert_int_eq(tu_count_op(g, "GlobalAveragePoolNCHWc"), 1);
-    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 5);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 6);
     tu_assert_golden(g, "nchwc", "squeeze_excite");
     tu_assert_compiled_matches(g, ref, "squeeze_excite", 1e-4, 1e-5);
     graph_free(g);

@@ -5,7 +5,9 @@
  * (Sigmoid, HardSigmoid) and the scaled input.  Channel counts that leave
  * padding lanes (which are poisoned: no mean may read them), squeezed
  * widths from 1 to past a vector, 1 to 49 pixels, a batch of two, with and
- * without biases.
+ * without biases.  The gate folded into the weights of the 1x1 convolution
+ * that reads the block (fxrt_squeeze_excite_weights_nchwc_f32) must give,
+ * image by image, what that convolution gives on the gated tensor.
  */
 #include <check.h>
 #include <math.h>
@@ -30,6 +32,52 @@ static double activate(FxrtActivation a, double v, double alpha, double beta)
         return fmin(fmax(alpha * v + beta, 0.0), 1.0);
     default:
         return v;
+    }
+}
+
+/* For each image of x (its gated form y, from the kernel checked above):
+ * conv(x, gated weights) against conv(y, weights), a 1x1 convolution to
+ * 3 and to 19 output channels (one pair of blocks, and two pairs). */
+static void check_gated_weights(int channels, int squeezed, int spatial, const float *x,
+                                const float *y, const float *w1, const FxrtEpilogue *hidden_ep,
+                                const float *w2, const FxrtEpilogue *gate_ep, float *scratch)
+{
+    int padded = (int)fxrt_nchwc_blocks(channels) * BLOCK;
+    const int outs[] = {3, 19};
+    for (int o = 0; o < 2; o++) {
+        FxrtConvParams p = {.batch = 1, .in_channels = channels, .out_channels = outs[o],
+                            .groups = 1, .in_size = {1, 1, spatial}, .out_size = {1, 1, spatial},
+                            .kernel = {1, 1, 1}, .stride = {1, 1, 1}, .dilation = {1, 1, 1}};
+        size_t wn = (size_t)fxrt_conv_nchwc_packed_floats(&p, 1);
+        size_t zn = (size_t)fxrt_nchwc_blocks(outs[o]) * BLOCK * spatial;
+        float *w = malloc((size_t)outs[o] * channels * sizeof *w), *packed = malloc(wn * sizeof *packed);
+        float *gated = malloc(wn * sizeof *gated), *want = malloc(zn * sizeof *want),
+              *got = malloc(zn * sizeof *got);
+        ck_assert(w && packed && gated && want && got);
+        for (int i = 0; i < outs[o] * channels; i++)
+            w[i] = value(i, 6) / 3.0f;
+        fxrt_conv_nchwc_pack_f32(&p, 1, w, packed);
+        for (int n = 0; n < BATCH; n++) {
+            const float *xn = x + (size_t)n * padded * spatial, *yn = y + (size_t)n * padded * spatial;
+            fxrt_squeeze_excite_weights_nchwc_f32(channels, squeezed, spatial, xn, w1, hidden_ep,
+                                                  w2, gate_ep, (int64_t)wn / (padded * FXRT_NCHWC_PAIR),
+                                                  packed, gated, scratch);
+            fxrt_conv_nchwc_f32(&p, 1, yn, packed, NULL, want, NULL);
+            fxrt_conv_nchwc_f32(&p, 1, xn, gated, NULL, got, NULL);
+            for (int oc = 0; oc < outs[o]; oc++)
+                for (int q = 0; q < spatial; q++) {
+                    size_t i = ((size_t)(oc / BLOCK) * spatial + q) * BLOCK + oc % BLOCK;
+                    ck_assert_msg(fabsf(got[i] - want[i]) <= 1e-5f * (fabsf(want[i]) + 1.0f),
+                                  "gated weights, channels %d squeezed %d spatial %d outs %d: "
+                                  "z[%d][oc %d][p %d] = %.9g, want %.9g",
+                                  channels, squeezed, spatial, outs[o], n, oc, q, got[i], want[i]);
+                }
+        }
+        free(w);
+        free(packed);
+        free(gated);
+        free(want);
+        free(got);
     }
 }
 
@@ -95,6 +143,7 @@ static void check_block(int channels, int squeezed, int spatial, FxrtActivation 
             }
         }
     }
+    check_gated_weights(channels, squeezed, spatial, x, y, w1, &hidden_ep, w2, &gate_ep, scratch);
     free(x);
     free(y);
     free(w1);

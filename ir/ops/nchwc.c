@@ -15,6 +15,7 @@
  *   MaxPoolNCHWc(X), AveragePoolNCHWc(X)    -> [N, CB, OH, OW, 8]
  *   GlobalAveragePoolNCHWc(X)               -> [N, CB, 1, 1, 8]
  *   SqueezeExciteNCHWc(X, W1, W2, B1?, B2?) -> X's shape
+ *   SqueezeExciteWeightsNCHWc(X, W, W1, W2, B1?, B2?) -> W's shape
  *
  * ConvNCHWc is FusedConv on blocked tensors: X is NCHWc (rank 5), or plain
  * NCHW (rank 4) for a first layer with few channels; W is packed
@@ -36,7 +37,9 @@
  * gate(hidden(mean W1 + B1) W2 + B2), W1 [channels, squeezed] and W2
  * [squeezed, CB * 8] K-major (fxrt_squeeze_excite_nchwc_f32), the hidden
  * activation in the epilogue attributes, the gate's in `gate`,
- * `gate_alpha`, `gate_beta`.
+ * `gate_alpha`, `gate_beta`.  SqueezeExciteWeightsNCHWc computes the same
+ * gate for one image and applies it to W, the packed weights of the 1x1
+ * convolution that reads the gated X, instead of to X.
  *
  * The pool kinds have the attributes of MaxPool (one output, no indices)
  * and AveragePool and their shape rules, applied to the planes of blocks.
@@ -719,19 +722,20 @@ static FxStatus squeeze_excite_epilogues(const Node *n, Diag *d, FxrtEpilogue *h
     return FX_OK;
 }
 
-static FxStatus squeeze_excite_infer(InferCtx *c)
+/* The operands of the gate from input `first` on: W1 [channels][squeezed],
+ * W2 [squeezed][padded], B1 [squeezed], B2 [padded]. */
+static FxStatus squeeze_excite_check(InferCtx *c, int first, int64_t *channels)
 {
     const TensorType *x = c->in[0];
-    int64_t channels, squeezed = node_attr_int(c->node, "squeezed", 0);
-    FxStatus st = blocked_channels(c->node, c->diag, x, &channels);
+    int64_t squeezed = node_attr_int(c->node, "squeezed", 0);
+    FxStatus st = blocked_channels(c->node, c->diag, x, channels);
     if (st != FX_OK)
         return st;
     int64_t padded = x->dims[1] * BLOCK;
-    /* W1 [channels][squeezed], W2 [squeezed][padded], B1 [squeezed], B2 [padded] */
-    const int64_t want[4][2] = {{channels, squeezed}, {squeezed, padded}, {squeezed, 1}, {padded, 1}};
+    const int64_t want[4][2] = {{*channels, squeezed}, {squeezed, padded}, {squeezed, 1}, {padded, 1}};
     static const char *const what[4] = {"W1", "W2", "B1", "B2"};
     for (int i = 0; i < 4; i++) {
-        const TensorType *t = 1 + i < c->num_inputs ? c->in[1 + i] : NULL;
+        const TensorType *t = first + i < c->num_inputs ? c->in[first + i] : NULL;
         if (t && (squeezed < 1 || t->dtype != FXRT_DTYPE_FLOAT32 ||
                   type_numel(t) != want[i][0] * want[i][1]))
             return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
@@ -739,10 +743,16 @@ static FxStatus squeeze_excite_infer(InferCtx *c)
                                    (long long)want[i][0], (long long)want[i][1]);
     }
     FxrtEpilogue hidden, gate;
-    if ((st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate)) != FX_OK)
-        return st;
-    c->out[0] = *x;
-    return FX_OK;
+    return squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate);
+}
+
+static FxStatus squeeze_excite_infer(InferCtx *c)
+{
+    int64_t channels;
+    FxStatus st = squeeze_excite_check(c, 1, &channels);
+    if (st == FX_OK)
+        c->out[0] = *c->in[0];
+    return st;
 }
 
 static size_t squeeze_excite_scratch(const Node *n)
@@ -757,48 +767,133 @@ static const float *optional_data(const EvalCtx *c, int i)
     return i < c->num_inputs && c->in[i] ? c->in[i]->data : NULL;
 }
 
+/* The epilogues of the gate whose operands start at input `first`, biases
+ * bound, and its scratch. */
+static FxStatus squeeze_excite_eval_setup(EvalCtx *c, int first, FxrtEpilogue *hidden,
+                                          FxrtEpilogue *gate, float **scratch)
+{
+    FxStatus st = squeeze_excite_epilogues(c->node, c->diag, hidden, gate);
+    if (st != FX_OK)
+        return st;
+    hidden->bias = optional_data(c, first + 2);
+    gate->bias = optional_data(c, first + 3);
+    *scratch = fx_alloc_array(squeeze_excite_scratch(c->node) / sizeof(float), sizeof(float));
+    return *scratch ? FX_OK : diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
+}
+
 static FxStatus squeeze_excite_eval(EvalCtx *c)
 {
     const int64_t *d = c->in[0]->type.dims;
     FxrtEpilogue hidden, gate;
+    float *scratch;
+    FxStatus st = squeeze_excite_eval_setup(c, 1, &hidden, &gate, &scratch);
+    if (st != FX_OK)
+        return st;
+    fxrt_squeeze_excite_nchwc_f32(d[0], node_attr_int(c->node, "channels", 0),
+                                  node_attr_int(c->node, "squeezed", 0), d[2] * d[3],
+                                  c->in[0]->data, c->in[1]->data, &hidden, c->in[2]->data, &gate,
+                                  c->out[0]->data, scratch);
+    free(scratch);
+    return FX_OK;
+}
+
+/* Emits the two epilogues of the gate whose operands start at input
+ * `first`; *hidden_ep and *gate_ep name them ("NULL" for none). */
+static FxStatus squeeze_excite_emit_epilogues(EmitCtx *c, int first, const char **hidden_ep,
+                                              const char **gate_ep)
+{
+    FxrtEpilogue hidden, gate;
     FxStatus st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate);
     if (st != FX_OK)
         return st;
-    hidden.bias = optional_data(c, 3);
-    gate.bias = optional_data(c, 4);
-    int64_t channels = node_attr_int(c->node, "channels", 0);
-    int64_t squeezed = node_attr_int(c->node, "squeezed", 0);
-    float *scratch = fx_alloc_array((size_t)fxrt_squeeze_excite_nchwc_scratch_floats(channels,
-                                                                                     squeezed),
-                                    sizeof *scratch);
-    if (!scratch)
-        return diag_node_error(c->diag, FX_ERR_NOMEM, c->node, "out of memory");
-    fxrt_squeeze_excite_nchwc_f32(d[0], channels, squeezed, d[2] * d[3], c->in[0]->data,
-                                  c->in[1]->data, &hidden, c->in[2]->data, &gate, c->out[0]->data,
-                                  scratch);
-    free(scratch);
+    const char *b1 = c->num_inputs > first + 2 && c->node->args[first + 2] ? c->in[first + 2] : NULL;
+    const char *b2 = c->num_inputs > first + 3 && c->node->args[first + 3] ? c->in[first + 3] : NULL;
+    *hidden_ep = nn_emit_named_epilogue(c, "hidden_ep", &hidden, b1, NULL) ? "&hidden_ep" : "NULL";
+    *gate_ep = nn_emit_named_epilogue(c, "gate_ep", &gate, b2, NULL) ? "&gate_ep" : "NULL";
     return FX_OK;
 }
 
 static FxStatus squeeze_excite_emit(EmitCtx *c)
 {
     const int64_t *d = node_input_type(c->node, 0)->dims;
-    FxrtEpilogue hidden, gate;
-    FxStatus st = squeeze_excite_epilogues(c->node, c->diag, &hidden, &gate);
+    const char *hidden_ep, *gate_ep;
+    FxStatus st = squeeze_excite_emit_epilogues(c, 1, &hidden_ep, &gate_ep);
     if (st != FX_OK)
         return st;
-    const char *b1 = c->num_inputs > 3 && c->node->args[3] ? c->in[3] : NULL;
-    const char *b2 = c->num_inputs > 4 && c->node->args[4] ? c->in[4] : NULL;
-    const char *hidden_ep =
-            nn_emit_named_epilogue(c, "hidden_ep", &hidden, b1, NULL) ? "&hidden_ep" : "NULL";
-    const char *gate_ep =
-            nn_emit_named_epilogue(c, "gate_ep", &gate, b2, NULL) ? "&gate_ep" : "NULL";
     emit_line(c,
               "fxrt_squeeze_excite_nchwc_f32(/*batch=*/%lld, /*channels=*/%lld, "
               "/*squeezed=*/%lld, /*spatial=*/%lld, %s, %s, %s, %s, %s, %s, %s);",
               (long long)d[0], (long long)node_attr_int(c->node, "channels", 0),
               (long long)node_attr_int(c->node, "squeezed", 0), (long long)(d[2] * d[3]),
               c->in[0], c->in[1], hidden_ep, c->in[2], gate_ep, c->out[0], c->scratch);
+    return FX_OK;
+}
+
+/* --- SqueezeExciteWeightsNCHWc ------------------------------------------------ */
+
+/* The pairs of output blocks of W, the packed weights of a 1x1 convolution
+ * on X's blocks ([pairs][CB * 8][2 x 8]). */
+static FxStatus squeeze_excite_weight_pairs(const Node *n, Diag *d, const TensorType *x,
+                                            const TensorType *w, int64_t *pairs)
+{
+    int64_t row = x->dims[1] * FXRT_NCHWC_BLOCK * FXRT_NCHWC_PAIR, count = type_numel(w);
+    if (x->dims[0] != 1)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                               "the gate of a batch of %lld images cannot be one set of weights",
+                               (long long)x->dims[0]);
+    if (w->dtype != FXRT_DTYPE_FLOAT32 || count < row || count % row != 0)
+        return diag_node_error(d, FX_ERR_SHAPE, n,
+                               "W must be packed 1x1 convolution weights on %lld input blocks",
+                               (long long)x->dims[1]);
+    *pairs = count / row;
+    return FX_OK;
+}
+
+static FxStatus squeeze_excite_weights_infer(InferCtx *c)
+{
+    int64_t channels, pairs;
+    FxStatus st = squeeze_excite_check(c, 2, &channels);
+    if (st == FX_OK &&
+        (st = squeeze_excite_weight_pairs(c->node, c->diag, c->in[0], c->in[1], &pairs)) == FX_OK)
+        c->out[0] = *c->in[1];
+    return st;
+}
+
+static FxStatus squeeze_excite_weights_eval(EvalCtx *c)
+{
+    const int64_t *d = c->in[0]->type.dims;
+    FxrtEpilogue hidden, gate;
+    float *scratch;
+    int64_t pairs = 0;
+    FxStatus st = squeeze_excite_weight_pairs(c->node, c->diag, &c->in[0]->type,
+                                              &c->in[1]->type, &pairs);
+    if (st != FX_OK || (st = squeeze_excite_eval_setup(c, 2, &hidden, &gate, &scratch)) != FX_OK)
+        return st;
+    fxrt_squeeze_excite_weights_nchwc_f32(node_attr_int(c->node, "channels", 0),
+                                          node_attr_int(c->node, "squeezed", 0), d[2] * d[3],
+                                          c->in[0]->data, c->in[2]->data, &hidden,
+                                          c->in[3]->data, &gate, pairs, c->in[1]->data,
+                                          c->out[0]->data, scratch);
+    free(scratch);
+    return FX_OK;
+}
+
+static FxStatus squeeze_excite_weights_emit(EmitCtx *c)
+{
+    const int64_t *d = node_input_type(c->node, 0)->dims;
+    const char *hidden_ep, *gate_ep;
+    int64_t pairs = 0;
+    FxStatus st = squeeze_excite_weight_pairs(c->node, c->diag, node_input_type(c->node, 0),
+                                              node_input_type(c->node, 1), &pairs);
+    if (st != FX_OK || (st = squeeze_excite_emit_epilogues(c, 2, &hidden_ep, &gate_ep)) != FX_OK)
+        return st;
+    emit_line(c,
+              "fxrt_squeeze_excite_weights_nchwc_f32(/*channels=*/%lld, /*squeezed=*/%lld, "
+              "/*spatial=*/%lld, %s, %s, %s, %s, %s, /*pairs=*/%lld, %s, %s, %s);",
+              (long long)node_attr_int(c->node, "channels", 0),
+              (long long)node_attr_int(c->node, "squeezed", 0), (long long)(d[2] * d[3]),
+              c->in[0], c->in[2], hidden_ep, c->in[3], gate_ep, (long long)pairs, c->in[1],
+              c->out[0], c->scratch);
     return FX_OK;
 }
 
@@ -823,4 +918,15 @@ const OpDef fx_op_SqueezeExciteNCHWc = {
     .eval = squeeze_excite_eval,
     .scratch_bytes = squeeze_excite_scratch,
     .emit = squeeze_excite_emit,
+};
+
+const OpDef fx_op_SqueezeExciteWeightsNCHWc = {
+    .name = "SqueezeExciteWeightsNCHWc",
+    .min_inputs = 4, .max_inputs = 6, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL,
+    .attrs = squeeze_excite_attrs,
+    .infer = squeeze_excite_weights_infer,
+    .eval = squeeze_excite_weights_eval,
+    .scratch_bytes = squeeze_excite_scratch,
+    .emit = squeeze_excite_weights_emit,
 };
