@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fxrt.h"
+#include "fxrt_isa.h"
 
 void fxrt_batchnorm_f32(int64_t n, int64_t c, int64_t inner, const float *x, const float *scale,
                         const float *bias, const float *mean, const float *var, float eps,
@@ -181,39 +182,154 @@ static void tile_sums(const float *x, int64_t blocks, int64_t block_stride, int 
     }
 }
 
-void fxrt_layernorm_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
-                              const float *scale, const float *bias, float eps, float *y)
+/* Pixels [s0, s0 + tile) of image n in portable C. */
+static void layernorm_nchwc_tile(int64_t channels, int64_t spatial, const float *xn,
+                                 const float *scale, const float *bias, float eps, float *yn,
+                                 int64_t s0, int tile)
 {
     static const float no_bias[BLOCK];
     int64_t blocks = fxrt_nchwc_blocks(channels), full = channels / BLOCK;
     int tail = channels % BLOCK ? (int)(channels % BLOCK) : BLOCK;
-    for (int64_t n = 0; n < batch; n++)
-        for (int64_t s0 = 0; s0 < spatial; s0 += PIXEL_TILE) {
-            int tile = spatial - s0 < PIXEL_TILE ? (int)(spatial - s0) : PIXEL_TILE;
-            const float *xt = x + (n * blocks * spatial + s0) * BLOCK;
-            float center[PIXEL_TILE], inv[PIXEL_TILE], sums[PIXEL_TILE][BLOCK];
-            for (int s = 0; s < tile; s++)
-                center[s] = xt[s * BLOCK];
-            tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 0, sums);
-            for (int s = 0; s < tile; s++)
-                center[s] += block_sum(sums[s]) / (float)channels;
-            tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 1, sums);
-            for (int s = 0; s < tile; s++)
-                inv[s] = 1.0f / sqrtf(block_sum(sums[s]) / (float)channels + eps);
-            float *yt = y + (n * spatial + s0) * channels;
-            for (int64_t cb = 0; cb < blocks; cb++) {
-                const float *xb = xt + cb * spatial * BLOCK;
-                const float *sc = scale + cb * BLOCK, *bi = bias ? bias + cb * BLOCK : no_bias;
-                for (int s = 0; s < tile; s++) {
-                    float *yp = yt + s * channels + cb * BLOCK;
-                    if (cb < full)
-                        normalize_block(yp, xb + s * BLOCK, sc, bi, center[s], inv[s]);
-                    else
-                        for (int l = 0; l < tail; l++)
-                            yp[l] = (xb[s * BLOCK + l] - center[s]) * inv[s] * sc[l] + bi[l];
-                }
-            }
+    const float *xt = xn + s0 * BLOCK;
+    float center[PIXEL_TILE], inv[PIXEL_TILE], sums[PIXEL_TILE][BLOCK];
+    for (int s = 0; s < tile; s++)
+        center[s] = xt[s * BLOCK];
+    tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 0, sums);
+    for (int s = 0; s < tile; s++)
+        center[s] += block_sum(sums[s]) / (float)channels;
+    tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 1, sums);
+    for (int s = 0; s < tile; s++)
+        inv[s] = 1.0f / sqrtf(block_sum(sums[s]) / (float)channels + eps);
+    float *yt = yn + s0 * channels;
+    for (int64_t cb = 0; cb < blocks; cb++) {
+        const float *xb = xt + cb * spatial * BLOCK;
+        const float *sc = scale + cb * BLOCK, *bi = bias ? bias + cb * BLOCK : no_bias;
+        for (int s = 0; s < tile; s++) {
+            float *yp = yt + s * channels + cb * BLOCK;
+            if (cb < full)
+                normalize_block(yp, xb + s * BLOCK, sc, bi, center[s], inv[s]);
+            else
+                for (int l = 0; l < tail; l++)
+                    yp[l] = (xb[s * BLOCK + l] - center[s]) * inv[s] * sc[l] + bi[l];
         }
+    }
+}
+
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2_FN __attribute__((target("avx2,fma")))
+/* The eight pixels of an AVX2 tile: one accumulator each while the blocks
+ * stream past, eight sums made one vector by a transposing reduction. */
+enum { AVX2_PIXELS = 8 };
+
+/* [sum(v[0]), ..., sum(v[7])] */
+AVX2_FN static __m256 sum_each(const __m256 v[AVX2_PIXELS])
+{
+    __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+/* The sums over the blocks of each pixel's deviations from its centre
+ * (squared or not), the padding lanes of the last block masked out. */
+AVX2_FN static __m256 deviation_sums(const float *xt, int64_t blocks, int64_t block_stride,
+                                     __m256 last_mask, const float center[AVX2_PIXELS],
+                                     int squared)
+{
+    __m256 acc[AVX2_PIXELS], c[AVX2_PIXELS];
+    for (int s = 0; s < AVX2_PIXELS; s++) {
+        acc[s] = _mm256_setzero_ps();
+        c[s] = _mm256_set1_ps(center[s]);
+    }
+    for (int64_t cb = 0; cb < blocks; cb++) {
+        const float *xb = xt + cb * block_stride;
+        __m256 mask = cb == blocks - 1 ? last_mask : _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+        for (int s = 0; s < AVX2_PIXELS; s++) {
+            __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_loadu_ps(xb + s * BLOCK), c[s]), mask);
+            acc[s] = squared ? _mm256_fmadd_ps(d, d, acc[s]) : _mm256_add_ps(acc[s], d);
+        }
+    }
+    return sum_each(acc);
+}
+
+/* Pixels [s0, s0 + 8) of image n: the portable tile's arithmetic (the
+ * same centres, two passes for the statistics) on whole vectors. */
+AVX2_FN static void layernorm_nchwc_tile_avx2(int64_t channels, int64_t spatial, const float *xn,
+                                              const float *scale, const float *bias, float eps,
+                                              float *yn, int64_t s0)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels);
+    int tail = channels % BLOCK ? (int)(channels % BLOCK) : BLOCK;
+    __m256i tail_bits = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 tail_mask = _mm256_castsi256_ps(tail_bits);
+    const float *xt = xn + s0 * BLOCK;
+    float center[AVX2_PIXELS], inv[AVX2_PIXELS];
+    for (int s = 0; s < AVX2_PIXELS; s++)
+        center[s] = xt[s * BLOCK];
+    __m256 n = _mm256_set1_ps((float)channels);
+    __m256 mean = _mm256_add_ps(_mm256_loadu_ps(center),
+                                _mm256_div_ps(deviation_sums(xt, blocks, spatial * BLOCK, tail_mask,
+                                                             center, 0),
+                                              n));
+    _mm256_storeu_ps(center, mean);
+    __m256 var = _mm256_div_ps(deviation_sums(xt, blocks, spatial * BLOCK, tail_mask, center, 1), n);
+    _mm256_storeu_ps(inv, _mm256_div_ps(_mm256_set1_ps(1.0f),
+                                        _mm256_sqrt_ps(_mm256_add_ps(var, _mm256_set1_ps(eps)))));
+    float *yt = yn + s0 * channels;
+    for (int64_t cb = 0; cb < blocks; cb++) {
+        const float *xb = xt + cb * spatial * BLOCK;
+        bool last = cb == blocks - 1;
+        __m256 sc = last ? _mm256_maskload_ps(scale + cb * BLOCK, tail_bits)
+                         : _mm256_loadu_ps(scale + cb * BLOCK);
+        __m256 bi = !bias ? _mm256_setzero_ps()
+                    : last ? _mm256_maskload_ps(bias + cb * BLOCK, tail_bits)
+                           : _mm256_loadu_ps(bias + cb * BLOCK);
+        for (int s = 0; s < AVX2_PIXELS; s++) {
+            __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(xb + s * BLOCK),
+                                                   _mm256_set1_ps(center[s])),
+                                     _mm256_set1_ps(inv[s]));
+            __m256 y = _mm256_fmadd_ps(d, sc, bi);
+            float *yp = yt + s * channels + cb * BLOCK;
+            if (last && tail < BLOCK)
+                _mm256_maskstore_ps(yp, tail_bits, y);
+            else
+                _mm256_storeu_ps(yp, y);
+        }
+    }
+}
+
+static int isa_cap = 1;
+
+void fxrt_layernorm_nchwc_limit_isa(int level) { isa_cap = level; }
+
+static bool use_avx2(void)
+{
+    return isa_cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+void fxrt_layernorm_nchwc_limit_isa(int level) { (void)level; }
+#endif
+
+void fxrt_layernorm_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
+                              const float *scale, const float *bias, float eps, float *y)
+{
+    int64_t blocks = fxrt_nchwc_blocks(channels);
+    for (int64_t n = 0; n < batch; n++) {
+        const float *xn = x + n * blocks * spatial * BLOCK;
+        float *yn = y + n * spatial * channels;
+        int64_t s0 = 0;
+#ifdef AVX2_FN
+        if (use_avx2())
+            for (; s0 + AVX2_PIXELS <= spatial; s0 += AVX2_PIXELS)
+                layernorm_nchwc_tile_avx2(channels, spatial, xn, scale, bias, eps, yn, s0);
+#endif
+        for (; s0 < spatial; s0 += PIXEL_TILE) {
+            int tile = spatial - s0 < PIXEL_TILE ? (int)(spatial - s0) : PIXEL_TILE;
+            layernorm_nchwc_tile(channels, spatial, xn, scale, bias, eps, yn, s0, tile);
+        }
+    }
 }
 
 void fxrt_lrn_f32(int64_t n, int64_t c, int64_t inner, int64_t size, float alpha, float beta,

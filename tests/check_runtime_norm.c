@@ -6,13 +6,15 @@
  * on centred data and on data offset by 1000 over a spread of 1 (which a
  * plain float sum would round away), with and without scale and bias.
  * The same for the LayerNorm over the channels of NCHWc data, with the
- * reorders between NCHWc and NHWC.
+ * reorders between NCHWc and NHWC, in its AVX2 form (where the CPU has it)
+ * and in portable C.
  */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
 
 /* Row r, column j of the test data: a spread of about 1 around `offset`. */
 static float sample(int r, int j, float offset)
@@ -190,12 +192,16 @@ static void check_layernorm_nchwc(int channels, int spatial, float offset, int w
 
 START_TEST(test_layernorm_nchwc)
 {
-    const int channels[] = {1, 7, 8, 13, 96, 100}, spatials[] = {1, 15, 16, 17, 49};
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 5; j++) {
-            check_layernorm_nchwc(channels[i], spatials[j], 0.0f, j % 2);
-            check_layernorm_nchwc(channels[i], spatials[j], 1000.0f, 1 - j % 2);
-        }
+    const int channels[] = {1, 7, 8, 13, 96, 100}, spatials[] = {1, 7, 8, 15, 16, 17, 49};
+    for (int isa = 1; isa >= 0; isa--) {
+        fxrt_layernorm_nchwc_limit_isa(isa);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 7; j++) {
+                check_layernorm_nchwc(channels[i], spatials[j], 0.0f, j % 2);
+                check_layernorm_nchwc(channels[i], spatials[j], 1000.0f, 1 - j % 2);
+            }
+    }
+    fxrt_layernorm_nchwc_limit_isa(1);
 }
 END_TEST
 
