@@ -361,6 +361,7 @@ FxStatus pass_gemm_pack(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_nchwc_layout(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_squeeze_excite(Graph *g, PassResult *r, Diag *d);
+FxStatus pass_channel_gather(Graph *g, PassResult *r, Diag *d);
 FxStatus pass_winograd(Graph *g, PassResult *r, Diag *d);
 /* pass_sparse_weights.c: the host rule (smaller and faster) and the
  * portable one (smaller). */

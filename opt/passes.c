@@ -72,6 +72,9 @@ static const PassDef pass_defs[] = {
     {"squeeze-excite", 2, pass_squeeze_excite,
      "squeeze-and-excite (global pool, two 1x1 convolutions, channel scale) on NCHWc into one "
      "kernel, or a gate on the weights of the pointwise convolution reading it", false},
+    {"channel-gather", 2, pass_channel_gather,
+     "chains of channel Slice/Concat/shuffle/NCHWc reorders into one ChannelGather per reader "
+     "(channel shuffles as views)", false},
     {"winograd", 2, pass_winograd,
      "3x3 stride-1 NCHWc convolutions of many channels by Winograd F(4x4, 3x3) (host only)", true},
 };

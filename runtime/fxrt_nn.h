@@ -278,6 +278,25 @@ void fxrt_nchwc_to_nhwc_f32(int64_t batch, int64_t channels, int64_t spatial, co
 void fxrt_nhwc_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, const float *x,
                             float *y);
 
+/* One input of fxrt_channel_gather_f32: `channels` real channels, plain
+ * [batch, channels, spatial] or, when blocked, NCHWc [batch,
+ * ceil(channels / 8), spatial, 8]. */
+typedef struct FxrtGatherSource {
+    const float *x;
+    int64_t channels;
+    int blocked;
+} FxrtGatherSource;
+
+/* Channel c < channels of Y is channel from_channel[c] of source
+ * from_source[c], in every image and pixel: any composition of channel
+ * slices, concatenations, shuffles and reorders in one pass.  Y is plain
+ * [batch, channels, spatial] or, when y_blocked, NCHWc with zeros in its
+ * padding lanes; a blocked source's padding lanes are never read.  Y must
+ * not overlap a source. */
+void fxrt_channel_gather_f32(int64_t batch, int64_t spatial, const FxrtGatherSource *sources,
+                             int64_t channels, const int32_t *from_source,
+                             const int32_t *from_channel, int y_blocked, float *y);
+
 /* A 2-D convolution (FxrtConvParams entries 1 and 2; entry 0 is size 1)
  * with Y in NCHWc, and groups either 1 or in_channels == out_channels
  * (depthwise).  in_channels and out_channels are the real counts.  X is

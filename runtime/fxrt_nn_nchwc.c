@@ -1,6 +1,8 @@
 /*
  * fxrt_nn_nchwc.c - the channel-blocked layout NCHWc (see fxrt_nn.h): the
- * reorders into and out of it, and the packing of convolution weights for
+ * reorders into and out of it, the channel gather that composes reorders
+ * with channel slices, concatenations and shuffles (ChannelGather, made by
+ * opt/pass_channel_gather.c), and the packing of convolution weights for
  * the NCHWc kernels (fxrt_nn_nchwc_conv.c, fxrt_nn_nchwc_depthwise.c).
  * Packing runs once per weight, in the compiler, so it is written for
  * clarity rather than speed; the reorders run at every layout boundary of
@@ -92,6 +94,105 @@ void fxrt_nhwc_to_nchwc_f32(int64_t batch, int64_t channels, int64_t spatial, co
                     memset(yb + s * BLOCK + tail, 0, (size_t)(BLOCK - tail) * sizeof *yb);
                 }
             }
+        }
+}
+
+/* --- channel gather ------------------------------------------------------------
+ *
+ * A source channel is a run of `spatial` floats at stride 1 (plain) or 8
+ * (blocked).  A plain Y channel is one such run: a memcpy from a plain
+ * source.  A blocked Y block interleaves eight of them pixel by pixel; when
+ * the eight are one whole source block in order it is a memcpy too, and
+ * when all lanes share a stride one loop copies a pixel's eight lanes at a
+ * time. */
+
+/* Channel c of source s in image n, and the distance between its pixels. */
+static const float *gather_channel(const FxrtGatherSource *s, int64_t n, int64_t c,
+                                   int64_t spatial, int64_t *stride)
+{
+    if (!s->blocked) {
+        *stride = 1;
+        return s->x + (n * s->channels + c) * spatial;
+    }
+    *stride = BLOCK;
+    return s->x + (n * fxrt_nchwc_blocks(s->channels) + c / BLOCK) * spatial * BLOCK + c % BLOCK;
+}
+
+/* The eight lanes' pointers are held in locals: read through the array,
+ * each would be reloaded after every store to y, which may alias it for
+ * all the compiler knows. */
+static void gather_lanes(const float *const *x, int64_t stride, int64_t spatial, float *y)
+{
+    const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+    const float *x4 = x[4], *x5 = x[5], *x6 = x[6], *x7 = x[7];
+    for (int64_t s = 0, i = 0; s < spatial; s++, i += stride, y += BLOCK) {
+        y[0] = x0[i];
+        y[1] = x1[i];
+        y[2] = x2[i];
+        y[3] = x3[i];
+        y[4] = x4[i];
+        y[5] = x5[i];
+        y[6] = x6[i];
+        y[7] = x7[i];
+    }
+}
+
+/* The first `lanes` lanes of one Y block from x[l] at stride[l], zeros in
+ * the rest. */
+static void gather_block(const float *const *x, const int64_t *stride, int lanes,
+                         int64_t spatial, float *y)
+{
+    int same_stride = lanes == BLOCK, whole_block = lanes == BLOCK && stride[0] == BLOCK;
+    for (int l = 1; l < lanes; l++) {
+        same_stride &= stride[l] == stride[0];
+        whole_block &= stride[l] == BLOCK && x[l] == x[0] + l;
+    }
+    if (whole_block) {
+        memcpy(y, x[0], (size_t)(spatial * BLOCK) * sizeof *y);
+        return;
+    }
+    if (same_stride) {
+        gather_lanes(x, stride[0], spatial, y);
+        return;
+    }
+    for (int64_t s = 0; s < spatial; s++) {
+        for (int l = 0; l < lanes; l++)
+            y[s * BLOCK + l] = x[l][s * stride[l]];
+        for (int l = lanes; l < BLOCK; l++)
+            y[s * BLOCK + l] = 0.0f;
+    }
+}
+
+void fxrt_channel_gather_f32(int64_t batch, int64_t spatial, const FxrtGatherSource *sources,
+                             int64_t channels, const int32_t *from_source,
+                             const int32_t *from_channel, int y_blocked, float *y)
+{
+    int64_t stride[BLOCK];
+    const float *x[BLOCK];
+    if (!y_blocked) {
+        for (int64_t n = 0; n < batch; n++)
+            for (int64_t c = 0; c < channels; c++) {
+                const float *xc = gather_channel(&sources[from_source[c]], n, from_channel[c],
+                                                 spatial, &stride[0]);
+                float *yc = y + (n * channels + c) * spatial;
+                if (stride[0] == 1)
+                    memcpy(yc, xc, (size_t)spatial * sizeof *yc);
+                else
+                    for (int64_t s = 0; s < spatial; s++)
+                        yc[s] = xc[s * BLOCK];
+            }
+        return;
+    }
+    int64_t blocks = fxrt_nchwc_blocks(channels);
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t cb = 0; cb < blocks; cb++) {
+            int lanes = channels - cb * BLOCK < BLOCK ? (int)(channels - cb * BLOCK) : BLOCK;
+            for (int l = 0; l < lanes; l++) {
+                int64_t c = cb * BLOCK + l;
+                x[l] = gather_channel(&sources[from_source[c]], n, from_channel[c], spatial,
+                                      &stride[l]);
+            }
+            gather_block(x, stride, lanes, spatial, y + (n * blocks + cb) * spatial * BLOCK);
         }
 }
 

@@ -195,6 +195,11 @@ void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t co
     emit_array(c, "int64_t", name, count, v, NULL);
 }
 
+void emit_int32_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count)
+{
+    emit_array(c, "int32_t", name, count, v, NULL);
+}
+
 void emit_float_array(EmitCtx *c, const char *name, const float *v, int64_t count)
 {
     emit_array(c, "float", name, count, NULL, v);

@@ -80,6 +80,8 @@ const char *c_dtype_enum(DType t);
 /* Writes `static const int64_t NAME[] = {v0, v1, ...};` (a zero-length list
  * becomes {0} so that the array is valid C). */
 void emit_int64_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count);
+/* The same as int32_t, for values the caller checked fit (indices). */
+void emit_int32_array(EmitCtx *c, const char *name, const int64_t *v, int64_t count);
 void emit_float_array(EmitCtx *c, const char *name, const float *v, int64_t count);
 /* A float as a C99 literal that round-trips exactly ("1.5f", "-INFINITY", "NAN"). */
 char *c_float_literal(float v, char *buf, size_t cap);
