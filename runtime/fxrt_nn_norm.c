@@ -191,7 +191,7 @@ static void layernorm_nchwc_tile(int64_t channels, int64_t spatial, const float 
     int64_t blocks = fxrt_nchwc_blocks(channels), full = channels / BLOCK;
     int tail = channels % BLOCK ? (int)(channels % BLOCK) : BLOCK;
     const float *xt = xn + s0 * BLOCK;
-    float center[PIXEL_TILE], inv[PIXEL_TILE], sums[PIXEL_TILE][BLOCK];
+    float center[PIXEL_TILE] = {0}, inv[PIXEL_TILE], sums[PIXEL_TILE][BLOCK];
     for (int s = 0; s < tile; s++)
         center[s] = xt[s * BLOCK];
     tile_sums(xt, blocks, spatial * BLOCK, tail, tile, center, 0, sums);
