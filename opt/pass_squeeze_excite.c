@@ -126,40 +126,43 @@ static Node *leading_bias(Graph *g, const Node *conv, int64_t count, Diag *d, bo
     return n;
 }
 
-/* conv, when it is the lone reader of se and should take the gate on its
- * weights: a pointwise ConvNCHWc (1x1, stride 1, no padding, groups 1)
- * with constant weights on one image of more pixels than it has output
+/* se's lone reader when it should take the gate on its weights, else NULL:
+ * a pointwise ConvNCHWc (1x1, stride 1, no padding, groups 1) with
+ * constant weights on one image of more pixels than it has output
  * channels, so that gating its weights costs less than gating se's input. */
-static bool gates_weights(const Node *se, const Node *conv)
+static Node *gated_pointwise(const Node *se)
 {
+    Node *conv = se->num_users == 1 ? se->users[0] : NULL;
     FxrtConvParams p;
     int x_blocked;
-    if (se->num_users != 1 || conv->opcode != FX_OPCODE_CALL_MODULE ||
-        conv->op != &fx_op_ConvNCHWc || conv->args[0] != se || !node_const_value(conv->args[1]))
-        return false;
+    if (!conv || conv->opcode != FX_OPCODE_CALL_MODULE || conv->op != &fx_op_ConvNCHWc ||
+        conv->args[0] != se || !node_const_value(conv->args[1]))
+        return NULL;
     for (int i = 2; i < conv->num_args; i++)
         if (conv->args[i] == se)
-            return false;
+            return NULL;
     Diag quiet;
     diag_init(&quiet);
     FxStatus st = nchwc_conv_node_params(conv, &quiet, &p, &x_blocked);
     diag_free(&quiet);
-    return st == FX_OK && x_blocked && p.batch == 1 && p.groups == 1 && p.kernel[1] == 1 &&
-           p.kernel[2] == 1 && p.stride[1] == 1 && p.stride[2] == 1 &&
-           p.in_size[1] == p.out_size[1] && p.in_size[2] == p.out_size[2] &&
-           fxrt_nchwc_blocks(p.out_channels) * BLOCK < p.in_size[1] * p.in_size[2];
+    bool gate_weights = st == FX_OK && x_blocked && p.batch == 1 && p.groups == 1 &&
+                        p.kernel[1] == 1 && p.kernel[2] == 1 && p.stride[1] == 1 &&
+                        p.stride[2] == 1 && p.in_size[1] == p.out_size[1] &&
+                        p.in_size[2] == p.out_size[2] &&
+                        fxrt_nchwc_blocks(p.out_channels) * BLOCK < p.in_size[1] * p.in_size[2];
+    return gate_weights ? conv : NULL;
 }
 
 /* se's gate moved onto the weights of the pointwise convolution reading it,
- * where gates_weights says so:
+ * where gated_pointwise says so:
  *     y = SqueezeExciteNCHWc(x, W1, W2, B1, B2);  z = ConvNCHWc(y, W, ...)
  *  -> v = SqueezeExciteWeightsNCHWc(x, W, W1, W2, B1, B2);  z = ConvNCHWc(x, v, ...)
  * The pass over x's pixels becomes out channels x in channels products,
  * and y's buffer (x's size) gives way to one the weights' size. */
 static FxStatus fold_into_pointwise(Graph *g, Node *se, Diag *d)
 {
-    Node *conv = se->num_users == 1 ? se->users[0] : NULL;
-    if (!conv || !gates_weights(se, conv))
+    Node *conv = gated_pointwise(se);
+    if (!conv)
         return FX_OK;
     Node *args[6] = {se->args[0], conv->args[1]};
     for (int i = 1; i < se->num_args; i++)
