@@ -33,6 +33,12 @@
  * N is --repeat (default 20), raised for a backend whose runs are short
  * until one round of N runs lasts --min-round-ms (default 200; at most 5000
  * runs), so that a microsecond model is not timed over one millisecond.
+ *
+ * Steps 2-4 are timed in --rounds R alternating rounds (default 3): the C,
+ * then Python, then the interpreter, R times; the build, the outputs and the
+ * choice of N come from the first round.  Each backend keeps its best
+ * round's median, so a slow spell of a shared machine lands on one round of
+ * one backend, not on the ratio; every round's median goes to the JSON.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -51,7 +57,7 @@
  * under this prefix (tools/bench_reference.py). */
 const unsigned char *fxcc_tools_embedded_find(const char *name, size_t *size);
 
-enum { MAX_AUTO_REPEAT = 5000, REASON_CAP = 512 };
+enum { MAX_AUTO_REPEAT = 5000, REASON_CAP = 512, MAX_ROUNDS = 100 };
 
 typedef enum BenchBackend { BB_C, BB_INTERP, BB_ORT, BB_TORCH, BB_COUNT } BenchBackend;
 
@@ -72,8 +78,10 @@ static const char *const status_names[] = {"ok", "wrong", "failed", "not availab
 typedef struct BenchRow {
     RowStatus status;
     char reason[REASON_CAP]; /* why not ok */
-    double ms;               /* median of `repeat` runs */
+    double ms;               /* the best round's median of `repeat` runs */
     long repeat;
+    double round_ms[MAX_ROUNDS]; /* each round's median */
+    int num_rounds;
     Tensor **outputs;        /* [num_outputs] when it ran */
     double max_abs;          /* over all outputs, against the reference */
     double max_rel;          /* max over outputs of max_abs / max |reference| */
@@ -86,6 +94,7 @@ typedef struct BenchOptions {
     long repeat;
     double min_round_ms;
     long warmup;
+    int rounds;
     bool skip[BB_COUNT];
     const char *python;
     const char *keep_dir;
@@ -107,14 +116,17 @@ typedef struct Bench {
     int reference_row; /* BB_ORT or BB_INTERP, -1 when neither ran */
     double ort_raw_ms, ort_binding_ms;
     bool ort_subtracted;
+    char c_dir[4200];        /* the built C, from round 0 */
+    char **c_inputs;         /* its input files */
     char ort_version[64], torch_version[64];
     int64_t macs;
     bool protocol_error; /* result.txt was malformed: a bug, exit 1 */
 } Bench;
 
 static const char bench_help[] =
-    "usage: fxcc bench MODEL.onnx [INPUT...] [--repeat N] [--min-round-ms MS] [--json FILE]\n"
-    "                  [--skip c,interp,ort,torch] [--python PATH] [--rtol R] [--keep DIR]\n"
+    "usage: fxcc bench MODEL.onnx [INPUT...] [--repeat N] [--rounds R] [--min-round-ms MS]\n"
+    "                  [--json FILE] [--skip c,interp,ort,torch] [--python PATH] [--rtol R]\n"
+    "                  [--keep DIR]\n"
     "\n"
     "Compiles MODEL.onnx (at -O2 unless told otherwise) and builds it, then times on the\n"
     "same inputs and one thread: the generated C, fxcc's interpreter (on the unoptimized\n"
@@ -123,12 +135,15 @@ static const char bench_help[] =
     "exactly the model's input types, or random from a fixed seed.  ONNX Runtime is timed\n"
     "from Python, minus the median of an Identity model on the same inputs (the binding's\n"
     "cost per call).  Every backend's outputs are checked against ONNX Runtime's (the\n"
-    "interpreter's when it is not available) before a table is printed: ms (median),\n"
-    "ratio to the generated C (above 1: the C is faster), GFLOP/s (2 x the unoptimized\n"
-    "graph's MACs per run), max abs difference.  A backend past the tolerance is WRONG,\n"
-    "its time is not shown and the exit status is 1.\n"
+    "interpreter's when it is not available) before a table is printed: ms (the best\n"
+    "round's median), ratio to the generated C (above 1: the C is faster), GFLOP/s (2 x\n"
+    "the unoptimized graph's MACs per run), max abs difference, how much slower the\n"
+    "slowest round was.  A backend past the tolerance is WRONG, its time is not shown\n"
+    "and the exit status is 1.\n"
     "\n"
     "  --repeat N          timed runs per backend, at least (default 20)\n"
+    "  --rounds R          time the backends in R alternating rounds, each keeping its\n"
+    "                      best round's median (default 3)\n"
     "  --min-round-ms MS   raise N for a fast backend until N runs last MS (default 200;\n"
     "                      0: exactly N; at most 5000 runs)\n"
     "  --warmup N          untimed runs before ONNX Runtime and PyTorch are timed (3)\n"
@@ -274,55 +289,71 @@ static FxStatus write_inputs(const Bench *b, Diag *d)
 
 /* --- 2. the generated C --------------------------------------------------- */
 
-static void bench_c(Bench *b)
+/* Records one round's median; the row keeps the best. */
+static void row_take_round(BenchRow *r, double ms)
 {
-    BenchRow *r = &b->rows[BB_C];
-    char cdir[4200], out[4200];
-    snprintf(cdir, sizeof cdir, "%s/c", b->dir);
-    snprintf(out, sizeof out, "%s/c_out", b->dir);
-    char **paths = fx_alloc_array((size_t)b->num_inputs + 1, sizeof *paths);
-    Diag d;
-    diag_init(&d);
+    if (r->num_rounds == 0 || ms < r->ms)
+        r->ms = ms;
+    if (r->num_rounds < MAX_ROUNDS)
+        r->round_ms[r->num_rounds++] = ms;
+}
+
+/* Round 0's work for the C: compile, build, the input paths, and N from a
+ * first short run. */
+static FxStatus c_build(Bench *b, const char *out, Diag *d)
+{
+    snprintf(b->c_dir, sizeof b->c_dir, "%s/c", b->dir);
+    if (!(b->c_inputs = fx_alloc_array((size_t)b->num_inputs + 1, sizeof *b->c_inputs)))
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < b->num_inputs; k++) {
+        if (!(b->c_inputs[k] = fx_malloc(4400)))
+            return diag_error(d, FX_ERR_NOMEM, "out of memory");
+        snprintf(b->c_inputs[k], 4400, "%s/input_%d.npy", b->dir, k);
+    }
     CgOptions co = {.name = "model", .target = FX_TARGET_HOST, .emit_main = true,
                     .source = b->o->model, .leaf_sources = b->o->leaf_sources,
                     .num_leaf_sources = b->o->num_leaf_sources};
     /* -O3 -DNDEBUG: what the generated CMakeLists.txt's Release build uses. */
     CgBuildOptions bo = {.cc = getenv("CC"), .cflags = "-std=c99 -O3 -DNDEBUG",
                          .target = FX_TARGET_HOST};
-    FxStatus st = paths ? FX_OK : diag_error(&d, FX_ERR_NOMEM, "out of memory");
-    for (int k = 0; st == FX_OK && k < b->num_inputs; k++) {
-        if (!(paths[k] = fx_malloc(4400)))
-            st = diag_error(&d, FX_ERR_NOMEM, "out of memory");
-        else
-            snprintf(paths[k], 4400, "%s/input_%d.npy", b->dir, k);
-    }
+    FxStatus st = cg_compile(b->g, &co, b->c_dir, NULL, d);
     if (st == FX_OK)
-        st = cg_compile(b->g, &co, cdir, NULL, &d);
-    if (st == FX_OK)
-        st = cg_build_main(cdir, &bo, &d);
+        st = cg_build_main(b->c_dir, &bo, d);
     if (st == FX_OK && mkdir(out, 0777) != 0 && errno != EEXIST)
-        st = diag_error(&d, FX_ERR_IO, "cannot create %s: %s", out, strerror(errno));
+        st = diag_error(d, FX_ERR_IO, "cannot create %s: %s", out, strerror(errno));
+    BenchRow *r = &b->rows[BB_C];
+    r->repeat = b->o->repeat;
     double ms = 0;
-    long repeat = b->o->repeat;
     if (st == FX_OK && b->o->min_round_ms > 0) {
-        st = cg_run_main_timed(cdir, (const char *const *)paths, b->num_inputs, out, 3, &ms, &d);
-        repeat = auto_repeat(b->o, ms);
+        st = cg_run_main_timed(b->c_dir, (const char *const *)b->c_inputs, b->num_inputs, out, 3,
+                               &ms, d);
+        r->repeat = auto_repeat(b->o, ms);
     }
+    return st;
+}
+
+static void bench_c(Bench *b, int round)
+{
+    BenchRow *r = &b->rows[BB_C];
+    if (round > 0 && r->status != ROW_OK)
+        return;
+    char out[4200];
+    snprintf(out, sizeof out, "%s/c_out", b->dir);
+    Diag d;
+    diag_init(&d);
+    FxStatus st = round == 0 ? c_build(b, out, &d) : FX_OK;
+    double ms = 0;
     if (st == FX_OK)
-        st = cg_run_main_timed(cdir, (const char *const *)paths, b->num_inputs, out, repeat, &ms,
-                               &d);
-    if (st == FX_OK)
+        st = cg_run_main_timed(b->c_dir, (const char *const *)b->c_inputs, b->num_inputs, out,
+                               r->repeat, &ms, &d);
+    if (st == FX_OK && round == 0)
         st = read_outputs(out, "output_", b->num_outputs, &r->outputs, &d);
     if (st == FX_OK) {
         r->status = ROW_OK;
-        r->ms = ms;
-        r->repeat = repeat;
+        row_take_round(r, ms);
     } else {
         row_fail(r, &d);
     }
-    for (int k = 0; paths && k < b->num_inputs; k++)
-        free(paths[k]);
-    free(paths);
     diag_free(&d);
 }
 
@@ -534,7 +565,7 @@ static void log_tail(const char *path, char *buf, size_t cap)
     fclose(f);
 }
 
-static void bench_python(Bench *b)
+static void run_python(Bench *b)
 {
     const BenchOptions *o = b->o;
     BenchRow *ort = &b->rows[BB_ORT], *torch = &b->rows[BB_TORCH];
@@ -626,13 +657,75 @@ static void bench_python(Bench *b)
     diag_free(&d);
 }
 
+/* One round of ONNX Runtime and PyTorch.  After the first, a backend ok in
+ * both keeps its first outputs and its best round (with ORT's raw and binding
+ * times of that round); one that fails in a later round fails. */
+static void bench_python(Bench *b, int round)
+{
+    enum { NUM_PY = BB_TORCH - BB_ORT + 1 };
+    BenchRow before[NUM_PY];
+    double raw = b->ort_raw_ms, binding = b->ort_binding_ms;
+    bool subtracted = b->ort_subtracted, any_ok = false;
+    for (int be = BB_ORT; be <= BB_TORCH; be++) {
+        BenchRow *r = &b->rows[be];
+        before[be - BB_ORT] = *r;
+        any_ok = any_ok || r->status == ROW_OK;
+        if (round > 0 && r->status != ROW_SKIPPED) {
+            r->outputs = NULL;
+            row_set(r, ROW_FAILED, "%s", "not run");
+        }
+    }
+    if (round > 0 && !any_ok) {
+        for (int be = BB_ORT; be <= BB_TORCH; be++)
+            b->rows[be] = before[be - BB_ORT];
+        return;
+    }
+    run_python(b);
+    for (int be = BB_ORT; be <= BB_TORCH; be++) {
+        BenchRow *r = &b->rows[be], *old = &before[be - BB_ORT];
+        if (r->status == ROW_SKIPPED)
+            continue;
+        if (round == 0) {
+            if (r->status == ROW_OK)
+                row_take_round(r, r->ms);
+            continue;
+        }
+        if (r->status != ROW_OK || old->status != ROW_OK) {
+            free_outputs(old->outputs, b->num_outputs);
+            continue;
+        }
+        double ms = r->ms;
+        free_outputs(r->outputs, b->num_outputs);
+        *r = *old;
+        bool best = ms < r->ms;
+        row_take_round(r, ms);
+        if (be == BB_ORT && !best) {
+            b->ort_raw_ms = raw;
+            b->ort_binding_ms = binding;
+            b->ort_subtracted = subtracted;
+        }
+    }
+}
+
 /* --- 4. the interpreter --------------------------------------------------- */
 
-static void bench_interp(Bench *b, bool timed)
+static void bench_interp(Bench *b, bool timed, int round)
 {
     BenchRow *r = &b->rows[BB_INTERP];
     Diag d;
     diag_init(&d);
+    if (round > 0) {
+        double ms = 0;
+        if (r->status != ROW_OK)
+            return;
+        if (cli_time_runs(b->reference, b->inputs, b->num_inputs, b->num_outputs, r->repeat, &ms,
+                          &d) == FX_OK)
+            row_take_round(r, ms);
+        else
+            row_fail(r, &d);
+        diag_free(&d);
+        return;
+    }
     Tensor **outs = fx_alloc_array((size_t)b->num_outputs + 1, sizeof *outs);
     FxStatus st = outs ? FX_OK : diag_error(&d, FX_ERR_NOMEM, "out of memory");
     double t0 = cli_now_ms(), ms = 0;
@@ -652,8 +745,8 @@ static void bench_interp(Bench *b, bool timed)
         outs = NULL;
         if (timed) {
             r->status = ROW_OK;
-            r->ms = ms;
             r->repeat = repeat;
+            row_take_round(r, ms);
         }
     } else {
         row_fail(r, &d);
@@ -786,9 +879,12 @@ static void print_header(const Bench *b, const char *cpu, FILE *out)
     fprintf(out, "cpu: %s; OPENBLAS_CORETYPE=%s; threads=1\n", cpu, coretype ? coretype : "(unset)");
     if (o->min_round_ms > 0)
         fprintf(out, "runs: the median of at least %ld per backend, more for a fast one until "
-                     "they last %g ms (at most %d)\n", o->repeat, o->min_round_ms, MAX_AUTO_REPEAT);
+                     "they last %g ms (at most %d)", o->repeat, o->min_round_ms, MAX_AUTO_REPEAT);
     else
-        fprintf(out, "runs: median of %ld per backend\n", o->repeat);
+        fprintf(out, "runs: median of %ld per backend", o->repeat);
+    if (o->rounds > 1)
+        fprintf(out, "; %d alternating rounds, the best round's median kept", o->rounds);
+    fputc('\n', out);
     if (b->rows[BB_ORT].status == ROW_OK || b->rows[BB_ORT].status == ROW_WRONG) {
         if (b->ort_subtracted)
             fprintf(out, "onnxruntime %s: timed from Python, %.4f ms minus %.4f ms, the median of an "
@@ -802,16 +898,31 @@ static void print_header(const Bench *b, const char *cpu, FILE *out)
     fprintf(out, "MACs per run: %lld (GFLOP/s = 2 x MACs / time)\n", (long long)b->macs);
 }
 
+/* How much slower than the best the slowest round was, as a fraction. */
+static double round_spread(const BenchRow *r)
+{
+    double worst = r->ms;
+    for (int k = 0; k < r->num_rounds; k++)
+        worst = r->round_ms[k] > worst ? r->round_ms[k] : worst;
+    return r->ms > 0 ? worst / r->ms - 1 : 0;
+}
+
 static void print_table(const Bench *b, FILE *out)
 {
-    fprintf(out, "\n%-12s %11s %8s %9s %13s %6s  %s\n", "backend", "ms", "vs C", "GFLOP/s",
-            "max abs diff", "runs", "status");
+    fprintf(out, "\n%-12s %11s %8s %9s %13s %9s %8s  %s\n", "backend", "ms", "vs C", "GFLOP/s",
+            "max abs diff", "runs", "slowest", "status");
     for (int be = 0; be < BB_COUNT; be++) {
         const BenchRow *r = &b->rows[be];
-        char ms[32] = "-", ratio[32] = "-", gf[32] = "-", diff[32] = "-", runs[32] = "-";
+        char ms[32] = "-", ratio[32] = "-", gf[32] = "-", diff[32] = "-", runs[32] = "-",
+             spread[32] = "-";
         if (r->status == ROW_OK) {
             snprintf(ms, sizeof ms, "%.4f", r->ms);
-            snprintf(runs, sizeof runs, "%ld", r->repeat);
+            if (r->num_rounds > 1) {
+                snprintf(runs, sizeof runs, "%ldx%d", r->repeat, r->num_rounds);
+                snprintf(spread, sizeof spread, "+%.0f%%", 100 * round_spread(r));
+            } else {
+                snprintf(runs, sizeof runs, "%ld", r->repeat);
+            }
             double x = row_ratio(b, be), g = row_gflops(b, be);
             if (x == x)
                 snprintf(ratio, sizeof ratio, "%.2fx", x);
@@ -826,8 +937,8 @@ static void print_table(const Bench *b, FILE *out)
             if (r->max_abs > 0)
                 snprintf(diff, sizeof diff, "%.3g", r->max_abs);
         }
-        fprintf(out, "%-12s %11s %8s %9s %13s %6s  %s%s%s\n", backend_labels[be], ms, ratio, gf,
-                diff, runs, status_names[r->status], r->status == ROW_OK ? "" : ": ",
+        fprintf(out, "%-12s %11s %8s %9s %13s %9s %8s  %s%s%s\n", backend_labels[be], ms, ratio,
+                gf, diff, runs, spread, status_names[r->status], r->status == ROW_OK ? "" : ": ",
                 r->status == ROW_OK ? "" : r->reason);
     }
 }
@@ -900,7 +1011,8 @@ static FxStatus write_json(const Bench *b, const char *cpu, const char *path, Di
         fputs("null", f);
     fputs(",\n  \"date\": ", f);
     json_string(f, date);
-    fprintf(f, ",\n  \"repeat\": %ld,\n  \"min_round_ms\": ", o->repeat);
+    fprintf(f, ",\n  \"repeat\": %ld,\n  \"rounds\": %d,\n  \"min_round_ms\": ", o->repeat,
+            o->rounds);
     json_number(f, o->min_round_ms);
     fputs(",\n  \"rtol\": ", f);
     json_number(f, o->rtol);
@@ -932,6 +1044,12 @@ static FxStatus write_json(const Bench *b, const char *cpu, const char *path, Di
         json_number(f, ok ? r->ms : NAN);
         fputs(", \"repeat\": ", f);
         json_number(f, ok ? (double)r->repeat : NAN);
+        fputs(", \"round_ms\": [", f);
+        for (int k = 0; ok && k < r->num_rounds; k++) {
+            fputs(k ? ", " : "", f);
+            json_number(f, r->round_ms[k]);
+        }
+        fputc(']', f);
         fputs(", \"ratio\": ", f);
         json_number(f, row_ratio(b, be));
         fputs(", \"gflops\": ", f);
@@ -1016,12 +1134,16 @@ static int run_bench(const BenchOptions *o, Diag *d)
     for (int be = 0; be < BB_COUNT; be++)
         row_set(&b.rows[be], o->skip[be] ? ROW_SKIPPED : ROW_FAILED, "%s",
                 o->skip[be] ? "--skip" : "not run");
-    if (!o->skip[BB_C])
-        bench_c(&b);
-    bench_python(&b);
+    for (int round = 0; round < o->rounds; round++) {
+        if (!o->skip[BB_C])
+            bench_c(&b, round);
+        bench_python(&b, round);
+        if (!o->skip[BB_INTERP])
+            bench_interp(&b, true, round);
+    }
     /* The interpreter runs even when skipped if it must be the reference. */
-    if (!o->skip[BB_INTERP] || b.rows[BB_ORT].status != ROW_OK)
-        bench_interp(&b, !o->skip[BB_INTERP]);
+    if (o->skip[BB_INTERP] && b.rows[BB_ORT].status != ROW_OK)
+        bench_interp(&b, false, 0);
     if (b.rows[BB_ORT].status == ROW_OK)
         b.reference_row = BB_ORT;
     else if (b.rows[BB_INTERP].outputs)
@@ -1063,6 +1185,9 @@ done:
     }
     for (int be = 0; be < BB_COUNT; be++)
         free_outputs(b.rows[be].outputs, b.num_outputs);
+    for (int k = 0; b.c_inputs && k < b.num_inputs; k++)
+        free(b.c_inputs[k]);
+    free(b.c_inputs);
     for (int k = 0; b.inputs && k < b.num_inputs; k++)
         tensor_free(b.inputs[k]);
     free(b.inputs);
@@ -1074,7 +1199,8 @@ done:
 int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
     CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries};
-    BenchOptions o = {.repeat = 20, .min_round_ms = 200, .warmup = 3, .rtol = 1e-3, .common = &c};
+    BenchOptions o = {.repeat = 20, .min_round_ms = 200, .warmup = 3, .rounds = 3, .rtol = 1e-3,
+                      .common = &c};
     const char **paths = fx_alloc_array((size_t)argc, sizeof *paths);
     const char *leaf_sources[MAX_BINDINGS];
     o.leaf_sources = leaf_sources;
@@ -1109,6 +1235,14 @@ int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries)
                 goto out;
             }
             *(repeat ? &o.repeat : &o.warmup) = (long)v;
+            i++;
+        } else if (strcmp(a, "--rounds") == 0) {
+            if (!parse_number(next, 1, MAX_ROUNDS, &v) || v != floor(v)) {
+                cli_usage_error("bench", "--rounds needs a count from 1 to 100, not '%s'",
+                                next ? next : "");
+                goto out;
+            }
+            o.rounds = (int)v;
             i++;
         } else if (strcmp(a, "--min-round-ms") == 0) {
             if (!parse_number(next, 0, 1e6, &o.min_round_ms)) {
