@@ -10,7 +10,7 @@
  *   OPENBLAS_NUM_THREADS=1 /tmp/nchwc_kernels [NAME-SUBSTRING]
  *
  * Each layer runs with a bias and relu, and with the scratch the compiler
- * would give it (strided 1x1 layers: their subsampled input).  Winograd's GFLOP/s count the direct
+ * would give it (1x1 layers: slabs of their input).  Winograd's GFLOP/s count the direct
  * convolution's multiply-adds, so that the columns compare times.  Each time is the best of many
  * short trials (a few ms each), so that a slow spell of a shared machine
  * is skipped rather than averaged in; GFLOP/s count a multiply-add as two.

@@ -24,10 +24,11 @@
  * clipped for that column; its pixels lie an output row apart).  Only the
  * corners, where both ranges are clipped, run one pixel at a time.  A
  * pointwise convolution has no border at all and runs as rows of several
- * image rows each, which leaves fewer short tiles at row ends.  A strided
- * 1x1 convolution without padding copies the pixels it reads into scratch
- * (fxrt_conv_nchwc_scratch_floats), a slab of output rows at a time, and
- * runs as a pointwise one on that dense copy (conv_subsampled).
+ * image rows each, which leaves fewer short tiles at row ends.  A 1x1
+ * convolution without padding whose input outgrows L2 (strided or not)
+ * copies the pixels it reads into scratch (fxrt_conv_nchwc_scratch_floats),
+ * a slab of output rows at a time, and runs as a pointwise one on that
+ * dense copy (conv_slabs).
  *
  * Cache blocking: the weights one tile sweeps are limited to a chunk of
  * input channel blocks that fits in L1 (partial sums go to Y between
@@ -962,25 +963,24 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
 #endif /* FXRT_SMALL_KERNELS */
 
 #if !FXRT_SMALL_KERNELS
-/* The output rows per slab when conv_subsampled runs p, 0 when it does not:
- * p must be a strided pointwise convolution (a 1x1 kernel without padding
- * whose strides skip input pixels, all of its outputs inside the input)
- * with blocked X larger than a band's budget; an image that small stays
- * in cache as it is, and the copy cost the 1x1 s2 layers of ResNet-8 10%.
+/* The output rows per slab when conv_slabs runs p, 0 when it does not: p
+ * must be a 1x1 convolution without padding (all of its outputs inside the
+ * input, of any stride) with blocked X larger than a band's budget; an
+ * image that small stays in cache as it is, and the copy cost the 1x1 s2
+ * layers of ResNet-8 10%.
  * A slab is the whole image when the weights outweigh it (conv_nchwc then
  * wants all of it in L2 to read each weight once), else as many rows as a
  * band of the pointwise path would take (L2_INPUT_FLOATS, all input
  * channels), so that the copy is still in L2 when the tiles read it.  Only
  * p decides, never the CPU: the compiler sizes the scratch. */
-static int64_t subsample_slab_rows(const FxrtConvParams *p, int x_blocked)
+static int64_t slab_rows(const FxrtConvParams *p, int x_blocked)
 {
-    int strided = p->stride[1] > 1 || p->stride[2] > 1;
     for (int d = 1; d <= 2; d++)
         if (p->kernel[d] != 1 || p->pad_begin[d] != 0 ||
             (p->out_size[d] - 1) * p->stride[d] >= p->in_size[d])
             return 0;
     int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
-    if (!x_blocked || p->groups != 1 || !strided ||
+    if (!x_blocked || p->groups != 1 ||
         blocks * p->in_size[1] * p->in_size[2] * BLOCK <= L2_INPUT_FLOATS)
         return 0;
     int64_t out_h = p->out_size[1], row_floats = blocks * p->out_size[2] * BLOCK;
@@ -991,20 +991,27 @@ static int64_t subsample_slab_rows(const FxrtConvParams *p, int x_blocked)
     return rows < 1 ? 1 : rows > out_h ? out_h : rows;
 }
 
-/* A strided pointwise convolution as a stride-1 one: the input pixels of
+/* A 1x1 convolution as a stride-1 one over dense slabs: the input pixels of
  * each slab of output rows are copied into scratch, a dense NCHWc image of
  * the slab, which then takes the pointwise path into the slab's rows of Y.
- * Read in place, a tile's pixels are a stride apart, so that each cache
- * line brings half the floats it could (a block is 32 bytes, a stride-2
- * step 64), the tiles stop at every row end instead of running along
- * several rows, and the cache blocking counts the whole input, skipped
- * rows and columns included: it took bands and chunks where the pixels
- * read fit L2 as a whole.  ResNet-50's downsample layers, medians of
+ * Strided, read in place, a tile's pixels are a stride apart, so that each
+ * cache line brings half the floats it could (a block is 32 bytes, a
+ * stride-2 step 64), the tiles stop at every row end instead of running
+ * along several rows, and the cache blocking counts the whole input,
+ * skipped rows and columns included: it took bands and chunks where the
+ * pixels read fit L2 as a whole.  ResNet-50's downsample layers, medians of
  * alternating runs: 1024-2048 at 14x14 74 -> 83 GFLOP/s, 256-512 at
  * 56x56 84 -> 87, 512-1024 at 28x28 87 -> 90 (bench/nchwc_kernels.c,
- * 2026-12-06).  The copy reads no more of X than the tiles did in
- * place, and each slab is read back from L2. */
-static void conv_subsampled(const FxrtConvParams *p, const float *x, const float *packed_w,
+ * 2026-12-06).  Stride 1, in place, the tiles read one stream per input
+ * block, each a whole plane apart (100352 bytes at 56x56: every other
+ * stream on the same L1 sets), fed from L3 since the layer before wrote
+ * them; in the slab they are a few KiB apart and in L2.  ResNet-50's
+ * stride-1 layers reading 256-512 channels, per-node minima of 14
+ * alternating profiles in the model (2026-12-07): 256-64 at 56x56 1908 ->
+ * 1368 us, 512-128 at 28x28 1585 -> 1319, 512-256 at 28x28 2944 -> 2490.
+ * The copy reads no more of X than the tiles did in place, and each slab
+ * is read back from L2. */
+static void conv_slabs(const FxrtConvParams *p, const float *x, const float *packed_w,
                             const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
 {
     const int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
@@ -1054,7 +1061,7 @@ int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked)
     (void)x_blocked;
     return 0;
 #else
-    return subsample_slab_rows(p, x_blocked) * fxrt_nchwc_blocks(p->in_channels) *
+    return slab_rows(p, x_blocked) * fxrt_nchwc_blocks(p->in_channels) *
            p->out_size[2] * BLOCK;
 #endif
 }
@@ -1069,9 +1076,9 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
 #if FXRT_SMALL_KERNELS
     (void)scratch;
 #else
-    int64_t slab = scratch ? subsample_slab_rows(p, x_blocked) : 0;
+    int64_t slab = scratch ? slab_rows(p, x_blocked) : 0;
     if (slab) {
-        conv_subsampled(p, x, packed_w, ep, y, scratch, slab);
+        conv_slabs(p, x, packed_w, ep, y, scratch, slab);
         return;
     }
 #endif

@@ -10,10 +10,10 @@
  * of uneven sizes, and every epilogue.  Padding lanes of Y must hold
  * act(0 + residual) (act(0) + residual with the residual after).
  * Pointwise and depthwise cases also run in place (fxrt_conv_nchwc_inplace_f32, Y over a
- * copy of X), checked the same way.  Strided 1x1 layers, which copy the
- * pixels they read into scratch and run as pointwise ones, also run without
- * the scratch (the general path), and must not write past the scratch they
- * ask for.
+ * copy of X), checked the same way.  1x1 layers with large inputs, which
+ * copy the pixels they read into scratch a slab at a time and run as
+ * pointwise ones (strided or not), also run without the scratch (the
+ * general path), and must not write past the scratch they ask for.
  * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
  * links the host runtime, whose tile kernels are AVX-512 or AVX2/FMA where
  * the CPU has them, and check_runtime_nchwc_conv_portable the runtime built
@@ -387,10 +387,10 @@ START_TEST(test_bench_shapes)
 }
 END_TEST
 
-/* Case c, which must (or must not) take the strided pointwise path: X
- * subsampled into scratch, then the pointwise kernel.  The small kernels
+/* Case c, which must (or must not) take the slab path: the pixels of X it
+ * reads copied into scratch, then the pointwise kernel.  The small kernels
  * (FXRT_SMALL_KERNELS) never take it. */
-static void check_strided_pointwise(const Case *c, int takes_path, uint32_t seed)
+static void check_slab_pointwise(const Case *c, int takes_path, uint32_t seed)
 {
     FxrtConvParams p = params_of(c, 1);
     int64_t scratch_floats = fxrt_conv_nchwc_scratch_floats(&p, c->x_blocked);
@@ -401,57 +401,66 @@ static void check_strided_pointwise(const Case *c, int takes_path, uint32_t seed
     check_case(c, seed);
 }
 
-START_TEST(test_strided_pointwise)
+START_TEST(test_slab_pointwise)
 {
     /* The layers are large enough for the path (small images stay in
      * cache and run as they are).  ResNet's downsample shape: stride 2, an
      * even image, bias and relu. */
-    check_strided_pointwise(&(Case){1, 64, 128, 24, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 64, 128, 24, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_RELU, 0},
                             1, 1000u);
     /* Odd sizes (the last row and column of X unread), channel counts off
      * the block size, the residual before and after, several activations
      * (clip on the registers, tanh after the store). */
-    check_strided_pointwise(&(Case){1, 20, 44, 41, 39, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 20, 44, 41, 39, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_CLIP, 1},
                             1, 1001u);
-    check_strided_pointwise(&(Case){1, 21, 13, 43, 37, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+    check_slab_pointwise(&(Case){1, 21, 13, 43, 37, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
                                     FXRT_ACT_TANH, 2},
                             1, 1002u);
     /* Stride (2, 1), (1, 2) and 3: whole rows, single columns skipped. */
-    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_SILU, 2},
                             1, 1003u);
-    check_strided_pointwise(&(Case){1, 13, 21, 45, 50, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+    check_slab_pointwise(&(Case){1, 13, 21, 45, 50, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 1, 0,
                                     FXRT_ACT_NONE, 0},
                             1, 1004u);
-    check_strided_pointwise(&(Case){1, 40, 24, 47, 38, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 40, 24, 47, 38, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_SIGMOID, 1},
                             1, 1005u);
     /* Images in slabs of output rows, the last one short; weights larger
      * than the subsampled image (one slab, the whole image); batch 2 with
      * a residual. */
-    check_strided_pointwise(&(Case){1, 72, 40, 30, 62, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 72, 40, 30, 62, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_RELU, 1},
                             1, 1006u);
-    check_strided_pointwise(&(Case){1, 264, 136, 24, 22, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 264, 136, 24, 22, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_RELU, 0},
                             1, 1007u);
-    check_strided_pointwise(&(Case){2, 36, 52, 28, 34, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){2, 36, 52, 28, 34, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_LEAKY_RELU, 2},
                             1, 1008u);
+    /* Stride 1: ResNet's 256-64 at 56x56 in small (several slabs, the
+     * last one short, odd channel counts, the residual), and weights larger
+     * than the image (one slab). */
+    check_slab_pointwise(&(Case){1, 100, 20, 37, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                 FXRT_ACT_RELU, 1},
+                         1, 1014u);
+    check_slab_pointwise(&(Case){2, 264, 200, 13, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                 FXRT_ACT_SILU, 2},
+                         1, 1015u);
     /* Not this path: padding at the end (an output on padding only), a
      * dilated 3x3 of stride 2, plain X, a small image. */
-    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1,
+    check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1,
                                     FXRT_ACT_RELU, 0},
                             0, 1010u);
-    check_strided_pointwise(&(Case){1, 24, 16, 40, 36, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_RELU, 0},
                             0, 1011u);
-    check_strided_pointwise(&(Case){1, 3, 16, 64, 64, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1,
+    check_slab_pointwise(&(Case){1, 3, 16, 64, 64, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1,
                                     FXRT_ACT_RELU, 0},
                             0, 1012u);
-    check_strided_pointwise(&(Case){1, 16, 32, 15, 15, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
+    check_slab_pointwise(&(Case){1, 16, 32, 15, 15, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
                                     FXRT_ACT_NONE, 0},
                             0, 1013u);
 }
@@ -489,7 +498,7 @@ static Suite *nchwc_conv_suite(void)
         tcase_add_test(tc, test_plain_input);
         tcase_add_test(tc, test_epilogues);
         tcase_add_test(tc, test_bench_shapes);
-        tcase_add_test(tc, test_strided_pointwise);
+        tcase_add_test(tc, test_slab_pointwise);
         tcase_add_test(tc, test_depthwise_dispatch);
         suite_add_tcase(s, tc);
     }
