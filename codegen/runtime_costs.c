@@ -585,7 +585,7 @@ static const CgCostFunction portable_functions[] = {
     {"fxrt_nn_nchwc_conv.c:fxrt_silu", 268, 0, 0, 286, 0},
     {"fxrt_nn_nchwc_conv.c:run_span.part.0", 232, 0, 96, 286, 2},
     {"fxrt_nn_nchwc_conv.c:run_tiles", 2376, 0, 904, 288, 3},
-    {"fxrt_nn_nchwc_conv.c:slab_rows", 326, 0, 48, 291, 2},
+    {"fxrt_nn_nchwc_conv.c:slab_rows", 490, 0, 48, 291, 2},
     {"fxrt_nn_nchwc_depthwise.c:depthwise", 1580, 0, 544, 293, 7},
     {"fxrt_nn_nchwc_winograd.c:band_tiles", 212, 0, 16, 300, 3},
     {"fxrt_nn_nchwc_winograd.c:pointwise_params", 120, 0, 208, 303, 2},

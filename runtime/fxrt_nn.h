@@ -321,11 +321,12 @@ void fxrt_channel_gather_f32(int64_t batch, int64_t spatial, const FxrtGatherSou
  *
  * scratch holds fxrt_conv_nchwc_scratch_floats(p, x_blocked) floats, which
  * is nonzero only for a 1x1 convolution without padding whose input is over
- * 128 KiB (X blocked, groups 1, not on the small kernels): a slab of output
- * rows' worth of the input pixels it reads (at most its whole image; every
- * stride-th pixel when strided), which then runs as a stride-1 pointwise
- * convolution.  scratch may be NULL; such a layer then takes the general
- * path, slower but the same up to rounding. */
+ * 128 KiB, strided, or at stride 1 of 256 channels or more, over 1 MiB and
+ * no smaller than its weights (X blocked, groups 1, not on the small
+ * kernels): a slab of output rows' worth of the input pixels it reads (at
+ * most its whole image; every stride-th pixel when strided), which then
+ * runs as a stride-1 pointwise convolution.  scratch may be NULL; such a
+ * layer then takes the general path, slower but the same up to rounding. */
 int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked);
 int64_t fxrt_conv_nchwc_packed_floats(const FxrtConvParams *p, int x_blocked);
 int64_t fxrt_conv_nchwc_packed_index(const FxrtConvParams *p, int x_blocked, int64_t oc,

@@ -25,10 +25,10 @@
  * corners, where both ranges are clipped, run one pixel at a time.  A
  * pointwise convolution has no border at all and runs as rows of several
  * image rows each, which leaves fewer short tiles at row ends.  A 1x1
- * convolution without padding whose input outgrows L2 (strided or not)
- * copies the pixels it reads into scratch (fxrt_conv_nchwc_scratch_floats),
- * a slab of output rows at a time, and runs as a pointwise one on that
- * dense copy (conv_slabs).
+ * convolution without padding whose input outgrows L2 (strided, or of 256
+ * channels and more at stride 1) copies the pixels it reads into scratch
+ * (fxrt_conv_nchwc_scratch_floats), a slab of output rows at a time, and
+ * runs as a pointwise one on that dense copy (conv_slabs).
  *
  * Cache blocking: the weights one tile sweeps are limited to a chunk of
  * input channel blocks that fits in L1 (partial sums go to Y between
@@ -963,11 +963,20 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
 #endif /* FXRT_SMALL_KERNELS */
 
 #if !FXRT_SMALL_KERNELS
+/* The input a stride-1 layer must have for conv_slabs: at least this many
+ * blocks (256 channels) and floats (1 MiB, twice L2).  Alternating calls
+ * of the two paths on the same just-written input, the slabs won 84-98 of
+ * 100 pairs from 256 channels at 56x56 and 384 at 28x28 (3-20%), and lost
+ * 65-90 of 100 (3-13%) on 192 channels at 56x56 and on every image under
+ * 1 MiB, whose planes are few or stay in cache as they are. */
+enum { SLAB_STRIDE1_BLOCKS = 32, SLAB_STRIDE1_FLOATS = 1 << 18 };
+
 /* The output rows per slab when conv_slabs runs p, 0 when it does not: p
  * must be a 1x1 convolution without padding (all of its outputs inside the
- * input, of any stride) with blocked X larger than a band's budget; an
- * image that small stays in cache as it is, and the copy cost the 1x1 s2
- * layers of ResNet-8 10%.
+ * input) with blocked X larger than a band's budget; an image that small
+ * stays in cache as it is, and the copy cost the 1x1 s2 layers of ResNet-8
+ * 10%.  A stride-1 layer also needs the input above and its weights no
+ * larger than the image.
  * A slab is the whole image when the weights outweigh it (conv_nchwc then
  * wants all of it in L2 to read each weight once), else as many rows as a
  * band of the pointwise path would take (L2_INPUT_FLOATS, all input
@@ -975,18 +984,20 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
  * p decides, never the CPU: the compiler sizes the scratch. */
 static int64_t slab_rows(const FxrtConvParams *p, int x_blocked)
 {
+    int strided = p->stride[1] > 1 || p->stride[2] > 1;
     for (int d = 1; d <= 2; d++)
         if (p->kernel[d] != 1 || p->pad_begin[d] != 0 ||
             (p->out_size[d] - 1) * p->stride[d] >= p->in_size[d])
             return 0;
     int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
-    if (!x_blocked || p->groups != 1 ||
-        blocks * p->in_size[1] * p->in_size[2] * BLOCK <= L2_INPUT_FLOATS)
+    int64_t image = blocks * p->in_size[1] * p->in_size[2] * BLOCK;
+    if (!x_blocked || p->groups != 1 || image <= L2_INPUT_FLOATS ||
+        (!strided && (blocks < SLAB_STRIDE1_BLOCKS || image < SLAB_STRIDE1_FLOATS)))
         return 0;
     int64_t out_h = p->out_size[1], row_floats = blocks * p->out_size[2] * BLOCK;
     int64_t weights = (fxrt_nchwc_blocks(p->out_channels) + 1) / 2 * blocks * BLOCK * PAIR;
     if (weights > out_h * row_floats)
-        return out_h;
+        return strided ? out_h : 0;
     int64_t rows = L2_INPUT_FLOATS / row_floats;
     return rows < 1 ? 1 : rows > out_h ? out_h : rows;
 }
@@ -1002,15 +1013,12 @@ static int64_t slab_rows(const FxrtConvParams *p, int x_blocked)
  * pixels read fit L2 as a whole.  ResNet-50's downsample layers, medians of
  * alternating runs: 1024-2048 at 14x14 74 -> 83 GFLOP/s, 256-512 at
  * 56x56 84 -> 87, 512-1024 at 28x28 87 -> 90 (bench/nchwc_kernels.c,
- * 2026-12-06).  Stride 1, in place, the tiles read one stream per input
- * block, each a whole plane apart (100352 bytes at 56x56: every other
- * stream on the same L1 sets), fed from L3 since the layer before wrote
- * them; in the slab they are a few KiB apart and in L2.  ResNet-50's
- * stride-1 layers reading 256-512 channels, per-node minima of 14
- * alternating profiles in the model (2026-12-07): 256-64 at 56x56 1908 ->
- * 1368 us, 512-128 at 28x28 1585 -> 1319, 512-256 at 28x28 2944 -> 2490.
- * The copy reads no more of X than the tiles did in place, and each slab
- * is read back from L2. */
+ * 2026-12-06).  Stride 1, in place, the tiles of a wide layer read one
+ * stream per input block, each a whole plane apart (100352 bytes at 56x56:
+ * every other stream on the same L1 sets), fed from L3 since the layer
+ * before wrote them; in the slab they are a few KiB apart and in L2 (see
+ * SLAB_STRIDE1_BLOCKS for which layers gain).  The copy reads no more of X
+ * than the tiles did in place, and each slab is read back from L2. */
 static void conv_slabs(const FxrtConvParams *p, const float *x, const float *packed_w,
                             const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
 {

@@ -12,8 +12,9 @@
  * Pointwise and depthwise cases also run in place (fxrt_conv_nchwc_inplace_f32, Y over a
  * copy of X), checked the same way.  1x1 layers with large inputs, which
  * copy the pixels they read into scratch a slab at a time and run as
- * pointwise ones (strided or not), also run without the scratch (the
- * general path), and must not write past the scratch they ask for.
+ * pointwise ones (strided, or wide at stride 1), also run without the
+ * scratch (the general path), and must not write past the scratch they ask
+ * for.
  * The suite is built twice (tests/CMakeLists.txt): check_runtime_nchwc_conv
  * links the host runtime, whose tile kernels are AVX-512 or AVX2/FMA where
  * the CPU has them, and check_runtime_nchwc_conv_portable the runtime built
@@ -440,15 +441,25 @@ START_TEST(test_slab_pointwise)
     check_slab_pointwise(&(Case){2, 36, 52, 28, 34, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
                                     FXRT_ACT_LEAKY_RELU, 2},
                             1, 1008u);
-    /* Stride 1: ResNet's 256-64 at 56x56 in small (several slabs, the
-     * last one short, odd channel counts, the residual), and weights larger
-     * than the image (one slab). */
-    check_slab_pointwise(&(Case){1, 100, 20, 37, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+    /* Stride 1, a wide input over 1 MiB: slabs of 4 rows, the last one of
+     * 1, channel counts off the block size, the residual; batch 2. */
+    check_slab_pointwise(&(Case){1, 260, 20, 37, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
                                  FXRT_ACT_RELU, 1},
                          1, 1014u);
-    check_slab_pointwise(&(Case){2, 264, 200, 13, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+    check_slab_pointwise(&(Case){2, 300, 12, 36, 30, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
                                  FXRT_ACT_SILU, 2},
                          1, 1015u);
+    /* Stride 1 and not this path: fewer than 256 channels, under 1 MiB,
+     * weights larger than the image. */
+    check_slab_pointwise(&(Case){1, 200, 20, 50, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                 FXRT_ACT_RELU, 0},
+                         0, 1016u);
+    check_slab_pointwise(&(Case){1, 264, 20, 20, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                 FXRT_ACT_RELU, 0},
+                         0, 1017u);
+    check_slab_pointwise(&(Case){1, 1032, 264, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                                 FXRT_ACT_NONE, 0},
+                         0, 1018u);
     /* Not this path: padding at the end (an output on padding only), a
      * dilated 3x3 of stride 2, plain X, a small image. */
     check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1,

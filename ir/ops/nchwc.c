@@ -24,9 +24,9 @@
  * are Conv's with the padding resolved (`pads` holds the 4 explicit values,
  * no auto_pad) plus the real channel counts, which the blocked shapes round
  * up, plus FusedConv's epilogue.  group is 1 or the channel count
- * (depthwise).  1x1 layers without padding whose input is over 128 KiB take
- * scratch for slabs of the pixels they read (fxrt_conv_nchwc_scratch_floats;
- * none on the small kernels).
+ * (depthwise).  1x1 layers without padding with large inputs take scratch
+ * for slabs of the pixels they read (fxrt_conv_nchwc_scratch_floats; none
+ * on the small kernels).
  *
  * ConvNCHWcWinograd, which the winograd pass (opt/pass_winograd.c) makes of
  * 3x3 stride-1 ConvNCHWc layers, is the same convolution by F(4x4, 3x3): X
