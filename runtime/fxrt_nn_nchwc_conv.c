@@ -1020,7 +1020,7 @@ static int64_t slab_rows(const FxrtConvParams *p, int x_blocked)
  * SLAB_STRIDE1_BLOCKS for which layers gain).  The copy reads no more of X
  * than the tiles did in place, and each slab is read back from L2. */
 static void conv_slabs(const FxrtConvParams *p, const float *x, const float *packed_w,
-                            const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
+                       const FxrtEpilogue *ep, float *y, float *scratch, int64_t slab)
 {
     const int64_t blocks = fxrt_nchwc_blocks(p->in_channels);
     const int64_t in_row = p->in_size[2] * BLOCK, in_plane = p->in_size[1] * in_row;

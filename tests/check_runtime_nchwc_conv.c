@@ -408,39 +408,39 @@ START_TEST(test_slab_pointwise)
      * cache and run as they are).  ResNet's downsample shape: stride 2, an
      * even image, bias and relu. */
     check_slab_pointwise(&(Case){1, 64, 128, 24, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_RELU, 0},
-                            1, 1000u);
+                                 FXRT_ACT_RELU, 0},
+                         1, 1000u);
     /* Odd sizes (the last row and column of X unread), channel counts off
      * the block size, the residual before and after, several activations
      * (clip on the registers, tanh after the store). */
     check_slab_pointwise(&(Case){1, 20, 44, 41, 39, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_CLIP, 1},
-                            1, 1001u);
+                                 FXRT_ACT_CLIP, 1},
+                         1, 1001u);
     check_slab_pointwise(&(Case){1, 21, 13, 43, 37, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
-                                    FXRT_ACT_TANH, 2},
-                            1, 1002u);
+                                 FXRT_ACT_TANH, 2},
+                         1, 1002u);
     /* Stride (2, 1), (1, 2) and 3: whole rows, single columns skipped. */
     check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 1, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_SILU, 2},
-                            1, 1003u);
+                                 FXRT_ACT_SILU, 2},
+                         1, 1003u);
     check_slab_pointwise(&(Case){1, 13, 21, 45, 50, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 1, 0,
-                                    FXRT_ACT_NONE, 0},
-                            1, 1004u);
+                                 FXRT_ACT_NONE, 0},
+                         1, 1004u);
     check_slab_pointwise(&(Case){1, 40, 24, 47, 38, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_SIGMOID, 1},
-                            1, 1005u);
+                                 FXRT_ACT_SIGMOID, 1},
+                         1, 1005u);
     /* Images in slabs of output rows, the last one short; weights larger
      * than the subsampled image (one slab, the whole image); batch 2 with
      * a residual. */
     check_slab_pointwise(&(Case){1, 72, 40, 30, 62, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_RELU, 1},
-                            1, 1006u);
+                                 FXRT_ACT_RELU, 1},
+                         1, 1006u);
     check_slab_pointwise(&(Case){1, 264, 136, 24, 22, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_RELU, 0},
-                            1, 1007u);
+                                 FXRT_ACT_RELU, 0},
+                         1, 1007u);
     check_slab_pointwise(&(Case){2, 36, 52, 28, 34, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_LEAKY_RELU, 2},
-                            1, 1008u);
+                                 FXRT_ACT_LEAKY_RELU, 2},
+                         1, 1008u);
     /* Stride 1, a wide input over 1 MiB: slabs of 4 rows, the last one of
      * 1, channel counts off the block size, the residual; batch 2. */
     check_slab_pointwise(&(Case){1, 260, 20, 37, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
@@ -463,17 +463,17 @@ START_TEST(test_slab_pointwise)
     /* Not this path: padding at the end (an output on padding only), a
      * dilated 3x3 of stride 2, plain X, a small image. */
     check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 1, 1, 2, 2, 1, 1, 0, 0, 1, 1, 1, 1,
-                                    FXRT_ACT_RELU, 0},
-                            0, 1010u);
+                                 FXRT_ACT_RELU, 0},
+                         0, 1010u);
     check_slab_pointwise(&(Case){1, 24, 16, 40, 36, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1,
-                                    FXRT_ACT_RELU, 0},
-                            0, 1011u);
+                                 FXRT_ACT_RELU, 0},
+                         0, 1011u);
     check_slab_pointwise(&(Case){1, 3, 16, 64, 64, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 1,
-                                    FXRT_ACT_RELU, 0},
-                            0, 1012u);
+                                 FXRT_ACT_RELU, 0},
+                         0, 1012u);
     check_slab_pointwise(&(Case){1, 16, 32, 15, 15, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 0,
-                                    FXRT_ACT_NONE, 0},
-                            0, 1013u);
+                                 FXRT_ACT_NONE, 0},
+                         0, 1013u);
 }
 END_TEST
 
