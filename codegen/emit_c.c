@@ -580,7 +580,10 @@ static FxStatus emit_node(Gen *gen, const Node *n, int pos)
     const CgValue *scratch = gen->plan->node_scratch[pos];
     EmitCtx c = {.node = n, .num_inputs = ni, .in = in, .in_value = vals, .num_outputs = no,
                  .out = out, .scratch = scratch ? scratch->cname : NULL,
-                 .inplace = v->kind == CG_ALIAS && v->inplace, .target = gen->o->target,
+                 .inplace = v->kind == CG_ALIAS && v->inplace && ni > 0 &&
+                            cg_arg_value(gen->plan, n, 0) &&
+                            cg_root(cg_arg_value(gen->plan, n, 0)) == cg_root(v),
+                 .target = gen->o->target,
                  .diag = gen->d};
     st = n->op->emit(&c);
     if (st == FX_OK && c.text.failed)

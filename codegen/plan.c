@@ -9,7 +9,9 @@
  * type dies at that node writes over it (in-place), and so, on the
  * microcontroller targets, does a depthwise or pointwise convolution, with
  * a plane or a row of scratch (the op's `inplace` hook; on the host the
- * separate buffers keep the kernels' fastest loops); a Concat whose inputs
+ * separate buffers keep the kernels' fastest loops); a convolution whose
+ * residual dies there writes its output over it, starting its sums from it
+ * (the `accumulates_into` hook); a Concat whose inputs
  * are contiguous runs of its output has them written there (place_concats).
  * Arena offsets are then
  * assigned greedily, largest value first, each into the smallest gap left by
@@ -263,6 +265,37 @@ static void place_concats(CgPlan *p)
     }
 }
 
+/* Kernels that add to their output's starting values (the op's
+ * `accumulates_into` hook: a convolution's residual): the node's output
+ * takes over that argument when it is an arena value of the same type read
+ * for the last time here and by no other argument, so that the residual is
+ * read and written as one stream instead of read from one tensor and written
+ * to another (ResNet's last 1x1 layer of each block), and the arena holds
+ * one tensor less. */
+static void plan_accumulating_kernels(const Graph *g, CgPlan *p)
+{
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        int pos = position(n), k = n->op && n->op->accumulates_into ? n->op->accumulates_into(n)
+                                                                     : -1;
+        if (k < 0 || k >= n->num_args || !n->args[k] || n->num_outputs != 1 || is_constant(n) ||
+            p->node_values[pos]->kind != CG_ARENA)
+            continue;
+        CgValue *o = p->node_values[pos];
+        CgValue *r = root_mut(value_of(p, n->args[k]));
+        bool shared = false;
+        for (int i = 0; i < n->num_args; i++)
+            shared |= i != k && n->args[i] && root_mut(value_of(p, n->args[i])) == r;
+        if (r->kind != CG_ARENA || r->last != pos || shared || !covers_root(value_of(p, n->args[k])) ||
+            !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
+            continue;
+        o->kind = CG_ALIAS;
+        o->alias = r;
+        o->inplace = true;
+        r->last = o->last;
+        p->inplace_count++;
+    }
+}
+
 /* In-place kernels (the op's `inplace` hook: depthwise and pointwise
  * convolutions): the node's output takes over its first argument when that
  * is an arena value of the same type read for the last time here and by no
@@ -449,6 +482,7 @@ FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
             break;
         }
     }
+    plan_accumulating_kernels(g, p);
     if (target != FX_TARGET_HOST)
         plan_inplace_kernels(g, p);
 

@@ -463,6 +463,11 @@ struct OpDef {
      * given exactly *scratch_bytes of scratch instead.  NULL:
      * never, except for FX_OPF_ELEMENTWISE ops, which need no hook. */
     bool (*inplace)(const Node *n, size_t *scratch_bytes);
+    /* The input of node n that its emitted code can take as output 0's
+     * starting values, adding to them (a convolution's residual), when the
+     * memory plan gives both one buffer because that input is read for the
+     * last time here; -1 or NULL: none. */
+    int (*accumulates_into)(const Node *n);
     /* Writes node n's C statements (NULL: not supported by the code
      * generator yet, which refuses the model naming the op). */
     FxStatus (*emit)(EmitCtx *c);

@@ -317,7 +317,8 @@ void fxrt_channel_gather_f32(int64_t batch, int64_t spatial, const FxrtGatherSou
  *
  * ep (NULL: none): bias holds OCB * 8 floats (padding lanes zero), the
  * residual is NCHWc of Y's shape; its strides are ignored (the kernel sets
- * them).
+ * them).  The residual may be Y itself (one buffer) when it is added before
+ * the activation (residual_after 0): the sums then start from it.
  *
  * scratch holds fxrt_conv_nchwc_scratch_floats(p, x_blocked) floats, which
  * is nonzero only for a 1x1 convolution without padding whose input is over

@@ -542,6 +542,7 @@ typedef struct Conv {
     int64_t inner_row0, inner_row1, inner_col0, inner_col1;
     Tile proto; /* the strides every tile shares */
     int generic_epilogue; /* an activation the registers do not do */
+    int residual_in_y;    /* ep's residual is Y: accumulate onto it */
     int avx2, avx512;
     const int64_t *tile_pixels; /* tile_pixels or tile_pixels512 */
 } Conv;
@@ -588,7 +589,7 @@ static void run_tiles(const Conv *cv, const Span *s, const float *x, const float
     t.lines = s->lines;
     t.x_line = cv->stride_h * cv->x_row;
     t.y_line = cv->out_w * BLOCK;
-    t.accumulate = s->b0 > 0;
+    t.accumulate = s->b0 > 0 || cv->residual_in_y;
     t.blocks = s->blocks;
     t.rows = s->r1 - s->r0;
     t.cols = s->c1 - s->c0;
@@ -738,6 +739,10 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     Conv cv;
     memset(&cv, 0, sizeof cv);
     cv.ep = fxrt_epilogue_active(ep) ? ep : NULL;
+    /* The residual in Y itself (the compiler's plan gives a residual that
+     * dies here Y's buffer): every chunk starts from Y, so the first one
+     * starts from the residual, and the epilogue adds no residual. */
+    cv.residual_in_y = cv.ep && cv.ep->residual == y && !cv.ep->residual_after;
     cv.in_h = p->in_size[1];
     cv.in_w = p->in_size[2];
     cv.out_h = p->out_size[1];
@@ -867,7 +872,8 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     for (int64_t n = 0; n < p->batch; n++) {
         const float *xn = x + n * x_image;
         float *yn = y + n * y_image;
-        cv.residual = cv.ep && cv.ep->residual ? cv.ep->residual + n * y_image : NULL;
+        cv.residual = cv.ep && cv.ep->residual && !cv.residual_in_y ? cv.ep->residual + n * y_image
+                                                                     : NULL;
         for (int64_t step = 0; step < groups * bands * chunks; step++) {
             /* groups_outer: group, band, chunk; else band, chunk, group. */
             int64_t g, band_index, chunk_index;
@@ -921,6 +927,9 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     const int w_block = kernel_h * kernel_w * lanes * PAIR, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
     const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
     int active = fxrt_epilogue_active(ep);
+    /* The residual in Y itself: the sums start from it (see the large
+     * kernel's conv_nchwc). */
+    int residual_in_y = active && ep->residual == y && !ep->residual_after;
     for (int n = 0; n < (int)p->batch; n++)
         for (int ob = 0; ob < out_blocks; ob++)
             for (int oh = 0; oh < out_h; oh++) {
@@ -931,6 +940,8 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
                     int64_t c0, c1;
                     fxrt_window_range(ow, stride_w, pad_w, dil_w, in_w, kernel_w, &c0, &c1);
                     float acc[BLOCK] = {0};
+                    if (residual_in_y)
+                        memcpy(acc, yr + ow * BLOCK, sizeof acc);
                     const float *xp = x + n * x_image + (oh * stride_h - pad_h) * in_w * x_col +
                                       (ow * stride_w - pad_w) * x_col;
                     for (int b = 0; b < in_blocks; b++)
@@ -953,7 +964,7 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
                     e.bias = ep->bias ? ep->bias + ob * BLOCK : NULL;
                     e.bias_row_stride = 0;
                     e.bias_col_stride = 1;
-                    e.residual = ep->residual ? ep->residual + (yr - y) : NULL;
+                    e.residual = ep->residual && !residual_in_y ? ep->residual + (yr - y) : NULL;
                     e.residual_ld = BLOCK;
                     fxrt_epilogue_apply_f32(&e, 0, 0, out_w, BLOCK, yr, BLOCK);
                 }

@@ -92,6 +92,65 @@ START_TEST(test_residual)
 }
 END_TEST
 
+/* Two bottleneck blocks on a batch of two: the first adds its input before
+ * the relu, so its last convolution writes over the residual, which dies
+ * there (the plan's accumulates_into); the second adds after the relu
+ * (residual_after), so its last convolution must read the residual where
+ * it is. */
+static Graph *build_bottlenecks(void)
+{
+    Graph *g = graph_new();
+    Node *x = tu_input_f32(g, "x", 4, 2, 24, 6, 5);
+    Node *a1 = tu_op3(g, "Relu",
+                      tu_conv(g, x, tu_weights_f32(g, "w1", 4, 8, 24, 1, 1, 0.1f),
+                              tu_weights_f32(g, "b1", 1, 8, 0, 0, 0, 0.1f), 0, 1, 1),
+                      NULL, NULL);
+    Node *a2 = tu_op3(g, "Relu", tu_conv(g, a1, tu_weights_f32(g, "w2", 4, 8, 8, 3, 3, 0.1f),
+                                         NULL, 1, 1, 1),
+                      NULL, NULL);
+    Node *a3 = tu_conv(g, a2, tu_weights_f32(g, "w3", 4, 24, 8, 1, 1, 0.1f),
+                       tu_weights_f32(g, "b3", 1, 24, 0, 0, 0, 0.1f), 0, 1, 1);
+    Node *y1 = tu_op3(g, "Relu", tu_op3(g, "Add", a3, x, NULL), NULL, NULL);
+    Node *b1 = tu_op3(g, "Relu", tu_conv(g, y1, tu_weights_f32(g, "w4", 4, 8, 24, 1, 1, 0.1f),
+                                         NULL, 0, 1, 1),
+                      NULL, NULL);
+    Node *b2 = tu_op3(g, "Relu", tu_conv(g, b1, tu_weights_f32(g, "w5", 4, 24, 8, 1, 1, 0.1f),
+                                         tu_weights_f32(g, "b5", 1, 24, 0, 0, 0, 0.1f), 0, 1, 1),
+                      NULL, NULL);
+    Node *y2 = tu_op3(g, "Add", b2, y1, NULL);
+    tu_finish(g, &y2, 1);
+    return g;
+}
+
+START_TEST(test_residual_over_output)
+{
+    Graph *g = run_case(build_bottlenecks, "bottlenecks", 5);
+    CgPlan p;
+    Diag d;
+    diag_init(&d);
+    ck_assert_int_eq(cg_plan(g, &p, &d), FX_OK);
+    ck_assert_int_eq(cg_plan_check(&p, &d), FX_OK);
+    int over = 0, apart = 0;
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (!n->op || strcmp(n->op->name, "ConvNCHWc") != 0 || n->num_args < 4 || !n->args[3])
+            continue;
+        const CgValue *y = cg_root(p.by_id[n->id]), *r = cg_root(cg_arg_value(&p, n, 3));
+        if (node_attr_int(n, "residual_after", 0)) {
+            ck_assert_ptr_ne(y, r);
+            apart++;
+        } else {
+            ck_assert_ptr_eq(y, r);
+            over++;
+        }
+    }
+    ck_assert_int_eq(over, 1);
+    ck_assert_int_eq(apart, 1);
+    cg_plan_free(&p);
+    diag_free(&d);
+    graph_free(g);
+}
+END_TEST
+
 /* Channel counts that leave padding lanes (5, 13, 7), a sigmoid that makes
  * them nonzero (0.5) and a 5x5 depthwise kernel: padding must never reach a
  * real channel. */
@@ -493,6 +552,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_chain);
     tcase_add_test(t, test_residual);
+    tcase_add_test(t, test_residual_over_output);
     tcase_add_test(t, test_odd_channels);
     tcase_add_test(t, test_pools);
     tcase_add_test(t, test_concat_scale);

@@ -151,14 +151,17 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
     /* Mode 0: Y apart from X, with the scratch fxrt_conv_nchwc_f32 asks for
      * and guard values past it; where they apply, mode 1: the same without
      * scratch; mode 2: Y over a copy of X with exactly the scratch
-     * fxrt_conv_nchwc_inplace_f32 asks for. */
+     * fxrt_conv_nchwc_inplace_f32 asks for; mode 3: Y over a copy of the
+     * residual, which is ep's residual too (a residual added before the
+     * activation, groups 1: the plan's accumulates_into). */
     enum { GUARD = 64 };
     const float guard_value = 12345.0f;
     int64_t scratch_floats = fxrt_conv_nchwc_scratch_floats(&p, c->x_blocked);
-    for (int mode = 0; mode < 3; mode++) {
-        int inplace = mode == 2;
+    for (int mode = 0; mode < 4; mode++) {
+        int inplace = mode == 2, over_residual = mode == 3;
         if ((mode == 1 && scratch_floats == 0) ||
-            (inplace && !fxrt_conv_nchwc_inplace_applies(&p, c->x_blocked)))
+            (inplace && !fxrt_conv_nchwc_inplace_applies(&p, c->x_blocked)) ||
+            (over_residual && (groups != 1 || c->residual != 1)))
             continue;
         if (inplace) {
             /* A depthwise layer of stride 2 makes Y smaller than X. */
@@ -175,14 +178,20 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
             free(xy);
             free(inplace_scratch);
         } else {
-            for (int64_t i = 0; i < yb_n; i++)
-                yb[i] = NAN;
+            FxrtEpilogue ep_y = ep_k;
+            if (over_residual) {
+                memcpy(yb, res_b, (size_t)yb_n * sizeof *yb);
+                ep_y.residual = yb;
+            } else {
+                for (int64_t i = 0; i < yb_n; i++)
+                    yb[i] = NAN;
+            }
             float *conv_scratch = malloc((size_t)(scratch_floats + GUARD) * sizeof *conv_scratch);
             ck_assert_ptr_nonnull(conv_scratch);
             for (int64_t i = 0; i < scratch_floats + GUARD; i++)
                 conv_scratch[i] = guard_value;
-            fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_k, yb,
-                                mode == 0 && scratch_floats ? conv_scratch : NULL);
+            fxrt_conv_nchwc_f32(&p, c->x_blocked, xk, packed, &ep_y, yb,
+                                mode != 1 && scratch_floats ? conv_scratch : NULL);
             for (int64_t i = scratch_floats; i < scratch_floats + GUARD; i++)
                 ck_assert_msg(conv_scratch[i] == guard_value, "scratch[%ld] past the end written",
                               (long)i);
@@ -199,7 +208,11 @@ static void check_grouped(const Case *c, int64_t groups, uint32_t seed)
                           "case %ux%ux%ux%u k%ux%u%s: Y[%ld] = %g, want %g (tol %g)",
                           (unsigned)c->in_c, (unsigned)c->out_c, (unsigned)c->in_h,
                           (unsigned)c->in_w, (unsigned)c->kernel_h, (unsigned)c->kernel_w,
-                          mode == 2 ? " in place" : mode == 1 ? " without scratch" : "", (long)i,
+                          mode == 3   ? " over the residual"
+                          : mode == 2 ? " in place"
+                          : mode == 1 ? " without scratch"
+                                      : "",
+                          (long)i,
                           (double)got[i], (double)want[i], (double)tol);
         for (int64_t i = 0; i < yb_n; i++) {
             if ((i / (out_sp * 8)) % ocb * 8 + i % 8 < c->out_c)

@@ -527,6 +527,18 @@ static const AttrSpec conv_nchwc_attrs[] = {
     {NULL},
 };
 
+/* A group-1 layer adds its residual R (input 3) before the activation by
+ * starting its sums from Y when R and Y are one buffer
+ * (fxrt_conv_nchwc_f32); R added after the activation, or a depthwise
+ * layer, must read R where it is. */
+static int conv_nchwc_accumulates_into(const Node *n)
+{
+    if (n->num_args < 4 || !n->args[3] || node_attr_int(n, "residual_after", 0) != 0 ||
+        node_attr_int(n, "group", 1) != 1)
+        return -1;
+    return 3;
+}
+
 const OpDef fx_op_ConvNCHWc = {
     .name = "ConvNCHWc",
     .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
@@ -538,6 +550,7 @@ const OpDef fx_op_ConvNCHWc = {
     .scratch_bytes = conv_nchwc_scratch,
     .small_scratch_bytes = conv_nchwc_small_scratch,
     .inplace = conv_nchwc_inplace,
+    .accumulates_into = conv_nchwc_accumulates_into,
 };
 
 const OpDef fx_op_ConvNCHWcWinograd = {
