@@ -265,42 +265,49 @@ static void place_concats(CgPlan *p)
     }
 }
 
+/* Makes node n's output (an arena value) an alias of its argument k when
+ * that argument is an arena value of the same type read for the last time
+ * here and by no other argument of n (which would read it while it is
+ * overwritten); false when it is not. */
+static bool take_over_argument(CgPlan *p, const Node *n, int k)
+{
+    int pos = position(n);
+    CgValue *o = p->node_values[pos];
+    CgValue *r = root_mut(value_of(p, n->args[k]));
+    bool shared = false;
+    for (int i = 0; i < n->num_args; i++)
+        shared |= i != k && n->args[i] && root_mut(value_of(p, n->args[i])) == r;
+    if (o->kind != CG_ARENA || r->kind != CG_ARENA || r->last != pos || shared ||
+        !covers_root(value_of(p, n->args[k])) ||
+        !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
+        return false;
+    o->kind = CG_ALIAS;
+    o->alias = r;
+    o->inplace = true;
+    r->last = o->last;
+    p->inplace_count++;
+    return true;
+}
+
 /* Kernels that add to their output's starting values (the op's
  * `accumulates_into` hook: a convolution's residual): the node's output
- * takes over that argument when it is an arena value of the same type read
- * for the last time here and by no other argument, so that the residual is
+ * takes over that argument (take_over_argument), so that the residual is
  * read and written as one stream instead of read from one tensor and written
  * to another (ResNet's last 1x1 layer of each block), and the arena holds
  * one tensor less. */
 static void plan_accumulating_kernels(const Graph *g, CgPlan *p)
 {
     for (Node *n = g->root.next; n != &g->root; n = n->next) {
-        int pos = position(n), k = n->op && n->op->accumulates_into ? n->op->accumulates_into(n)
-                                                                     : -1;
-        if (k < 0 || k >= n->num_args || !n->args[k] || n->num_outputs != 1 || is_constant(n) ||
-            p->node_values[pos]->kind != CG_ARENA)
-            continue;
-        CgValue *o = p->node_values[pos];
-        CgValue *r = root_mut(value_of(p, n->args[k]));
-        bool shared = false;
-        for (int i = 0; i < n->num_args; i++)
-            shared |= i != k && n->args[i] && root_mut(value_of(p, n->args[i])) == r;
-        if (r->kind != CG_ARENA || r->last != pos || shared || !covers_root(value_of(p, n->args[k])) ||
-            !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
-            continue;
-        o->kind = CG_ALIAS;
-        o->alias = r;
-        o->inplace = true;
-        r->last = o->last;
-        p->inplace_count++;
+        int k = n->op && n->op->accumulates_into ? n->op->accumulates_into(n) : -1;
+        if (k >= 0 && k < n->num_args && n->args[k] && n->num_outputs == 1 && !is_constant(n))
+            take_over_argument(p, n, k);
     }
 }
 
 /* In-place kernels (the op's `inplace` hook: depthwise and pointwise
- * convolutions): the node's output takes over its first argument when that
- * is an arena value of the same type read for the last time here and by no
- * other argument of the node (a residual must not be overwritten while it is
- * read), and the node's scratch grows to what the in-place kernel needs.
+ * convolutions): the node's output takes over its first argument
+ * (take_over_argument), and the node's scratch grows to what the in-place
+ * kernel needs.
  * Kept apart from the elementwise case, which needs no scratch and may read
  * its buffer through several arguments. */
 static void plan_inplace_kernels(const Graph *g, CgPlan *p)
@@ -309,21 +316,9 @@ static void plan_inplace_kernels(const Graph *g, CgPlan *p)
         size_t scratch_bytes = 0;
         int pos = position(n);
         if (!n->op || !n->op->inplace || n->num_outputs != 1 || is_constant(n) || !n->args[0] ||
-            p->node_values[pos]->kind != CG_ARENA || !n->op->inplace(n, &scratch_bytes))
+            p->node_values[pos]->kind != CG_ARENA || !n->op->inplace(n, &scratch_bytes) ||
+            !take_over_argument(p, n, 0))
             continue;
-        CgValue *o = p->node_values[pos];
-        CgValue *r = root_mut(value_of(p, n->args[0]));
-        bool shared = false;
-        for (int i = 1; i < n->num_args; i++)
-            shared |= n->args[i] && root_mut(value_of(p, n->args[i])) == r;
-        if (r->kind != CG_ARENA || r->last != pos || shared || !covers_root(value_of(p, n->args[0])) ||
-            !type_equal(&r->node->out_types[r->index], &n->out_types[0]))
-            continue;
-        o->kind = CG_ALIAS;
-        o->alias = r;
-        o->inplace = true;
-        r->last = o->last;
-        p->inplace_count++;
         CgValue *s = p->node_scratch[pos];
         if (!s) {
             /* cg_plan reserved one value per node for its scratch. */
