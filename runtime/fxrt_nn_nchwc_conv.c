@@ -63,6 +63,14 @@
 #define BLOCK FXRT_NCHWC_BLOCK
 #define PAIR FXRT_NCHWC_PAIR
 
+/* Whether ep's residual is Y itself (the compiler's plan gives a residual
+ * that dies here Y's buffer) and is added before the activation: the sums
+ * then start from Y and the epilogue adds no residual. */
+static int residual_is_y(const FxrtEpilogue *ep, const float *y)
+{
+    return ep && ep->residual == y && !ep->residual_after;
+}
+
 #if !FXRT_SMALL_KERNELS
 
 /* Output channel blocks per tile, one pair of the packing (fxrt_nn.h) or
@@ -739,10 +747,8 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     Conv cv;
     memset(&cv, 0, sizeof cv);
     cv.ep = fxrt_epilogue_active(ep) ? ep : NULL;
-    /* The residual in Y itself (the compiler's plan gives a residual that
-     * dies here Y's buffer): every chunk starts from Y, so the first one
-     * starts from the residual, and the epilogue adds no residual. */
-    cv.residual_in_y = cv.ep && cv.ep->residual == y && !cv.ep->residual_after;
+    /* Every chunk starts from Y, so the first one starts from the residual. */
+    cv.residual_in_y = residual_is_y(cv.ep, y);
     cv.in_h = p->in_size[1];
     cv.in_w = p->in_size[2];
     cv.out_h = p->out_size[1];
@@ -927,9 +933,7 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     const int w_block = kernel_h * kernel_w * lanes * PAIR, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
     const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
     int active = fxrt_epilogue_active(ep);
-    /* The residual in Y itself: the sums start from it (see the large
-     * kernel's conv_nchwc). */
-    int residual_in_y = active && ep->residual == y && !ep->residual_after;
+    int residual_in_y = active && residual_is_y(ep, y);
     for (int n = 0; n < (int)p->batch; n++)
         for (int ob = 0; ob < out_blocks; ob++)
             for (int oh = 0; oh < out_h; oh++) {
