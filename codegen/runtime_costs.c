@@ -580,7 +580,7 @@ static const CgCostFunction portable_functions[] = {
     {"fxrt_nn_epilogue.c:gelu", 376, 0, 0, 276, 0},
     {"fxrt_nn_epilogue.c:sigmoid_family", 564, 0, 8, 276, 0},
     {"fxrt_nn_gemm.c:gemm_tiles", 810, 0, 464, 276, 2},
-    {"fxrt_nn_nchwc_conv.c:conv_nchwc", 3768, 0, 984, 278, 8},
+    {"fxrt_nn_nchwc_conv.c:conv_nchwc", 3784, 0, 984, 278, 8},
     {"fxrt_nn_nchwc_conv.c:fxrt_sigmoid", 268, 0, 0, 286, 0},
     {"fxrt_nn_nchwc_conv.c:fxrt_silu", 268, 0, 0, 286, 0},
     {"fxrt_nn_nchwc_conv.c:run_span.part.0", 232, 0, 96, 286, 2},
