@@ -43,6 +43,10 @@ void fxrt_sparse_limit_isa(int level);
  * 0 portable C (it has no AVX-512 form). */
 void fxrt_attention_limit_isa(int level);
 
+/* The same for the blocked MaxPool and AveragePool (fxrt_nn_pool.c):
+ * 1 AVX2, 0 SSE2 (x86-64's baseline; they have no AVX-512 form). */
+void fxrt_pool_nchwc_limit_isa(int level);
+
 /* The same for LayerNormNCHWc (fxrt_nn_norm.c): 1 AVX2/FMA, 0 portable C
  * (it has no AVX-512 form). */
 void fxrt_layernorm_nchwc_limit_isa(int level);

@@ -7,8 +7,10 @@
  * block, batch 2, kernels of 1 to 7, strides 1 to 3, dilation, asymmetric
  * padding, ceil_mode's extra output (a window past the padded input),
  * windows wider than the image, count_include_pad, and the pools of
- * GoogLeNet, ResNet and DenseNet.  As a runtime suite it runs twice: with the
- * host runtime (SSE2 taps) and with the portable one (plain C).
+ * GoogLeNet, ResNet and DenseNet, and more border columns than the kernel
+ * keeps the windows of.  As a runtime suite it runs twice: with the host
+ * runtime, where every case runs with the AVX2 runs and again with SSE2
+ * alone (fxrt_pool_nchwc_limit_isa), and with the portable one (plain C).
  */
 #include <check.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
@@ -137,29 +140,43 @@ static const PoolCase cases[] = {
     {1, 9, 7, 8, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0},      /* 1x1, strided */
     {1, 16, 13, 20, 3, 2, 1, 2, 1, 1, 1, 0, 1, 1, 0, 0},   /* kernels and strides differ */
     {2, 21, 6, 6, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 0, 0},
+    {1, 8, 6, 30, 3, 21, 1, 1, 1, 1, 1, 10, 1, 10, 0, 0},  /* 10 border columns a side */
+    {1, 832, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},  /* GoogLeNet's at 14x14 */
 };
+
+/* The instruction-set caps each case runs under: the host runtime's AVX2
+ * runs, then its SSE2 taps alone (a no-op in the portable runtime). */
+static const int isa_levels[] = {1, 0};
 
 START_TEST(test_maxpool)
 {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char label[64];
-        snprintf(label, sizeof label, "maxpool case %zu", i);
-        check_pool(&cases[i], 1, label);
+    for (size_t level = 0; level < sizeof isa_levels / sizeof isa_levels[0]; level++) {
+        fxrt_pool_nchwc_limit_isa(isa_levels[level]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char label[64];
+            snprintf(label, sizeof label, "maxpool case %zu, isa %d", i, isa_levels[level]);
+            check_pool(&cases[i], 1, label);
+        }
     }
+    fxrt_pool_nchwc_limit_isa(1);
 }
 END_TEST
 
 START_TEST(test_avgpool)
 {
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int include_pad = 0; include_pad < 2; include_pad++) {
-            PoolCase c = cases[i];
-            c.count_include_pad = include_pad;
-            char label[80];
-            snprintf(label, sizeof label, "avgpool case %zu%s", i,
-                     include_pad ? ", count_include_pad" : "");
-            check_pool(&c, 0, label);
-        }
+    for (size_t level = 0; level < sizeof isa_levels / sizeof isa_levels[0]; level++) {
+        fxrt_pool_nchwc_limit_isa(isa_levels[level]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int include_pad = 0; include_pad < 2; include_pad++) {
+                PoolCase c = cases[i];
+                c.count_include_pad = include_pad;
+                char label[96];
+                snprintf(label, sizeof label, "avgpool case %zu%s, isa %d", i,
+                         include_pad ? ", count_include_pad" : "", isa_levels[level]);
+                check_pool(&c, 0, label);
+            }
+    }
+    fxrt_pool_nchwc_limit_isa(1);
 }
 END_TEST
 
