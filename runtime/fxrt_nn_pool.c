@@ -632,7 +632,7 @@ void fxrt_pool_nchwc_limit_isa(int level) { (void)level; }
 #endif
 
 /* Border columns per side whose windows pool_nchwc keeps. */
-enum { BORDER_SPANS = 8 };
+enum { BORDER_SPANS = 4 };
 
 /* MaxPool (take_max) or AveragePool over every output pixel. */
 static inline __attribute__((always_inline)) void pool_nchwc(const FxrtPoolParams *p,
