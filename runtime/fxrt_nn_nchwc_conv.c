@@ -202,8 +202,8 @@ typedef void (*TileFn)(const Tile *t);
 #define UNROLL_FULL _Pragma("GCC unroll 8")
 #endif
 
-/* How far ahead of the weights a tile reads it asks for them: 4 KiB (1 and
- * 2 KiB measured the same).  A model's weights outgrow L3, so each chunk of
+/* How far ahead of the weights a tile reads it asks for them: 4 KiB (2 and
+ * 8 KiB measured no better).  A model's weights outgrow L3, so each chunk of
  * a layer's comes from DRAM for its first tile, and the hardware prefetcher,
  * which loses the stream wherever a chunk or group starts over, leaves that
  * tile waiting on it.  Calls with and without, alternating on the same
@@ -214,8 +214,8 @@ typedef void (*TileFn)(const Tile *t);
  * 14x14 2434 -> 2314 (38), 1024-256 2340 -> 2303 (27).  Only layers whose
  * weights outweigh their image ask (conv_nchwc's weights_outer): in the
  * others each weight serves many pixels from L1 or L2 and the prefetches,
- * all hits, only take load slots (early layers measured from 4% faster to
- * 2% slower with them).  A prefetch never faults, so the address may run
+ * all hits, only take load slots (early layers' medians moved from 8%
+ * faster to 2% slower with them).  A prefetch never faults, so the address may run
  * past the weights; it is formed as an integer, since a pointer past the
  * end of its array would be undefined. */
 enum { WEIGHT_PREFETCH_BYTES = 4096 };
