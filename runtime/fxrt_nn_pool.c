@@ -460,6 +460,17 @@ static Span1 span_at(const FxrtPoolParams *p, int i, int64_t o)
     return s;
 }
 
+/* Where tap row (kd, kh) of a window starts: the pixel at depth
+ * d.start + kd x dilation, row h.start + kh x dilation, column iw of the
+ * plane at xp. */
+static inline __attribute__((always_inline)) const float *
+tap_row(const FxrtPoolParams *p, const float *xp, Span1 d, int64_t kd, Span1 h, int64_t kh,
+        int64_t iw)
+{
+    int64_t id = d.start + kd * p->dilation[0], ih = h.start + kh * p->dilation[1];
+    return xp + ((id * p->in_size[1] + ih) * p->in_size[2] + iw) * LANES;
+}
+
 /* One output pixel: the window's taps (kernel positions d x h x w, input
  * rows and columns as the spans say) reduced by max or sum in registers,
  * then AveragePool's division.  max keeps the accumulator unless a tap is
@@ -470,16 +481,13 @@ static inline __attribute__((always_inline)) void
 pool_window(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, Span1 w, int take_max,
             float *y)
 {
-    const int64_t *is = p->in_size;
     int64_t col_step = p->dilation[2] * LANES;
     float count = (float)(d.count * h.count * w.count);
 #ifdef POOL_SSE2
     __m128 a0 = _mm_set1_ps(take_max ? -FLT_MAX : 0.0f), a1 = a0;
     for (int64_t kd = d.lo; kd < d.hi; kd++) {
-        int64_t id = d.start + kd * p->dilation[0];
         for (int64_t kh = h.lo; kh < h.hi; kh++) {
-            int64_t ih = h.start + kh * p->dilation[1];
-            const float *v = xp + ((id * is[1] + ih) * is[2] + w.start + w.lo * p->dilation[2]) * LANES;
+            const float *v = tap_row(p, xp, d, kd, h, kh, w.start + w.lo * p->dilation[2]);
             for (int64_t kw = w.lo; kw < w.hi; kw++, v += col_step) {
                 __m128 v0 = _mm_loadu_ps(v), v1 = _mm_loadu_ps(v + 4);
                 a0 = take_max ? _mm_max_ps(v0, a0) : _mm_add_ps(a0, v0);
@@ -500,10 +508,8 @@ pool_window(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, Span1 w,
     for (int l = 0; l < LANES; l++)
         acc[l] = take_max ? -FLT_MAX : 0.0f;
     for (int64_t kd = d.lo; kd < d.hi; kd++) {
-        int64_t id = d.start + kd * p->dilation[0];
         for (int64_t kh = h.lo; kh < h.hi; kh++) {
-            int64_t ih = h.start + kh * p->dilation[1];
-            const float *v = xp + ((id * is[1] + ih) * is[2] + w.start + w.lo * p->dilation[2]) * LANES;
+            const float *v = tap_row(p, xp, d, kd, h, kh, w.start + w.lo * p->dilation[2]);
             for (int64_t kw = w.lo; kw < w.hi; kw++, v += col_step)
                 for (int l = 0; l < LANES; l++)
                     acc[l] = take_max ? (v[l] > acc[l] ? v[l] : acc[l]) : acc[l] + v[l];
@@ -527,7 +533,6 @@ static inline __attribute__((always_inline)) void
 pool_run(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, int64_t ow, int take_max,
          float *y)
 {
-    const int64_t *is = p->in_size;
     int64_t col_step = p->dilation[2] * LANES, pixel_step = p->stride[2] * LANES;
     int64_t iw = ow * p->stride[2] - p->pad_begin[2];
     __m128 a[POOL_RUN][2];
@@ -535,10 +540,8 @@ pool_run(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, int64_t ow,
     for (int j = 0; j < POOL_RUN; j++)
         a[j][0] = a[j][1] = _mm_set1_ps(take_max ? -FLT_MAX : 0.0f);
     for (int64_t kd = d.lo; kd < d.hi; kd++) {
-        int64_t id = d.start + kd * p->dilation[0];
         for (int64_t kh = h.lo; kh < h.hi; kh++) {
-            int64_t ih = h.start + kh * p->dilation[1];
-            const float *v = xp + ((id * is[1] + ih) * is[2] + iw) * LANES;
+            const float *v = tap_row(p, xp, d, kd, h, kh, iw);
             for (int64_t kw = 0; kw < p->kernel[2]; kw++, v += col_step)
 #pragma GCC unroll 4
                 for (int j = 0; j < POOL_RUN; j++) {
@@ -584,7 +587,6 @@ __attribute__((target("avx2"), always_inline)) static inline void
 pool_run_avx2_body(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, int64_t ow,
                    int take_max, float *y)
 {
-    const int64_t *is = p->in_size;
     int64_t col_step = p->dilation[2] * LANES, pixel_step = p->stride[2] * LANES;
     int64_t iw = ow * p->stride[2] - p->pad_begin[2];
     __m256 a[POOL_RUN_AVX2];
@@ -592,10 +594,8 @@ pool_run_avx2_body(const FxrtPoolParams *p, const float *xp, Span1 d, Span1 h, i
     for (int j = 0; j < POOL_RUN_AVX2; j++)
         a[j] = _mm256_set1_ps(take_max ? -FLT_MAX : 0.0f);
     for (int64_t kd = d.lo; kd < d.hi; kd++) {
-        int64_t id = d.start + kd * p->dilation[0];
         for (int64_t kh = h.lo; kh < h.hi; kh++) {
-            int64_t ih = h.start + kh * p->dilation[1];
-            const float *v = xp + ((id * is[1] + ih) * is[2] + iw) * LANES;
+            const float *v = tap_row(p, xp, d, kd, h, kh, iw);
             for (int64_t kw = 0; kw < p->kernel[2]; kw++, v += col_step)
 #pragma GCC unroll 8
                 for (int j = 0; j < POOL_RUN_AVX2; j++) {
