@@ -1070,10 +1070,9 @@ dw_store_int32_vnni(const __m512i *acc, int64_t left, uint8_t *y)
  * four taps' bytes are interleaved by two rounds of unpacks into
  * [x_t0 x_t1 x_t2 x_t3] per channel, in dw_quad_slot's order.  The
  * weights, seeds and scales stay in registers across the run (groups and
- * is_int8 constants where the caller inlines it).  The requantized int32s
- * narrow with saturation (packs/packus put the channels back in order),
- * the zero point is added in saturating int16 and the clamp is on bytes:
- * a value that saturates is beyond the byte range either way. */
+ * is_int8 constants where the caller inlines it).  The scales clamp to
+ * [y_min - zp, y_max - zp], so the narrowing packs (which put the channels
+ * back in order) and the zero point's int16 add are exact. */
 DW_VNNI_TARGET __attribute__((always_inline)) static inline void
 dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t groups,
               const int is_int8)
@@ -1092,12 +1091,10 @@ dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t group
         seed[k] = _mm512_loadu_si512(columns + k * 16);
         scale[k] = fxrt_quant_scale_avx512(_mm512_loadu_si512(columns + DW_BLOCK + k * 16),
                                            _mm512_loadu_si512(columns + 2 * DW_BLOCK + k * 16),
-                                           0, INT32_MIN, INT32_MAX);
+                                           0, q->y_min - q->y_zp, q->y_max - q->y_zp);
     }
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i zp = _mm512_set1_epi16((short)q->y_zp);
-    const __m512i y_min = _mm512_set1_epi8((char)q->y_min);
-    const __m512i y_max = _mm512_set1_epi8((char)q->y_max);
     DwRun run = {.count = 0}, *r = &run;
     for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
         for (int64_t i = 0; i < r->count; i++) {
@@ -1132,19 +1129,11 @@ dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t group
             }
             __m512i rescaled[4];
             for (int k = 0; k < 4; k++)
-                rescaled[k] = fxrt_quant_rescale_scaled_avx512(acc[k], &scale[k]);
-            __m512i words01 = _mm512_packs_epi32(rescaled[0], rescaled[1]);
-            __m512i words23 = _mm512_packs_epi32(rescaled[2], rescaled[3]);
-            words01 = _mm512_adds_epi16(words01, zp);
-            words23 = _mm512_adds_epi16(words23, zp);
-            __m512i bytes;
-            if (q->y_type == FXRT_DTYPE_UINT8) {
-                bytes = _mm512_max_epu8(_mm512_packus_epi16(words01, words23), y_min);
-                bytes = _mm512_min_epu8(bytes, y_max);
-            } else {
-                bytes = _mm512_max_epi8(_mm512_packs_epi16(words01, words23), y_min);
-                bytes = _mm512_min_epi8(bytes, y_max);
-            }
+                rescaled[k] = fxrt_quant_requantize_scaled_avx512(acc[k], &scale[k]);
+            __m512i words01 = _mm512_add_epi16(_mm512_packs_epi32(rescaled[0], rescaled[1]), zp);
+            __m512i words23 = _mm512_add_epi16(_mm512_packs_epi32(rescaled[2], rescaled[3]), zp);
+            __m512i bytes = q->y_type == FXRT_DTYPE_UINT8 ? _mm512_packus_epi16(words01, words23)
+                                                          : _mm512_packs_epi16(words01, words23);
             _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
         }
 }

@@ -15,15 +15,19 @@
  * back into range.
  *
  * The scaled forms (fxrt_quant_scale_*, fxrt_quant_requantize_scaled_*)
- * give the same bytes in a third of the instructions, for loops that apply
- * one set of column scales to many accumulators (the scale is built once):
- * multiplier x 2^-shift is exact in a double, and so is acc x that double
- * while the two significands fit 53 bits together; rint of the exact
- * product is then the exact rounding half to even that fxrt_quant_rescale
- * computes.  A multiplier made from a float scale (fxrt_quant_multiplier)
- * has at most 24 significant bits (its low 7 are zero), so |acc| < 2^29
- * qualifies; any other multiplier, |acc| < 2^22.  A vector with a lane
- * beyond its bound takes the 64-bit path instead, so every lane is exact
+ * give the same bytes in about half the instructions, for loops that apply
+ * one set of column scales to many accumulators (the scale is built once)
+ * and outputs of 8 bits: p = float(acc) x float(multiplier x 2^-shift),
+ * clamped to the output window [y_min - zp, y_max - zp], rounded to
+ * nearest even.  Each of the three float roundings errs by at most 2^-23
+ * of its value (2^-24 to nearest; 2^-23 in any directed mode the caller's
+ * MXCSR might set), so an unclamped |p| <= 1024 is within 3 x 2^-13 <
+ * 2^-11 of the exact product: unless p lies within 2^-11 of a half-integer
+ * (FXRT_QUANT_NEAR_HALF), the exact product rounds to the same integer.
+ * A clamped lane is exact too: p beyond a bound means the exact product is
+ * beyond it or within 2^-11 of it, and rounds to the bound either way.  A
+ * vector with a lane near a half-integer (about one lane in a thousand,
+ * and every exact tie) takes the 64-bit path, so every lane is exact
  * whatever the accumulator.
  */
 #ifndef FXRT_QUANT_X86_H
@@ -125,24 +129,26 @@ void fxrt_qgemm_gather(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_ro
  * intrinsics want an immediate even in unoptimized builds. */
 #define FXRT_QUANT_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-/* Accumulator bounds below which the double product is exact: 2^29 for a
- * multiplier with its low 7 bits zero (24 significant bits), else 2^22. */
-enum { FXRT_QUANT_EXACT_FLOAT_MULT = 1 << 29, FXRT_QUANT_EXACT_ANY_MULT = 1 << 22 };
+/* A float product this close to a half-integer might round the other way
+ * than the exact one (see the file comment's error bound). */
+#define FXRT_QUANT_NEAR_HALF (0.5f - 0x1p-11f)
 
-/* Eight lanes of 2^-shift as doubles (shift in [0, 1022]): the exponent
- * field built directly. */
-FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline __m256d
-fxrt_quant_pow2_avx2(__m128i shift)
+/* Eight lanes of multiplier x 2^-shift (shift in [0, 1022]) rounded to
+ * float: exact in a double, whose exponent field is built directly. */
+FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline __m128
+fxrt_quant_scale_half_avx2(__m128i mult, __m128i shift)
 {
     __m256i e = _mm256_sub_epi64(_mm256_set1_epi64x(1023), _mm256_cvtepi32_epi64(shift));
-    return _mm256_castsi256_pd(_mm256_slli_epi64(e, 52));
+    __m256d scale = _mm256_mul_pd(_mm256_cvtepi32_pd(mult), _mm256_castsi256_pd(_mm256_slli_epi64(e, 52)));
+    return _mm256_cvtpd_ps(scale);
 }
 
-/* Eight columns' requantization, built once for many accumulators. */
+/* Eight columns' requantization to an 8-bit type, built once for many
+ * accumulators: y_max - zp and zp - y_min at most 1024. */
 typedef struct FxrtQuantScaleAvx2 {
-    __m256d low, high;           /* multiplier x 2^-shift of lanes 0-3, 4-7 */
-    __m256i mult, shift;         /* for the 64-bit path */
-    __m256i exact_max;           /* the largest |acc| whose product is exact */
+    __m256 scale;        /* multiplier x 2^-shift, rounded to float */
+    __m256 lo, hi;       /* y_min - zp, y_max - zp */
+    __m256i mult, shift; /* for the 64-bit path */
     int32_t zp, y_min, y_max;
 } FxrtQuantScaleAvx2;
 
@@ -150,115 +156,87 @@ FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline FxrtQuantSca
 fxrt_quant_scale_avx2(__m256i mult, __m256i shift, int32_t zp, int32_t y_min, int32_t y_max)
 {
     FxrtQuantScaleAvx2 s;
-    s.low = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(mult)),
-                          fxrt_quant_pow2_avx2(_mm256_castsi256_si128(shift)));
-    s.high = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(mult, 1)),
-                           fxrt_quant_pow2_avx2(_mm256_extracti128_si256(shift, 1)));
+    s.scale = _mm256_set_m128(
+        fxrt_quant_scale_half_avx2(_mm256_extracti128_si256(mult, 1), _mm256_extracti128_si256(shift, 1)),
+        fxrt_quant_scale_half_avx2(_mm256_castsi256_si128(mult), _mm256_castsi256_si128(shift)));
+    s.lo = _mm256_set1_ps((float)(y_min - zp));
+    s.hi = _mm256_set1_ps((float)(y_max - zp));
     s.mult = mult;
     s.shift = shift;
-    __m256i float_mult = _mm256_cmpeq_epi32(_mm256_and_si256(mult, _mm256_set1_epi32(0x7f)),
-                                            _mm256_setzero_si256());
-    s.exact_max = _mm256_blendv_epi8(_mm256_set1_epi32(FXRT_QUANT_EXACT_ANY_MULT - 1),
-                                     _mm256_set1_epi32(FXRT_QUANT_EXACT_FLOAT_MULT - 1),
-                                     float_mult);
     s.zp = zp;
     s.y_min = y_min;
     s.y_max = y_max;
     return s;
 }
 
-/* fxrt_quant_requantize_avx2's result through doubles when exact. */
+/* fxrt_quant_requantize_avx2's result: the float product clamped to the
+ * output window and rounded, or the 64-bit path where a lane's product lies
+ * near a tie.  The clamp comes first, so a clamped lane is an integer and
+ * never takes that path. */
 FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline __m256i
 fxrt_quant_requantize_scaled_avx2(__m256i acc, const FxrtQuantScaleAvx2 *s)
 {
-    /* Unsigned: |INT32_MIN| stays 2^31, beyond every bound. */
-    __m256i magnitude = _mm256_abs_epi32(acc);
-    __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(magnitude, s->exact_max), s->exact_max);
-    if (__builtin_expect(_mm256_movemask_epi8(within) != -1, 0))
+    __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), s->scale);
+    p = _mm256_min_ps(_mm256_max_ps(p, s->lo), s->hi);
+    __m256 r = _mm256_round_ps(p, FXRT_QUANT_NEAREST);
+    __m256 distance = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(p, r));
+    __m256 near = _mm256_cmp_ps(distance, _mm256_set1_ps(FXRT_QUANT_NEAR_HALF), _CMP_GT_OQ);
+    if (__builtin_expect(_mm256_movemask_ps(near) != 0, 0))
         return fxrt_quant_requantize_avx2(acc, s->mult, s->shift, s->zp, s->y_min, s->y_max);
-    __m256d low = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(acc)), s->low);
-    __m256d high = _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(acc, 1)), s->high);
-    __m256i y = _mm256_set_m128i(_mm256_cvttpd_epi32(_mm256_round_pd(high, FXRT_QUANT_NEAREST)),
-                                 _mm256_cvttpd_epi32(_mm256_round_pd(low, FXRT_QUANT_NEAREST)));
-    y = _mm256_add_epi32(y, _mm256_set1_epi32(s->zp));
-    return _mm256_min_epi32(_mm256_max_epi32(y, _mm256_set1_epi32(s->y_min)),
-                            _mm256_set1_epi32(s->y_max));
+    return _mm256_add_epi32(_mm256_cvttps_epi32(r), _mm256_set1_epi32(s->zp));
 }
 
-FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512d
-fxrt_quant_pow2_avx512(__m256i shift)
-{
-    __m512i e = _mm512_sub_epi64(_mm512_set1_epi64(1023), _mm512_cvtepi32_epi64(shift));
-    return _mm512_castsi512_pd(_mm512_slli_epi64(e, 52));
-}
-
-/* Sixteen columns' requantization, built once for many accumulators. */
+/* Sixteen columns' requantization to an 8-bit type, built once for many
+ * accumulators: y_max - zp and zp - y_min at most 1024. */
 typedef struct FxrtQuantScaleAvx512 {
-    __m512d low, high;           /* multiplier x 2^-shift of lanes 0-7, 8-15 */
-    __m512i mult, shift;         /* for the 64-bit path */
-    __m512i exact_bound;         /* |acc| below it: the product is exact */
+    __m512 scale;        /* multiplier x 2^-shift, rounded to float */
+    __m512 lo, hi;       /* y_min - zp, y_max - zp */
+    __m512i mult, shift; /* for the 64-bit path */
     int32_t zp, y_min, y_max;
 } FxrtQuantScaleAvx512;
+
+FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m256
+fxrt_quant_scale_half_avx512(__m256i mult, __m256i shift)
+{
+    __m512i e = _mm512_sub_epi64(_mm512_set1_epi64(1023), _mm512_cvtepi32_epi64(shift));
+    __m512d scale = _mm512_mul_pd(_mm512_cvtepi32_pd(mult), _mm512_castsi512_pd(_mm512_slli_epi64(e, 52)));
+    return _mm512_cvt_roundpd_ps(scale, FXRT_QUANT_NEAREST);
+}
 
 FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline FxrtQuantScaleAvx512
 fxrt_quant_scale_avx512(__m512i mult, __m512i shift, int32_t zp, int32_t y_min, int32_t y_max)
 {
     FxrtQuantScaleAvx512 s;
-    s.low = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(mult)),
-                          fxrt_quant_pow2_avx512(_mm512_castsi512_si256(shift)));
-    s.high = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(mult, 1)),
-                           fxrt_quant_pow2_avx512(_mm512_extracti64x4_epi64(shift, 1)));
+    __m256 low = fxrt_quant_scale_half_avx512(_mm512_castsi512_si256(mult), _mm512_castsi512_si256(shift));
+    __m256 high = fxrt_quant_scale_half_avx512(_mm512_extracti64x4_epi64(mult, 1),
+                                               _mm512_extracti64x4_epi64(shift, 1));
+    s.scale = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(low)),
+                                                  _mm256_castps_pd(high), 1));
+    s.lo = _mm512_set1_ps((float)(y_min - zp));
+    s.hi = _mm512_set1_ps((float)(y_max - zp));
     s.mult = mult;
     s.shift = shift;
-    __mmask16 float_mult = _mm512_testn_epi32_mask(mult, _mm512_set1_epi32(0x7f));
-    s.exact_bound =
-        _mm512_mask_blend_epi32(float_mult, _mm512_set1_epi32(FXRT_QUANT_EXACT_ANY_MULT),
-                                _mm512_set1_epi32(FXRT_QUANT_EXACT_FLOAT_MULT));
     s.zp = zp;
     s.y_min = y_min;
     s.y_max = y_max;
     return s;
 }
 
-/* Whether every lane's double product is exact.  Unsigned: |INT32_MIN|
- * stays 2^31, beyond every bound. */
-FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline int
-fxrt_quant_exact_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
-{
-    return _mm512_cmplt_epu32_mask(_mm512_abs_epi32(acc), s->exact_bound) == 0xffff;
-}
-
-/* rint(acc x scale) in int32 lanes, for accumulators fxrt_quant_exact_avx512
- * accepts. */
-FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
-fxrt_quant_rescale_double_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
-{
-    __m512d low = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(acc)), s->low);
-    __m512d high = _mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(acc, 1)), s->high);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvt_roundpd_epi32(low, FXRT_QUANT_NEAREST)),
-                              _mm512_cvt_roundpd_epi32(high, FXRT_QUANT_NEAREST), 1);
-}
-
-/* fxrt_quant_requantize_avx512's result through doubles when exact. */
+/* fxrt_quant_requantize_avx512's result, as fxrt_quant_requantize_scaled_avx2
+ * finds it; every rounding explicit, whatever the caller's MXCSR. */
 FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
 fxrt_quant_requantize_scaled_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
 {
-    if (__builtin_expect(!fxrt_quant_exact_avx512(acc, s), 0))
+    __m512 p = _mm512_mul_round_ps(_mm512_cvt_roundepi32_ps(acc, FXRT_QUANT_NEAREST), s->scale,
+                                   FXRT_QUANT_NEAREST);
+    p = _mm512_min_ps(_mm512_max_ps(p, s->lo), s->hi);
+    __m512i r = _mm512_cvt_roundps_epi32(p, FXRT_QUANT_NEAREST);
+    __m512 distance = _mm512_abs_ps(_mm512_sub_ps(p, _mm512_cvtepi32_ps(r)));
+    if (__builtin_expect(_mm512_cmp_ps_mask(distance, _mm512_set1_ps(FXRT_QUANT_NEAR_HALF),
+                                            _CMP_GT_OQ) != 0,
+                         0))
         return fxrt_quant_requantize_avx512(acc, s->mult, s->shift, s->zp, s->y_min, s->y_max);
-    __m512i y = _mm512_add_epi32(fxrt_quant_rescale_double_avx512(acc, s),
-                                 _mm512_set1_epi32(s->zp));
-    return _mm512_min_epi32(_mm512_max_epi32(y, _mm512_set1_epi32(s->y_min)),
-                            _mm512_set1_epi32(s->y_max));
-}
-
-/* fxrt_quant_rescale of 16 accumulators saturated to int32, no zero point
- * or clamp: for callers that narrow with saturation and clamp the bytes. */
-FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m512i
-fxrt_quant_rescale_scaled_avx512(__m512i acc, const FxrtQuantScaleAvx512 *s)
-{
-    if (__builtin_expect(!fxrt_quant_exact_avx512(acc, s), 0))
-        return fxrt_quant_requantize_avx512(acc, s->mult, s->shift, 0, INT32_MIN, INT32_MAX);
-    return fxrt_quant_rescale_double_avx512(acc, s);
+    return _mm512_add_epi32(r, _mm512_set1_epi32(s->zp));
 }
 
 #endif

@@ -500,6 +500,112 @@ START_TEST(test_requantize_wide)
 }
 END_TEST
 
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+#include <fenv.h>
+
+#include "runtime/fxrt_quant_x86.h"
+
+enum { LANES = 16 };
+
+/* One vector of each width through the scaled requantization. */
+FXRT_QUANT_AVX512_TARGET static void scaled_avx512(const int32_t *acc, const int32_t *mult,
+                                                   const int32_t *shift, int32_t zp,
+                                                   int32_t y_min, int32_t y_max, int32_t *y)
+{
+    FxrtQuantScaleAvx512 s = fxrt_quant_scale_avx512(_mm512_loadu_si512(mult),
+                                                     _mm512_loadu_si512(shift), zp, y_min, y_max);
+    _mm512_storeu_si512(y, fxrt_quant_requantize_scaled_avx512(_mm512_loadu_si512(acc), &s));
+}
+
+FXRT_QUANT_AVX2_TARGET static void scaled_avx2(const int32_t *acc, const int32_t *mult,
+                                               const int32_t *shift, int32_t zp, int32_t y_min,
+                                               int32_t y_max, int32_t *y)
+{
+    for (int half = 0; half < 2; half++) {
+        const __m256i *at = (const __m256i *)(const void *)(acc + 8 * half);
+        FxrtQuantScaleAvx2 s = fxrt_quant_scale_avx2(
+            _mm256_loadu_si256((const __m256i *)(const void *)(mult + 8 * half)),
+            _mm256_loadu_si256((const __m256i *)(const void *)(shift + 8 * half)), zp, y_min,
+            y_max);
+        _mm256_storeu_si256((__m256i *)(void *)(y + 8 * half),
+                            fxrt_quant_requantize_scaled_avx2(_mm256_loadu_si256(at), &s));
+    }
+}
+
+/* The scaled forms take a float product and fall back to the 64-bit path
+ * only near a half-integer (fxrt_quant_x86.h): every lane must equal
+ * fxrt_quant_rescale's clamped result, for accumulators aimed at ties
+ * (exact ones, and 2^-24 .. 2^-9 away on either side, across the band's
+ * edge), at the window's bounds, and over the whole int32 range; for float
+ * multipliers and 31-bit ones; and for AVX2, whose products round by the
+ * caller's MXCSR, in all four rounding modes. */
+START_TEST(test_requantize_scaled_lanes)
+{
+    int avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+    if (!avx2)
+        return;
+    rng_state = 700;
+    static const int modes[] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+    int64_t near_tie = 0, lanes = 0;
+    for (int t = 0; t < 60000; t++) {
+        int32_t acc[LANES], mult[LANES], shift[LANES], got[LANES];
+        int is_uint8 = t % 2;
+        int32_t zp = is_uint8 ? rnd_range(0, 255) : rnd_range(-128, 127);
+        int32_t y_min = is_uint8 ? 0 : -128, y_max = is_uint8 ? 255 : 127;
+        if (t % 5 == 0) /* a fused Relu: the clamp at the zero point */
+            y_min = zp;
+        for (int j = 0; j < LANES; j++) {
+            double real = ldexp(0.5 + 0.5 * rnd_unit(), -rnd_range(1, 24));
+            int s;
+            ck_assert_int_eq(fxrt_quant_multiplier(real, &mult[j], &s), 0);
+            if (j % 2) /* a float scale's multiplier has its low 7 bits zero */
+                mult[j] &= ~0x7f;
+            if (mult[j] == 0)
+                mult[j] = 1 << 30;
+            shift[j] = s;
+            double scale = ldexp((double)mult[j], -s);
+            int kind = (int)(rnd_u32() % 4);
+            if (kind == 0) { /* the whole range */
+                acc[j] = (int32_t)rnd_u32();
+            } else if (kind == 1) { /* around the window's bounds */
+                int32_t bound = rnd_u32() % 2 ? y_max - zp : y_min - zp;
+                double target = bound + 2.0 * rnd_unit() - 1.0;
+                acc[j] = (int32_t)fmin(fmax(nearbyint(target / scale), INT32_MIN), INT32_MAX);
+            } else { /* aimed at a tie inside the window, from either side */
+                double offset = ldexp(rnd_u32() % 2 ? 1.0 : -1.0, -rnd_range(9, 24));
+                double target = rnd_range(y_min - zp, y_max - zp) + 0.5 + offset;
+                if (kind == 3)
+                    target = rnd_range(y_min - zp, y_max - zp) + 0.5;
+                acc[j] = (int32_t)fmin(fmax(nearbyint(target / scale), INT32_MIN), INT32_MAX);
+            }
+            near_tie += tie_distance(acc[j], mult[j], s) * fabs((double)acc[j] * scale) < 0x1p-11;
+        }
+        /* Ways 0-3: AVX2 in each rounding mode; 4: AVX-512. */
+        for (int way = 0; way < (avx512 ? 5 : 4); way++) {
+            if (way < 4) {
+                ck_assert_int_eq(fesetround(modes[way]), 0);
+                scaled_avx2(acc, mult, shift, zp, y_min, y_max, got);
+                ck_assert_int_eq(fesetround(FE_TONEAREST), 0);
+            } else {
+                scaled_avx512(acc, mult, shift, zp, y_min, y_max, got);
+            }
+            for (int j = 0; j < LANES; j++) {
+                int64_t want = fxrt_quant_rescale(acc[j], mult[j], shift[j]) + zp;
+                want = want < y_min ? y_min : want > y_max ? y_max : want;
+                ck_assert_msg(got[j] == want,
+                              "way %d lane %d: acc %d mult %d shift %d zp %d -> %d, expected %lld",
+                              way, j, acc[j], mult[j], shift[j], zp, got[j], (long long)want);
+            }
+        }
+        lanes += LANES;
+    }
+    /* The aimed accumulators really reach the band (a quarter of lanes
+     * aim within 2^-9, some at exact ties). */
+    ck_assert_int_gt(near_tie, lanes / 20);
+}
+END_TEST
+#endif
+
 /* A scale without a fixed-point pair refuses the packing. */
 START_TEST(test_pack_refuses_scale)
 {
@@ -555,6 +661,9 @@ static Suite *qgemm_suite(void)
     tcase_add_test(rescale, test_rescale_exact);
     tcase_add_test(rescale, test_rescale_ties);
     tcase_add_test(rescale, test_pack_refuses_scale);
+#if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
+    tcase_add_test(rescale, test_requantize_scaled_lanes);
+#endif
     suite_add_tcase(s, rescale);
     const char *names[] = {"vnni", "avx2", "portable"};
     void (*caps[])(void) = {use_vnni, use_avx2, use_portable};
