@@ -231,8 +231,8 @@ static int64_t depthwise_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
  * to four times the taps' bytes: not worth flash in the blob): the AVX2
  * kernel's groups of 16 channels (dw_avx2_tables: at most
  * DW_GROUP_AVX2_BYTES of seeds and scales each, then the weights, aligned
- * to 32 bytes) or the VNNI kernel's blocks of 64 (dw_vnni_tables); room
- * for either. */
+ * to 32 bytes) or the VNNI kernel's block of 64 channels and row of
+ * column quads (dw_vnni_tables_bytes); room for either. */
 enum { DW_BLOCK = 64, DW_GROUP = 16, DW_GROUP_AVX2_BYTES = 512 };
 /* The AVX2 kernel's groups: none below 16 channels (the portable loop
  * takes those), else C / 16 rounded up, the last one overlapping. */
@@ -240,11 +240,28 @@ static int64_t dw_avx2_groups(int64_t c)
 {
     return c < DW_GROUP ? 0 : (c + DW_GROUP - 1) / DW_GROUP;
 }
+/* The VNNI kernel's row groups: kernel rows 4 g .. 4 g + 3 (dw_block_vnni). */
+static int64_t dw_vnni_row_groups(const FxrtConvParams *p) { return (p->kernel[1] + 3) / 4; }
+
+/* The input columns one output row reads, from column -pad_begin. */
+static int64_t dw_vnni_columns(const FxrtConvParams *p)
+{
+    return (p->out_size[2] - 1) * p->stride[2] + (p->kernel[2] - 1) * p->dilation[2] + 1;
+}
+
+/* One block's weight vectors [row group][kx][accumulator] and its seed,
+ * multiplier and shift columns, then one row's quads [row group][column]
+ * [accumulator]: 64 bytes each, from the next 64-byte boundary. */
+static int64_t dw_vnni_tables_bytes(const FxrtConvParams *p)
+{
+    int64_t groups = dw_vnni_row_groups(p);
+    return 64 + (groups * p->kernel[2] * 4 + 3 * 4 + groups * dw_vnni_columns(p) * 4) * DW_BLOCK;
+}
+
 static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
 {
     int64_t c = p->in_channels, taps = kernel_taps(p);
-    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK, groups = (taps + 3) / 4;
-    int64_t vnni = blocks * (groups * 4 * DW_BLOCK + 3 * DW_BLOCK * (int64_t)sizeof(int32_t));
+    int64_t vnni = dw_vnni_tables_bytes(p);
     int64_t pairs = (taps + 1) / 2;
     /* 32: the AVX2 tables start at the next 32-byte boundary */
     int64_t avx2 = 32 + dw_avx2_groups(c) * (DW_GROUP_AVX2_BYTES +
@@ -891,12 +908,6 @@ typedef struct DwPixel {
      * its seeds and scales, then per group and pair of taps two vectors of
      * int16 weight pairs. */
     const void *avx2_groups;
-    /* The VNNI kernel's tables (dw_vnni_tables): per block of 64 channels,
-     * the taps in groups of four as vpdpbusd operands, then the seed,
-     * multiplier and shift, all in its accumulators' lane order. */
-    const uint8_t *quads;
-    const int32_t *quad_columns;
-    int64_t groups; /* taps / 4, rounded up */
 } DwPixel;
 
 /* The output columns [lo, hi) whose windows lie inside the image's width. */
@@ -1001,53 +1012,49 @@ static void dw_image_portable(const DwPixel *d, const DwImage *m, int64_t from)
  * lane L, j < 4) in accumulator k, int32 lane 4 L + j. */
 static int64_t dw_quad_slot(int64_t ch) { return (ch % 16 / 4) * 16 + ch / 16 * 4 + ch % 4; }
 
-/* Fills the tables of d (quads, quad_columns: dw_vnni_tables_bytes at
- * `tables`).  An int8 activation is read as x + 128 (its top bit flipped)
- * so that vpdpbusd's unsigned operand serves both types: the seed then
- * loses 128 x sum(w).  Channels past C get zero weights and seeds. */
-static void dw_vnni_tables(const FxrtQConv *q, DwPixel *d, uint8_t *tables)
+/* The VNNI kernel works on column quads: for an output row, a block of 64
+ * channels and kernel rows 4 g .. 4 g + 3 (a row group), the quad of input
+ * column ix holds per channel the four rows' bytes at ix, [x_r0 x_r1 x_r2
+ * x_r3], as four vectors in dw_quad_slot's order.  Every output pixel of
+ * the row whose window covers ix reads that quad, so a row's quads are
+ * built once (two rounds of byte unpacks) and each output pixel is one
+ * vpdpbusd per row group, kernel column and accumulator, against the
+ * weights [w(4g, kx) .. w(4g + 3, kx)] per channel.  Rows past the kernel
+ * have zero weights; rows and columns outside the image read the zero
+ * point (which the seed's - x_zp x sum(w) cancels, as in the reference). */
+
+/* Fills block b's weight vectors and columns at `tables`.  An int8
+ * activation is read as x + 128 (its top bit flipped) so that vpdpbusd's
+ * unsigned operand serves both types: the seed then loses 128 x sum(w).
+ * Channels past C get zero weights and seeds. */
+static void dw_vnni_block_tables(const DwPixel *d, const FxrtConvParams *p, int64_t b,
+                                 uint8_t *tables)
 {
-    int64_t c = d->c, taps = d->taps, groups = (taps + 3) / 4;
-    int64_t blocks = (c + DW_BLOCK - 1) / DW_BLOCK;
-    uint8_t *quads = tables;
-    int32_t columns[3 * DW_BLOCK];
-    uint8_t *column_bytes = tables + blocks * groups * 4 * DW_BLOCK;
-    for (int64_t b = 0; b < blocks; b++) {
-        uint8_t *block = quads + b * groups * 4 * DW_BLOCK;
-        memset(block, 0, (size_t)(groups * 4 * DW_BLOCK));
-        for (int64_t i = 0; i < DW_BLOCK; i++) {
-            int64_t ch = b * DW_BLOCK + i, slot = dw_quad_slot(i);
-            uint32_t seed = 0, wsum = 0;
-            int32_t mult = 0, shift = 31;
-            if (ch < c) {
-                const int8_t *w = d->w + ch * taps;
-                /* Group g's four taps go to accumulator slot / 16, lane
-                 * slot % 16 of that group's vectors: one 4-byte copy (the
-                 * last group's missing taps stay 0). */
-                for (int64_t g = 0; g < groups; g++) {
-                    uint8_t *quad = block + (g * 4 + slot / 16) * DW_BLOCK + (slot % 16) * 4;
-                    if (taps - 4 * g >= 4)
-                        memcpy(quad, w + 4 * g, 4);
-                    else
-                        memcpy(quad, w + 4 * g, (size_t)(taps - 4 * g));
+    int64_t kh = p->kernel[1], kw = p->kernel[2], groups = dw_vnni_row_groups(p);
+    memset(tables, 0, (size_t)(groups * kw * 4 * DW_BLOCK));
+    int32_t *columns = (int32_t *)(void *)(tables + groups * kw * 4 * DW_BLOCK);
+    for (int64_t i = 0; i < DW_BLOCK; i++) {
+        int64_t ch = b * DW_BLOCK + i, slot = dw_quad_slot(i);
+        uint32_t seed = 0, wsum = 0;
+        int32_t mult = 0, shift = 31;
+        if (ch < d->c) {
+            const int8_t *w = d->w + ch * d->taps;
+            for (int64_t ky = 0; ky < kh; ky++)
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    int64_t vector = (ky / 4 * kw + kx) * 4 + slot / 16;
+                    tables[vector * DW_BLOCK + slot % 16 * 4 + ky % 4] = (uint8_t)w[ky * kw + kx];
+                    wsum += (uint32_t)(int32_t)w[ky * kw + kx];
                 }
-                for (int64_t t = 0; t < taps; t++)
-                    wsum += (uint32_t)(int32_t)w[t];
-                seed = (uint32_t)d->seed[ch];
-                if (q->x_type == FXRT_DTYPE_INT8)
-                    seed -= 128u * wsum;
-                mult = d->mult[ch];
-                shift = d->shift[ch];
-            }
-            columns[slot] = (int32_t)seed;
-            columns[DW_BLOCK + slot] = mult;
-            columns[2 * DW_BLOCK + slot] = shift;
+            seed = (uint32_t)d->seed[ch];
+            if (d->q->x_type == FXRT_DTYPE_INT8)
+                seed -= 128u * wsum;
+            mult = d->mult[ch];
+            shift = d->shift[ch];
         }
-        memcpy(column_bytes + b * (int64_t)sizeof columns, columns, sizeof columns);
+        columns[slot] = (int32_t)seed;
+        columns[DW_BLOCK + slot] = mult;
+        columns[2 * DW_BLOCK + slot] = shift;
     }
-    d->quads = quads;
-    d->quad_columns = (const int32_t *)(const void *)column_bytes;
-    d->groups = groups;
 }
 
 /* Stores one pixel's 64 (live) int32 sums from the four accumulators. */
@@ -1066,65 +1073,83 @@ dw_store_int32_vnni(const __m512i *acc, int64_t left, uint8_t *y)
     }
 }
 
-/* One block of 64 channels over the whole run, four taps per vpdpbusd: the
- * four taps' bytes are interleaved by two rounds of unpacks into
- * [x_t0 x_t1 x_t2 x_t3] per channel, in dw_quad_slot's order.  The
- * weights, seeds and scales stay in registers across the run (groups and
- * is_int8 constants where the caller inlines it).  The scales clamp to
- * [y_min - zp, y_max - zp], so the narrowing packs (which put the channels
- * back in order) and the zero point's int16 add are exact. */
+/* Output row oy's column quads of block c0 (live its channels) into quads. */
 DW_VNNI_TARGET __attribute__((always_inline)) static inline void
-dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t groups,
-              const int is_int8)
+dw_row_quads_vnni(const FxrtConvParams *p, const DwImage *m, int64_t oy, int64_t c0,
+                  __mmask64 live, const int is_int8, __m512i *quads)
 {
+    int64_t h = p->in_size[1], w = p->in_size[2], c = p->in_channels;
+    int64_t kh = p->kernel[1], columns = dw_vnni_columns(p), left = p->pad_begin[2];
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t g = 0; g < dw_vnni_row_groups(p); g++) {
+        const uint8_t *row[4];
+        for (int r = 0; r < 4; r++) {
+            int64_t ky = 4 * g + r, iy = oy * p->stride[1] - p->pad_begin[1] + ky * p->dilation[1];
+            row[r] = ky < kh && iy >= 0 && iy < h ? m->x + iy * w * c : NULL;
+        }
+        for (int64_t col = 0; col < columns; col++) {
+            int64_t ix = col - left;
+            __m512i x[4];
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *at = row[r] && ix >= 0 && ix < w ? row[r] + ix * c : m->zp_row;
+                x[r] = _mm512_maskz_loadu_epi8(live, at + c0);
+                if (is_int8)
+                    x[r] = _mm512_xor_si512(x[r], flip);
+            }
+            __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
+            __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
+            __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
+            __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
+            __m512i *quad = quads + (g * columns + col) * 4;
+            _mm512_storeu_si512(quad, _mm512_unpacklo_epi16(low01, low23));
+            _mm512_storeu_si512(quad + 1, _mm512_unpackhi_epi16(low01, low23));
+            _mm512_storeu_si512(quad + 2, _mm512_unpacklo_epi16(high01, high23));
+            _mm512_storeu_si512(quad + 3, _mm512_unpackhi_epi16(high01, high23));
+        }
+    }
+}
+
+/* Block b of the image, row by row; groups and kw constants where the
+ * caller inlines it.  The scales clamp to [y_min - zp, y_max - zp], so the
+ * narrowing packs (which put the channels back in order) and the zero
+ * point's int16 add are exact. */
+DW_VNNI_TARGET __attribute__((always_inline)) static inline void
+dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, uint8_t *tables,
+              const int64_t groups, const int64_t kw, const int is_int8)
+{
+    const FxrtConvParams *p = m->p;
     const FxrtQConv *q = d->q;
-    int64_t c0 = b * DW_BLOCK, left = d->c - c0, last = d->taps - 1;
+    int64_t c0 = b * DW_BLOCK, left = d->c - c0, columns = dw_vnni_columns(p);
+    int64_t ow = p->out_size[2], sw = p->stride[2], dx = p->dilation[2];
     __mmask64 live = left >= DW_BLOCK ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1u;
-    const uint8_t *quads = d->quads + b * groups * 4 * DW_BLOCK;
-    const int32_t *columns = d->quad_columns + b * 3 * DW_BLOCK;
-    __m512i weight[DW_MAX_TAPS];
-    for (int64_t g = 0; g < groups * 4; g++)
-        weight[g] = _mm512_loadu_si512(quads + g * DW_BLOCK);
+    dw_vnni_block_tables(d, p, b, tables);
+    const __m512i *weight = (const __m512i *)(const void *)tables;
+    const int32_t *column = (const int32_t *)(const void *)(tables + groups * kw * 4 * DW_BLOCK);
+    __m512i *quads = (__m512i *)(void *)(tables + (groups * kw + 3) * 4 * DW_BLOCK);
     __m512i seed[4];
     FxrtQuantScaleAvx512 scale[4];
     for (int k = 0; k < 4; k++) {
-        seed[k] = _mm512_loadu_si512(columns + k * 16);
-        scale[k] = fxrt_quant_scale_avx512(_mm512_loadu_si512(columns + DW_BLOCK + k * 16),
-                                           _mm512_loadu_si512(columns + 2 * DW_BLOCK + k * 16),
+        seed[k] = _mm512_loadu_si512(column + k * 16);
+        scale[k] = fxrt_quant_scale_avx512(_mm512_loadu_si512(column + DW_BLOCK + k * 16),
+                                           _mm512_loadu_si512(column + 2 * DW_BLOCK + k * 16),
                                            0, q->y_min - q->y_zp, q->y_max - q->y_zp);
     }
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i zp = _mm512_set1_epi16((short)q->y_zp);
-    DwRun run = {.count = 0}, *r = &run;
-    for (int64_t oy = 0, ox = 0; dw_next_run(m, d->c, y_bytes(q), &oy, &ox, r);)
-        for (int64_t i = 0; i < r->count; i++) {
+    for (int64_t oy = 0; oy < p->out_size[1]; oy++) {
+        dw_row_quads_vnni(p, m, oy, c0, live, is_int8, quads);
+        uint8_t *y = m->y + oy * ow * d->c * y_bytes(q);
+        for (int64_t ox = 0; ox < ow; ox++) {
             __m512i acc[4] = {seed[0], seed[1], seed[2], seed[3]};
-            int64_t at = i * r->step + c0;
-            for (int64_t g = 0; g < groups; g++) {
-                __m512i x[4];
-                for (int64_t u = 0; u < 4; u++) {
-                    /* Taps past the kernel read the last tap's pixel, times 0. */
-                    int64_t t = 4 * g + u > last ? last : 4 * g + u;
-                    x[u] = _mm512_maskz_loadu_epi8(live, r->src[t] + at);
-                    if (is_int8)
-                        x[u] = _mm512_xor_si512(x[u], flip);
+            for (int64_t g = 0; g < groups; g++)
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    const __m512i *quad = quads + (g * columns + ox * sw + kx * dx) * 4;
+                    const __m512i *w = weight + (g * kw + kx) * 4;
+                    for (int k = 0; k < 4; k++)
+                        acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_loadu_si512(quad + k),
+                                                     _mm512_loadu_si512(w + k));
                 }
-                __m512i low01 = _mm512_unpacklo_epi8(x[0], x[1]);
-                __m512i high01 = _mm512_unpackhi_epi8(x[0], x[1]);
-                __m512i low23 = _mm512_unpacklo_epi8(x[2], x[3]);
-                __m512i high23 = _mm512_unpackhi_epi8(x[2], x[3]);
-                const __m512i *w = weight + 4 * g;
-                __m512i quad0 = _mm512_unpacklo_epi16(low01, low23);
-                __m512i quad1 = _mm512_unpackhi_epi16(low01, low23);
-                __m512i quad2 = _mm512_unpacklo_epi16(high01, high23);
-                __m512i quad3 = _mm512_unpackhi_epi16(high01, high23);
-                acc[0] = _mm512_dpbusd_epi32(acc[0], quad0, w[0]);
-                acc[1] = _mm512_dpbusd_epi32(acc[1], quad1, w[1]);
-                acc[2] = _mm512_dpbusd_epi32(acc[2], quad2, w[2]);
-                acc[3] = _mm512_dpbusd_epi32(acc[3], quad3, w[3]);
-            }
             if (q->y_type == FXRT_DTYPE_INT32) {
-                dw_store_int32_vnni(acc, left, r->y + (i * d->c + c0) * 4);
+                dw_store_int32_vnni(acc, left, y + (ox * d->c + c0) * 4);
                 continue;
             }
             __m512i rescaled[4];
@@ -1134,21 +1159,26 @@ dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, const int64_t group
             __m512i words23 = _mm512_add_epi16(_mm512_packs_epi32(rescaled[2], rescaled[3]), zp);
             __m512i bytes = q->y_type == FXRT_DTYPE_UINT8 ? _mm512_packus_epi16(words01, words23)
                                                           : _mm512_packs_epi16(words01, words23);
-            _mm512_mask_storeu_epi8(r->y + i * d->c + c0, live, bytes);
+            _mm512_mask_storeu_epi8(y + ox * d->c + c0, live, bytes);
         }
+    }
 }
 
-DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m)
+/* tables: dw_vnni_tables_bytes. */
+DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m, uint8_t *tables)
 {
+    const FxrtConvParams *p = m->p;
+    tables += -(uintptr_t)tables & 63;
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
+    int64_t groups = dw_vnni_row_groups(p), kw = p->kernel[2];
     for (int64_t b = 0; b * DW_BLOCK < d->c; b++) {
-        /* 3x3 (three groups of four taps), the common kernel, unrolled. */
-        if (d->groups == 3 && !is_int8)
-            dw_block_vnni(d, m, b, 3, 0);
-        else if (d->groups == 3)
-            dw_block_vnni(d, m, b, 3, 1);
+        /* 3x3 (one row group, three columns), the common kernel, unrolled. */
+        if (groups == 1 && kw == 3 && !is_int8)
+            dw_block_vnni(d, m, b, tables, 1, 3, 0);
+        else if (groups == 1 && kw == 3)
+            dw_block_vnni(d, m, b, tables, 1, 3, 1);
         else
-            dw_block_vnni(d, m, b, d->groups, is_int8);
+            dw_block_vnni(d, m, b, tables, groups, kw, is_int8);
     }
 }
 
@@ -1332,8 +1362,6 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
     memset(zp_row, (uint8_t)q->x_zp, (size_t)c);
 #ifdef FXRT_QCONV_X86
     int isa = dw_nhwc_isa(p);
-    if (isa == 2)
-        dw_vnni_tables(q, &d, tables);
     if (isa == 1)
         dw_avx2_tables(&d, tables);
 #else
@@ -1350,7 +1378,7 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
         m.y = y + n * p->out_size[1] * p->out_size[2] * c * y_bytes(q);
 #ifdef FXRT_QCONV_X86
         if (isa == 2)
-            dw_image_vnni(&d, &m);
+            dw_image_vnni(&d, &m, tables);
         else if (isa == 1)
             dw_image_portable(&d, &m, dw_image_avx2(&d, &m));
         else

@@ -320,6 +320,9 @@ static const Shape depthwise_shapes[] = {
     {2, 33, 0, 5, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     /* 1x1: one tap; 32 + 1 */
     {1, 20, 0, 9, 8, 3, 2, 1, 2, 2, 1, 1, 0, 2, 1, 1},     /* 3x2 of 6 taps, dilated rows */
     {1, 15, 0, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     /* 15: short of one group */
+    /* NHWC on VNNI: column quads of up to four kernel rows, blocks of 64 */
+    {1, 70, 0, 10, 9, 7, 4, 2, 1, 1, 2, 3, 2, 3, 3, 1},    /* two row groups; 64 + 6 */
+    {1, 130, 0, 6, 6, 4, 4, 1, 1, 1, 1, 2, 1, 1, 2, 1},    /* one full row group; 3 blocks */
 };
 
 START_TEST(test_group1)
