@@ -133,14 +133,15 @@ void fxrt_qgemm_gather(const FxrtQGemm *q, int64_t m, const uint8_t *const *a_ro
  * than the exact one (see the file comment's error bound). */
 #define FXRT_QUANT_NEAR_HALF (0.5f - 0x1p-11f)
 
-/* Eight lanes of multiplier x 2^-shift (shift in [0, 1022]) rounded to
- * float: exact in a double, whose exponent field is built directly. */
-FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline __m128
-fxrt_quant_scale_half_avx2(__m128i mult, __m128i shift)
+/* Multiplier x 2^-shift rounded to float, per lane: the multiplier
+ * rounded to float (the only rounding: a power of two scales exactly)
+ * times 2^-shift built in the exponent field.  fxrt_quant_multiplier's
+ * shifts are 31 to 62, where that power is a normal float. */
+FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline __m256
+fxrt_quant_float_scale_avx2(__m256i mult, __m256i shift)
 {
-    __m256i e = _mm256_sub_epi64(_mm256_set1_epi64x(1023), _mm256_cvtepi32_epi64(shift));
-    __m256d scale = _mm256_mul_pd(_mm256_cvtepi32_pd(mult), _mm256_castsi256_pd(_mm256_slli_epi64(e, 52)));
-    return _mm256_cvtpd_ps(scale);
+    __m256i power = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(127), shift), 23);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(mult), _mm256_castsi256_ps(power));
 }
 
 /* Eight columns' requantization to an 8-bit type, built once for many
@@ -156,9 +157,7 @@ FXRT_QUANT_AVX2_TARGET __attribute__((always_inline)) static inline FxrtQuantSca
 fxrt_quant_scale_avx2(__m256i mult, __m256i shift, int32_t zp, int32_t y_min, int32_t y_max)
 {
     FxrtQuantScaleAvx2 s;
-    s.scale = _mm256_set_m128(
-        fxrt_quant_scale_half_avx2(_mm256_extracti128_si256(mult, 1), _mm256_extracti128_si256(shift, 1)),
-        fxrt_quant_scale_half_avx2(_mm256_castsi256_si128(mult), _mm256_castsi256_si128(shift)));
+    s.scale = fxrt_quant_float_scale_avx2(mult, shift);
     s.lo = _mm256_set1_ps((float)(y_min - zp));
     s.hi = _mm256_set1_ps((float)(y_max - zp));
     s.mult = mult;
@@ -195,23 +194,14 @@ typedef struct FxrtQuantScaleAvx512 {
     int32_t zp, y_min, y_max;
 } FxrtQuantScaleAvx512;
 
-FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline __m256
-fxrt_quant_scale_half_avx512(__m256i mult, __m256i shift)
-{
-    __m512i e = _mm512_sub_epi64(_mm512_set1_epi64(1023), _mm512_cvtepi32_epi64(shift));
-    __m512d scale = _mm512_mul_pd(_mm512_cvtepi32_pd(mult), _mm512_castsi512_pd(_mm512_slli_epi64(e, 52)));
-    return _mm512_cvt_roundpd_ps(scale, FXRT_QUANT_NEAREST);
-}
-
 FXRT_QUANT_AVX512_TARGET __attribute__((always_inline)) static inline FxrtQuantScaleAvx512
 fxrt_quant_scale_avx512(__m512i mult, __m512i shift, int32_t zp, int32_t y_min, int32_t y_max)
 {
     FxrtQuantScaleAvx512 s;
-    __m256 low = fxrt_quant_scale_half_avx512(_mm512_castsi512_si256(mult), _mm512_castsi512_si256(shift));
-    __m256 high = fxrt_quant_scale_half_avx512(_mm512_extracti64x4_epi64(mult, 1),
-                                               _mm512_extracti64x4_epi64(shift, 1));
-    s.scale = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(low)),
-                                                  _mm256_castps_pd(high), 1));
+    /* As fxrt_quant_float_scale_avx2, the rounding explicit. */
+    __m512i power = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(127), shift), 23);
+    s.scale = _mm512_mul_ps(_mm512_cvt_roundepi32_ps(mult, FXRT_QUANT_NEAREST),
+                            _mm512_castsi512_ps(power));
     s.lo = _mm512_set1_ps((float)(y_min - zp));
     s.hi = _mm512_set1_ps((float)(y_max - zp));
     s.mult = mult;
