@@ -9,10 +9,15 @@
  *     NHWC with the padding written as the input zero point, so that each
  *     kernel row of an im2col row is one copy of kernel_w x C bytes (C per
  *     tap when dilated); a 1x1 stride-1 unpadded convolution uses the NHWC
- *     band itself as the GEMM's A, no im2col.  On AVX-512 VNNI or AVX2, when each
- *     k-group of four bytes is contiguous in the band, the tiles read the
- *     band directly (fxrt_qgemm_gather: a pointer per output pixel,
- *     an offset per k-group), no im2col either.  The GEMM writes the band's
+ *     band itself as the GEMM's A, no im2col.  The packed weights' k runs
+ *     (kh, kw, c) with each kernel row rounded up to whole k-groups of four
+ *     bytes (zero weights after its kernel_w x C), so that no k-group spans
+ *     two kernel rows: on AVX-512 VNNI or AVX2, when each k-group is then
+ *     contiguous in the band (C a multiple of 4, or undilated rows: a
+ *     3-channel stem's 9-byte rows as three groups, the last reading three
+ *     bytes of the next pixel against zero weights), the tiles read the
+ *     band directly (fxrt_qgemm_gather: a pointer per output pixel, an
+ *     offset per k-group), no im2col either.  The GEMM writes the band's
  *     outputs pixel-major and they are transposed back into NCHW (both
  *     transposes in 16 x 16 SSE2 blocks on the host).  Scratch holds one
  *     band (about BAND_BYTES of im2col, at least one output row), not the
@@ -85,6 +90,12 @@ static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
 
 static int64_t kernel_taps(const FxrtConvParams *p) { return p->kernel[1] * p->kernel[2]; }
 
+/* The packed k of a kernel row: kernel_w x C rounded up to a k-group. */
+static int64_t k_row(const FxrtConvParams *p) { return (p->kernel[2] * p->in_channels + 3) / 4 * 4; }
+
+/* The packed k of a group-1 convolution: kernel_h rows of k_row. */
+static int64_t k_packed(const FxrtConvParams *p) { return p->kernel[1] * k_row(p); }
+
 static int64_t y_bytes(const FxrtQConv *q) { return q->y_type == FXRT_DTYPE_INT32 ? 4 : 1; }
 
 int fxrt_qconv_is_depthwise(const FxrtConvParams *p)
@@ -113,12 +124,12 @@ int64_t fxrt_qconv_packed_bytes(const FxrtConvParams *p)
 {
     if (fxrt_qconv_is_depthwise(p))
         return p->out_channels * (3 * (int64_t)sizeof(int32_t) + kernel_taps(p));
-    return fxrt_qgemm_packed_bytes(p->out_channels, kernel_taps(p) * p->in_channels);
+    return fxrt_qgemm_packed_bytes(p->out_channels, k_packed(p));
 }
 
 int64_t fxrt_qconv_pack_scratch_bytes(const FxrtConvParams *p)
 {
-    return fxrt_qconv_is_depthwise(p) ? 0 : kernel_taps(p) * p->in_channels * p->out_channels;
+    return fxrt_qconv_is_depthwise(p) ? 0 : k_packed(p) * p->out_channels;
 }
 
 int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w,
@@ -128,13 +139,15 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
     int64_t taps = kernel_taps(p), m = p->out_channels, c = p->in_channels;
     if (!fxrt_qconv_is_depthwise(p)) {
         /* W [m][c][kh][kw] -> B [(kh, kw, c)][m], the order of the NHWC
-         * im2col rows. */
+         * im2col rows, each kernel row k_row long (zeros after its taps). */
         int8_t *b = (int8_t *)scratch;
+        int64_t kw_n = p->kernel[2], row = k_row(p);
+        memset(b, 0, (size_t)(k_packed(p) * m));
         for (int64_t o = 0; o < m; o++)
             for (int64_t ch = 0; ch < c; ch++)
                 for (int64_t t = 0; t < taps; t++)
-                    b[(t * c + ch) * m + o] = w[(o * c + ch) * taps + t];
-        return fxrt_qgemm_pack_b(m, taps * c, b, bias, scale, scale_count,
+                    b[(t / kw_n * row + t % kw_n * c + ch) * m + o] = w[(o * c + ch) * taps + t];
+        return fxrt_qgemm_pack_b(m, k_packed(p), b, bias, scale, scale_count,
                                  (FxrtDType)q->x_type, q->x_zp, packed);
     }
     int32_t *seed = dw_columns(packed), *mult = seed + m, *shift = mult + m;
@@ -165,8 +178,8 @@ int fxrt_qconv_pack(const FxrtConvParams *p, const FxrtQConv *q, const int8_t *w
  * input rows of padded_w pixels (NHWC, C bytes each). */
 typedef struct Band {
     int64_t rows, in_rows, padded_w, k;
-    /* The im2col rows' stride, k rounded up to the GEMM's groups of four:
-     * the packed weights are zero there, so the GEMM runs on k_padded and
+    /* The im2col rows' stride, k_packed: each kernel row rounded up to the
+     * GEMM's groups of four, where the packed weights are zero, so the GEMM
      * reads every group whole. */
     int64_t k_padded;
     int pointwise; /* 1x1, stride 1, no padding: the NHWC band is A */
@@ -178,7 +191,7 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     Band b;
     int64_t ow = p->out_size[2], oh = p->out_size[1], c = p->in_channels;
     b.k = kernel_taps(p) * c;
-    b.k_padded = (b.k + 3) / 4 * 4;
+    b.k_padded = k_packed(p);
     b.pointwise = p->kernel[1] == 1 && p->kernel[2] == 1 && p->stride[1] == 1 &&
                   p->stride[2] == 1 && p->pad_begin[1] == 0 && p->pad_begin[2] == 0 &&
                   oh == p->in_size[1] && ow == p->in_size[2];
@@ -191,7 +204,9 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     b.padded_w = p->in_size[2] + p->pad_begin[2];
     if (b.padded_w < need_w)
         b.padded_w = need_w;
-    b.band_bytes = align64(b.in_rows * b.padded_w * c);
+    /* and the three bytes past its last pixel that a kernel row's last
+     * k-group may read (against zero weights) */
+    b.band_bytes = align64(b.in_rows * b.padded_w * c + 3);
     b.col_bytes = b.pointwise ? 0 : align64(b.rows * ow * b.k_padded);
     /* or, for the SIMD tiles' implicit im2col, a pointer per pixel and an
      * offset per k-group, aligned in scratch of any alignment */
@@ -274,8 +289,7 @@ int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv 
 {
     if (fxrt_qconv_is_depthwise(p))
         return depthwise_scratch_bytes(p, q);
-    return align64(PIXELS * kernel_taps(p) * p->in_channels) +
-           PIXELS * p->out_channels * y_bytes(q);
+    return align64(PIXELS * k_packed(p)) + PIXELS * p->out_channels * y_bytes(q);
 }
 
 int64_t fxrt_qconv_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
@@ -395,6 +409,8 @@ static void band_to_nhwc(const FxrtConvParams *p, const Band *b, uint8_t zp, int
         else /* the row of every channel, a C x W matrix of stride H x W */
             transpose_bytes(x + iy * w, h * w, dst + left * c, c, c, w);
     }
+    /* What a last k-group may read past the band: defined bytes. */
+    fill_short(band + b->in_rows * row_bytes, zp, 3);
 }
 
 /* Copies one im2col run (kernel_w x C bytes, or C) without a call: 16-byte
@@ -419,29 +435,26 @@ static void im2col_copy(uint8_t *dst, const uint8_t *src, int64_t n)
 }
 
 /* The im2col rows of output rows [oy0, oy0 + rows) from the NHWC band that
- * starts at their first input row: (kh, kw, c) order, as packed, each row
- * k_padded bytes with zeros after k. */
+ * starts at their first input row: (kh, kw, c) order, as packed, each
+ * kernel row k_row bytes with zeros after its kernel_w x C. */
 static void band_im2col(const FxrtConvParams *p, const Band *b, const uint8_t *band,
                         int64_t rows, uint8_t *col)
 {
     int64_t c = p->in_channels, ow = p->out_size[2], kh_n = p->kernel[1], kw_n = p->kernel[2];
     int64_t sh = p->stride[1], sw = p->stride[2], dh = p->dilation[1], dw = p->dilation[2];
+    int64_t row = k_row(p), run = kw_n * c;
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t ox = 0; ox < ow; ox++) {
-            uint8_t *dst = col + (r * ow + ox) * b->k_padded;
-            if (b->k_padded > b->k)
-                memset(dst + b->k, 0, (size_t)(b->k_padded - b->k));
+        for (int64_t ox = 0; ox < ow; ox++)
             for (int64_t kh = 0; kh < kh_n; kh++) {
+                uint8_t *dst = col + (r * ow + ox) * b->k_padded + kh * row;
                 const uint8_t *src = band + ((r * sh + kh * dh) * b->padded_w + ox * sw) * c;
-                if (dw == 1) {
-                    im2col_copy(dst, src, kw_n * c);
-                    dst += kw_n * c;
-                    continue;
-                }
-                for (int64_t kw = 0; kw < kw_n; kw++, dst += c)
-                    im2col_copy(dst, src + kw * dw * c, c);
+                if (dw == 1)
+                    im2col_copy(dst, src, run);
+                else
+                    for (int64_t kw = 0; kw < kw_n; kw++)
+                        im2col_copy(dst + kw * c, src + kw * dw * c, c);
+                fill_short(dst + run, 0, row - run);
             }
-        }
 }
 
 /* out [pixels][m] (elements of `size` bytes) into the NCHW planes of y at
@@ -465,21 +478,20 @@ static void pixels_to_nchw(const uint8_t *out, int64_t pixels, int64_t m, int64_
  * tiles' gather) rather than from im2col rows: every k-group of four bytes
  * must be contiguous in the band, which it is when C is a multiple of 4
  * (four channels of one tap) or when a kernel row's taps are adjacent
- * (dilation_w 1) and its kernel_w x C bytes a multiple of 4 (DS-CNN's
- * one-channel 10 x 4 stem). */
+ * (dilation_w 1: DS-CNN's one-channel 10 x 4 stem, ResNet-8's 3-channel
+ * 3 x 3 one). */
 static int implicit_im2col(const FxrtConvParams *p, const Band *b)
 {
-    int64_t c = p->in_channels;
-    int contiguous = c % 4 == 0 || (p->dilation[2] == 1 && p->kernel[2] * c % 4 == 0);
+    int contiguous = p->in_channels % 4 == 0 || p->dilation[2] == 1;
     return !b->pointwise && contiguous && fxrt_qgemm_gather_in_use();
 }
 
-/* Where the k-groups of an im2col row ((kh, kw, c) order) lie relative to
- * its window's corner in the band. */
+/* Where the k-groups of an im2col row ((kh, kw, c) order, kernel rows
+ * k_row apart) lie relative to its window's corner in the band. */
 static void band_k_offsets(const FxrtConvParams *p, const Band *b, int32_t *k_offsets)
 {
-    int64_t c = p->in_channels, kw_n = p->kernel[2], row_run = kw_n * c;
-    for (int64_t g = 0; g < b->k / 4; g++) {
+    int64_t c = p->in_channels, row_run = k_row(p);
+    for (int64_t g = 0; g < b->k_padded / 4; g++) {
         int64_t e = 4 * g, kh = e / row_run, in_row = e % row_run;
         int64_t row_at = kh * p->dilation[1] * b->padded_w * c;
         /* a dilated row's taps are dilation_w pixels apart */
@@ -562,7 +574,7 @@ static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const 
 {
     int64_t c = p->in_channels, m = p->out_channels, taps = kernel_taps(p);
     int64_t ih = p->in_size[1], iw = p->in_size[2], oh = p->out_size[1], ow = p->out_size[2];
-    int64_t k = taps * c, plane = oh * ow, size = y_bytes(q);
+    int64_t k = k_packed(p), row_k = k_row(p), plane = oh * ow, size = y_bytes(q);
     uint8_t *rows = scratch, *out = scratch + align64(PIXELS * k);
     FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
                    .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
@@ -571,19 +583,22 @@ static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const 
         uint8_t *yn = y + n * m * plane * size;
         for (int64_t px0 = 0; px0 < plane; px0 += PIXELS) {
             int64_t count = plane - px0 < PIXELS ? plane - px0 : PIXELS;
-            /* Row r, column (kh * kernel_w + kw) * C + ch: the packed B's k
+            /* Row r, column kh * k_row + kw * C + ch: the packed B's k
              * order; padding reads as the input zero point. */
             for (int64_t r = 0; r < count; r++) {
                 int64_t oy = (px0 + r) / ow, ox = (px0 + r) % ow;
                 uint8_t *row = rows + r * k;
+                if (row_k != p->kernel[2] * c) /* the kernel rows' ends */
+                    memset(row, 0, (size_t)k);
                 for (int64_t t = 0; t < taps; t++) {
                     int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
                                  t / p->kernel[2] * p->dilation[1];
                     int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
                                  t % p->kernel[2] * p->dilation[2];
                     int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
+                    uint8_t *at = row + t / p->kernel[2] * row_k + t % p->kernel[2] * c;
                     for (int64_t ch = 0; ch < c; ch++)
-                        row[t * c + ch] = inside ? xn[(ch * ih + iy) * iw + ix] : (uint8_t)q->x_zp;
+                        at[ch] = inside ? xn[(ch * ih + iy) * iw + ix] : (uint8_t)q->x_zp;
                 }
             }
             fxrt_qgemm(&g, count, rows, k, packed, out, m);
