@@ -33,10 +33,11 @@
  *     same way (tap kh sits kh x dilation rows down).  The planes' padding
  *     is the same for every channel, so it is written once per call;
  *     scratch holds one channel's planes and outputs.  With NHWC
- *     activations (x_nhwc, y_nhwc) it walks runs of output pixels with the
- *     channels in the vector lanes instead: on AVX-512 VNNI 64 channels and
- *     four taps per vpdpbusd, on AVX2 16 channels and two taps per
- *     vpmaddwd (dw_avx2_tables).
+ *     activations (x_nhwc, y_nhwc) the channels are in the vector lanes
+ *     instead: on AVX-512 VNNI 64 channels, four kernel rows per vpdpbusd
+ *     from column quads built once per output row (dw_block_vnni), on AVX2
+ *     runs of output pixels, 16 channels and two taps per vpmaddwd
+ *     (dw_avx2_tables).
  *
  * The depthwise accumulators start from a per-channel seed, bias - x_zp x
  * sum(w), so that the taps multiply the raw activation bytes; padding holds
@@ -45,8 +46,8 @@
  * int16 for vpmaddwd: the NCHW ones to int32 lanes whose high halves it
  * multiplies by zero, the NHWC one to pairs of taps.  Sums are int32 and
  * wrap like fxrt_conv_integer's; the requantization is fxrt_quant_rescale
- * (fxrt_quant_x86.h on vectors: through doubles where that is exact, its
- * 64-bit form elsewhere), exact against fxrt_requantize below |acc + bias|
+ * (fxrt_quant_x86.h on vectors: a float product away from ties, its
+ * 64-bit form near them), exact against fxrt_requantize below |acc + bias|
  * = 2^29.  The SIMD kernels exist only on host builds (FXRT_USE_CBLAS,
  * x86-64, GCC or Clang), chosen by CPUID at each call and capped by
  * fxrt_qconv_limit_isa (fxrt_isa.h), which caps the GEMM's tiles too.

@@ -422,11 +422,11 @@ START_TEST(test_large_shapes)
 }
 END_TEST
 
-/* The tiles requantize through doubles where that is exact and in 64-bit
- * integers elsewhere (fxrt_quant_x86.h): accumulators from 2^21 to past
- * 2^29, and multipliers with more than 24 significant bits (written into
- * the blob: a double scale's, which fxrt_quant_multiplier also makes), must
- * give fxrt_quant_rescale's bytes exactly.  The reference is the fixed
+/* The tiles requantize through a float product away from ties and in
+ * 64-bit integers near them (fxrt_quant_x86.h): accumulators from 2^21 to
+ * past 2^29, and multipliers with more than 24 significant bits (written
+ * into the blob: a double scale's, which fxrt_quant_multiplier also makes),
+ * must give fxrt_quant_rescale's bytes exactly.  The reference is the fixed
  * point itself, since fxrt_requantize's double product is inexact there. */
 START_TEST(test_requantize_wide)
 {
