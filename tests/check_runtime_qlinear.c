@@ -216,6 +216,54 @@ static void check_binary_exact(const int64_t *dims, const int64_t *adims, const 
     fxrt_qlinear_limit_isa(2);
 }
 
+/* Every pair of input bytes, at every ISA level, against ORT's float
+ * operations: the vector rows try the output scale's reciprocal before
+ * dividing, and fall back where the quotient lies near a half-integer, so
+ * these scales (reciprocals inexact) must bring quotients into that band
+ * and every byte must still equal the divided one's. */
+START_TEST(test_binary_all_pairs)
+{
+    enum { PAIRS = 256 * 256 };
+    static uint8_t a[PAIRS], b[PAIRS], y[PAIRS];
+    static const float scales[][3] = {{0.037f, 0.021f, 0.043f}, {0.011f, 0.7f, 0.29f},
+                                      {0.1f, 0.1f, 0.3f}, {0.0123f, 0.0456f, 0.0789f}};
+    static const int levels[] = {2, 1, 0};
+    int64_t dims[1] = {PAIRS}, st[1] = {1};
+    for (int i = 0; i < PAIRS; i++) {
+        a[i] = (uint8_t)(i & 255);
+        b[i] = (uint8_t)(i >> 8);
+    }
+    int64_t near_ties = 0;
+    for (int s = 0; s < 4; s++)
+        for (int variant = 0; variant < 4; variant++) {
+            FxrtDType t = variant & 1 ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+            FxrtQLinearOp op = variant & 2 ? FXRT_QLINEAR_MUL : FXRT_QLINEAR_ADD;
+            int lo = t == FXRT_DTYPE_UINT8 ? 0 : -128, hi = lo + 255;
+            int32_t az = lo + 100, bz = lo + 155, yz = lo + 77;
+            float as = scales[s][0], bs = scales[s][1], ys = scales[s][2];
+            for (int l = 0; l < 3; l++) {
+                fxrt_qlinear_limit_isa(levels[l]);
+                fxrt_qlinear_binary(op, t, 1, dims, a, st, as, az, b, st, bs, bz, ys, yz, y);
+                for (int i = 0; i < PAIRS; i++) {
+                    int32_t qa = t == FXRT_DTYPE_UINT8 ? a[i] : (int8_t)a[i];
+                    int32_t qb = t == FXRT_DTYPE_UINT8 ? b[i] : (int8_t)b[i];
+                    int32_t want = ort_binary(op, lo, hi, qa, as, az, qb, bs, bz, ys, yz);
+                    int32_t got = t == FXRT_DTYPE_UINT8 ? y[i] : (int8_t)y[i];
+                    ck_assert_msg(got == want, "isa %d op %d type %d scales %d pair %d: %d, want %d",
+                                  levels[l], (int)op, (int)t, s, i, got, want);
+                    if (l == 0) {
+                        float va = as * (float)(qa - az), vb = bs * (float)(qb - bz);
+                        double q = (double)(op == FXRT_QLINEAR_MUL ? va * vb : va + vb) / ys;
+                        near_ties += fabs(q - floor(q) - 0.5) < 0x1p-13;
+                    }
+                }
+            }
+        }
+    fxrt_qlinear_limit_isa(2);
+    ck_assert_int_gt(near_ties, 100);
+}
+END_TEST
+
 START_TEST(test_binary_isa_levels)
 {
     rng_state = 21;
@@ -393,6 +441,7 @@ static Suite *qlinear_suite(void)
     tcase_add_test(tc, test_concat_hand);
     tcase_add_test(tc, test_binary_broadcast_random);
     tcase_add_test(tc, test_binary_isa_levels);
+    tcase_add_test(tc, test_binary_all_pairs);
     tcase_add_test(tc, test_global_avgpool_random);
     tcase_add_test(tc, test_gemm_strided_transposes);
     tcase_add_test(tc, test_avgpool_float_path);
