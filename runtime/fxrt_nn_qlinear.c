@@ -25,14 +25,9 @@
  * each IEEE-rounded the same way (integer subtraction, exact conversion,
  * multiplication, addition or multiplication, division, round half to
  * even, zero point, clamp with NaN -> the lower bound), so they give the
- * same bytes, with no fused multiply-add (the AVX-512 row uses explicitly
- * rounded operations, which the compiler cannot contract; the AVX2 row is
- * compiled without FMA).  The division, a vector divider's dozen cycles,
- * is first tried as a product with the float reciprocal of the output
- * scale: that quotient, clamped to the output window, is within 2^-14 of
- * the divided one (two float roundings on |q| <= 383), so both round to
- * the same integer unless it lies within 2^-11 of a half-integer
- * (FXRT_QUANT_NEAR_HALF); a vector with such a lane divides.
+ * same bytes: no reciprocal in place of the division, and no fused
+ * multiply-add (the AVX-512 row uses explicitly rounded operations, which
+ * the compiler cannot contract; the AVX2 row is compiled without FMA).
  */
 #include <math.h>
 
@@ -115,48 +110,28 @@ QL_AVX512_TARGET static inline __m512 dequant16(const uint8_t *p, int64_t step, 
     return _mm512_mul_round_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, zp)), QL_ROUND);
 }
 
-/* Whether the reciprocal of the output scale is a normal float, so that
- * the rows may try it before dividing. */
-static int reciprocal_usable(float y_scale)
-{
-    float inverse = 1.0f / y_scale;
-    return y_scale >= 0x1p-126f && inverse >= 0x1p-126f && inverse <= 0x1p127f;
-}
-
 QL_AVX512_TARGET static void qbinary_row_avx512(const QBinaryRow *r, const uint8_t *a,
                                                 int64_t a_step, const uint8_t *b, int64_t b_step,
                                                 uint8_t *y, int64_t n)
 {
-    int is_int8 = r->t == FXRT_DTYPE_INT8, reciprocal = reciprocal_usable(r->y_scale);
+    int is_int8 = r->t == FXRT_DTYPE_INT8;
     const __m512 a_scale = _mm512_set1_ps(r->a_scale), b_scale = _mm512_set1_ps(r->b_scale);
     const __m512 y_scale = _mm512_set1_ps(r->y_scale), y_zp = _mm512_set1_ps((float)r->y_zp);
-    const __m512 inverse = _mm512_set1_ps(1.0f / r->y_scale);
     const __m512i a_zp = _mm512_set1_epi32(r->a_zp), b_zp = _mm512_set1_epi32(r->b_zp);
     const __m512 lo = _mm512_set1_ps(is_int8 ? -128.0f : 0.0f);
     const __m512 hi = _mm512_set1_ps(is_int8 ? 127.0f : 255.0f);
-    const __m512 q_lo = _mm512_sub_ps(lo, y_zp), q_hi = _mm512_sub_ps(hi, y_zp);
-    const __m512 near_half = _mm512_set1_ps(FXRT_QUANT_NEAR_HALF);
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 live = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
         __m512 va = dequant16(a + i * a_step, a_step, live, is_int8, a_zp, a_scale);
         __m512 vb = dequant16(b + i * b_step, b_step, live, is_int8, b_zp, b_scale);
         __m512 v = r->op == FXRT_QLINEAR_MUL ? _mm512_mul_round_ps(va, vb, QL_ROUND)
                                               : _mm512_add_round_ps(va, vb, QL_ROUND);
-        /* NaN -> q_lo: vmaxps returns its second operand when the first is NaN */
-        __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_round_ps(v, inverse, QL_ROUND), q_lo),
-                                 q_hi);
-        __m512 rounded = _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT);
-        __m512 distance = _mm512_abs_ps(_mm512_sub_round_ps(q, rounded, QL_ROUND));
-        /* in [lo, hi]: the bounds are integers */
-        __m512 out = _mm512_add_round_ps(rounded, y_zp, QL_ROUND);
-        if (__builtin_expect(!reciprocal || _mm512_cmp_ps_mask(distance, near_half,
-                                                               _CMP_GT_OQ) != 0,
-                             0)) {
-            out = _mm512_roundscale_ps(_mm512_div_round_ps(v, y_scale, QL_ROUND),
-                                       _MM_FROUND_TO_NEAREST_INT);
-            out = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(out, y_zp, QL_ROUND), lo), hi);
-        }
-        _mm512_mask_cvtepi32_storeu_epi8(y + i, live, _mm512_cvttps_epi32(out));
+        v = _mm512_roundscale_ps(_mm512_div_round_ps(v, y_scale, QL_ROUND),
+                                 _MM_FROUND_TO_NEAREST_INT);
+        v = _mm512_add_round_ps(v, y_zp, QL_ROUND);
+        /* vmaxps returns its second operand when the first is NaN: NaN -> lo */
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        _mm512_mask_cvtepi32_storeu_epi8(y + i, live, _mm512_cvttps_epi32(v));
     }
 }
 
@@ -173,33 +148,20 @@ QL_AVX2_TARGET static int64_t qbinary_row_avx2(const QBinaryRow *r, const uint8_
                                                int64_t a_step, const uint8_t *b, int64_t b_step,
                                                uint8_t *y, int64_t n)
 {
-    int is_int8 = r->t == FXRT_DTYPE_INT8, reciprocal = reciprocal_usable(r->y_scale);
+    int is_int8 = r->t == FXRT_DTYPE_INT8;
     const __m256 a_scale = _mm256_set1_ps(r->a_scale), b_scale = _mm256_set1_ps(r->b_scale);
     const __m256 y_scale = _mm256_set1_ps(r->y_scale), y_zp = _mm256_set1_ps((float)r->y_zp);
-    const __m256 inverse = _mm256_set1_ps(1.0f / r->y_scale);
     const __m256i a_zp = _mm256_set1_epi32(r->a_zp), b_zp = _mm256_set1_epi32(r->b_zp);
     const __m256 lo = _mm256_set1_ps(is_int8 ? -128.0f : 0.0f);
     const __m256 hi = _mm256_set1_ps(is_int8 ? 127.0f : 255.0f);
-    const __m256 q_lo = _mm256_sub_ps(lo, y_zp), q_hi = _mm256_sub_ps(hi, y_zp);
-    const __m256 near_half = _mm256_set1_ps(FXRT_QUANT_NEAR_HALF);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 va = dequant8(a + i * a_step, a_step, is_int8, a_zp, a_scale);
         __m256 vb = dequant8(b + i * b_step, b_step, is_int8, b_zp, b_scale);
         __m256 v = r->op == FXRT_QLINEAR_MUL ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
-        /* As the AVX-512 row; NaN -> q_lo likewise */
-        __m256 q = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inverse), q_lo), q_hi);
-        __m256 rounded = _mm256_round_ps(q, QL_ROUND);
-        __m256 distance = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(q, rounded));
-        __m256 out = _mm256_add_ps(rounded, y_zp);
-        if (__builtin_expect(
-                !reciprocal ||
-                    _mm256_movemask_ps(_mm256_cmp_ps(distance, near_half, _CMP_GT_OQ)) != 0,
-                0)) {
-            out = _mm256_round_ps(_mm256_div_ps(v, y_scale), QL_ROUND);
-            out = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(out, y_zp), lo), hi);
-        }
-        _mm_storel_epi64((__m128i *)(y + i), fxrt_quant_low_bytes_avx2(_mm256_cvttps_epi32(out)));
+        v = _mm256_round_ps(_mm256_div_ps(v, y_scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, y_zp), lo), hi);
+        _mm_storel_epi64((__m128i *)(y + i), fxrt_quant_low_bytes_avx2(_mm256_cvttps_epi32(v)));
     }
     return i;
 }

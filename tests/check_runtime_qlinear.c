@@ -217,10 +217,10 @@ static void check_binary_exact(const int64_t *dims, const int64_t *adims, const 
 }
 
 /* Every pair of input bytes, at every ISA level, against ORT's float
- * operations: the vector rows try the output scale's reciprocal before
- * dividing, and fall back where the quotient lies near a half-integer, so
- * these scales (reciprocals inexact) must bring quotients into that band
- * and every byte must still equal the divided one's. */
+ * operations, for scales whose reciprocals are inexact: quotients land
+ * within 2^-13 of a half-integer hundreds of times, where a vector row that
+ * multiplied by a reciprocal instead of dividing would round some the
+ * other way. */
 START_TEST(test_binary_all_pairs)
 {
     enum { PAIRS = 256 * 256 };
