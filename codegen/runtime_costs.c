@@ -603,7 +603,7 @@ static const CgCostFunction portable_functions[] = {
     {"fxrt_nn_qconv.c:im2col_copy", 214, 0, 36, 320, 0},
     {"fxrt_nn_qconv.c:phase_plan.isra.0", 246, 0, 32, 320, 1},
     {"fxrt_nn_qconv.c:qconv_depthwise", 2038, 0, 1360, 321, 5},
-    {"fxrt_nn_qconv.c:qconv_depthwise_nhwc", 1360, 0, 1520, 326, 3},
+    {"fxrt_nn_qconv.c:qconv_depthwise_nhwc", 1346, 0, 1528, 326, 3},
     {"fxrt_nn_qconv.c:qconv_gemm_small", 1148, 0, 336, 329, 4},
     {"fxrt_nn_qgemm.c:tile_dsp", 1012, 0, 424, 333, 1},
     {"fxrt_nn_softmax.c:exp_row", 264, 0, 8, 334, 0},

@@ -1148,8 +1148,8 @@ dw_row_quads_vnni(const FxrtConvParams *p, const DwImage *m, int64_t oy, int64_t
     }
 }
 
-/* Block b of the image, row by row; groups and kw constants where the
- * caller inlines it.  The scales clamp to [y_min - zp, y_max - zp], so the
+/* Block b of the image, row by row, its tables built (dw_vnni_block_tables);
+ * groups and kw constants where the caller inlines it.  The scales clamp to [y_min - zp, y_max - zp], so the
  * narrowing packs (which put the channels back in order) and the zero
  * point's int16 add are exact. */
 DW_VNNI_TARGET __attribute__((always_inline)) static inline void
@@ -1161,7 +1161,6 @@ dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, uint8_t *tables,
     int64_t c0 = b * DW_BLOCK, left = d->c - c0, columns = dw_vnni_columns(p);
     int64_t ow = p->out_size[2], sw = p->stride[2], dx = p->dilation[2];
     __mmask64 live = left >= DW_BLOCK ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1u;
-    dw_vnni_block_tables(d, p, b, tables);
     const __m512i *weight = (const __m512i *)(const void *)tables;
     const int32_t *column = (const int32_t *)(const void *)(tables + groups * kw * 4 * DW_BLOCK);
     __m512i *quads = (__m512i *)(void *)(tables + (groups * kw + 3) * 4 * DW_BLOCK);
@@ -1203,21 +1202,30 @@ dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, uint8_t *tables,
     }
 }
 
-/* tables: dw_vnni_tables_bytes. */
-DW_VNNI_TARGET static void dw_image_vnni(const DwPixel *d, const DwImage *m, uint8_t *tables)
+/* Every image of the batch (x and y advancing by x_image and y_image
+ * bytes), a block of 64 channels at a time, so that a block's tables are
+ * built once for the batch.  tables: dw_vnni_tables_bytes. */
+DW_VNNI_TARGET static void dw_images_vnni(const DwPixel *d, DwImage *m, const uint8_t *x,
+                                          int64_t x_image, uint8_t *y, int64_t y_image,
+                                          uint8_t *tables)
 {
     const FxrtConvParams *p = m->p;
     tables += -(uintptr_t)tables & 63;
     int is_int8 = d->q->x_type == FXRT_DTYPE_INT8;
     int64_t groups = dw_vnni_row_groups(p), kw = p->kernel[2];
     for (int64_t b = 0; b * DW_BLOCK < d->c; b++) {
-        /* 3x3 (one row group, three columns), the common kernel, unrolled. */
-        if (groups == 1 && kw == 3 && !is_int8)
-            dw_block_vnni(d, m, b, tables, 1, 3, 0);
-        else if (groups == 1 && kw == 3)
-            dw_block_vnni(d, m, b, tables, 1, 3, 1);
-        else
-            dw_block_vnni(d, m, b, tables, groups, kw, is_int8);
+        dw_vnni_block_tables(d, p, b, tables);
+        for (int64_t n = 0; n < p->batch; n++) {
+            m->x = x + n * x_image;
+            m->y = y + n * y_image;
+            /* 3x3 (one row group, three columns), the common kernel, unrolled. */
+            if (groups == 1 && kw == 3 && !is_int8)
+                dw_block_vnni(d, m, b, tables, 1, 3, 0);
+            else if (groups == 1 && kw == 3)
+                dw_block_vnni(d, m, b, tables, 1, 3, 1);
+            else
+                dw_block_vnni(d, m, b, tables, groups, kw, is_int8);
+        }
     }
 }
 
@@ -1412,13 +1420,19 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
         m.tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
     }
     dw_inner_columns(p, &m.inner_lo, &m.inner_hi);
-    for (int64_t n = 0; n < p->batch; n++) {
-        m.x = x + n * p->in_size[1] * p->in_size[2] * c;
-        m.y = y + n * p->out_size[1] * p->out_size[2] * c * y_bytes(q);
+    int64_t x_image = p->in_size[1] * p->in_size[2] * c;
+    int64_t y_image = p->out_size[1] * p->out_size[2] * c * y_bytes(q);
 #ifdef FXRT_QCONV_X86
-        if (isa == 2)
-            dw_image_vnni(&d, &m, tables);
-        else if (isa == 1)
+    if (isa == 2) {
+        dw_images_vnni(&d, &m, x, x_image, y, y_image, tables);
+        return;
+    }
+#endif
+    for (int64_t n = 0; n < p->batch; n++) {
+        m.x = x + n * x_image;
+        m.y = y + n * y_image;
+#ifdef FXRT_QCONV_X86
+        if (isa == 1)
             dw_image_portable(&d, &m, dw_image_avx2(&d, &m));
         else
 #endif

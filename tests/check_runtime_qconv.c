@@ -323,6 +323,7 @@ static const Shape depthwise_shapes[] = {
     /* NHWC on VNNI: column quads of up to four kernel rows, blocks of 64 */
     {1, 70, 0, 10, 9, 7, 4, 2, 1, 1, 2, 3, 2, 3, 3, 1},    /* two row groups; 64 + 6 */
     {1, 130, 0, 6, 6, 4, 4, 1, 1, 1, 1, 2, 1, 1, 2, 1},    /* one full row group; 3 blocks */
+    {2, 70, 0, 6, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     /* batch 2 over two blocks */
 };
 
 START_TEST(test_group1)
