@@ -560,8 +560,6 @@ START_TEST(test_requantize_scaled_lanes)
             ck_assert_int_eq(fxrt_quant_multiplier(real, &mult[j], &s), 0);
             if (j % 2) /* a float scale's multiplier has its low 7 bits zero */
                 mult[j] &= ~0x7f;
-            if (mult[j] == 0)
-                mult[j] = 1 << 30;
             shift[j] = s;
             double scale = ldexp((double)mult[j], -s);
             int kind = (int)(rnd_u32() % 4);
@@ -571,11 +569,10 @@ START_TEST(test_requantize_scaled_lanes)
                 int32_t bound = rnd_u32() % 2 ? y_max - zp : y_min - zp;
                 double target = bound + 2.0 * rnd_unit() - 1.0;
                 acc[j] = (int32_t)fmin(fmax(nearbyint(target / scale), INT32_MIN), INT32_MAX);
-            } else { /* aimed at a tie inside the window, from either side */
-                double offset = ldexp(rnd_u32() % 2 ? 1.0 : -1.0, -rnd_range(9, 24));
+            } else { /* aimed at a tie inside the window: exactly, or from either side */
+                double offset = kind == 3 ? 0.0
+                                          : ldexp(rnd_u32() % 2 ? 1.0 : -1.0, -rnd_range(9, 24));
                 double target = rnd_range(y_min - zp, y_max - zp) + 0.5 + offset;
-                if (kind == 3)
-                    target = rnd_range(y_min - zp, y_max - zp) + 0.5;
                 acc[j] = (int32_t)fmin(fmax(nearbyint(target / scale), INT32_MIN), INT32_MAX);
             }
             near_tie += tie_distance(acc[j], mult[j], s) * fabs((double)acc[j] * scale) < 0x1p-11;
