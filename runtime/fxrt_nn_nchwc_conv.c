@@ -544,6 +544,11 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512vl") && cpu_has_avx2();
 }
 
+int fxrt_nchwc_conv_isa(void)
+{
+    return cpu_has_avx512() ? 2 : isa_cap >= 1 && cpu_has_avx2() ? 1 : 0;
+}
+
 /* The input floats a band may read when the weights are the outer loop
  * (late layers): half of this core's L2 as CPUID reports it (leaf
  * 0x80000006, which Intel and AMD both fill), at least L2_INPUT_FLOATS.
@@ -569,6 +574,7 @@ static int64_t weights_outer_band_floats(void)
 }
 #else
 void fxrt_nchwc_conv_limit_isa(int level) { (void)level; }
+int fxrt_nchwc_conv_isa(void) { return 0; }
 
 static int64_t weights_outer_band_floats(void) { return L2_INPUT_FLOATS; }
 #endif
@@ -944,6 +950,7 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
 #else /* FXRT_SMALL_KERNELS */
 
 void fxrt_nchwc_conv_limit_isa(int level) { (void)level; }
+int fxrt_nchwc_conv_isa(void) { return 0; }
 
 /* The small kernel: one output row of one output block at a time, each
  * pixel's eight sums in registers over the clipped taps, the epilogue

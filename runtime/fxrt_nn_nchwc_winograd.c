@@ -30,9 +30,11 @@
 #include <string.h>
 
 #include "fxrt.h"
+#include "fxrt_isa.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_WINOGRAD_AVX2 1
+#include <immintrin.h>
 #endif
 
 #define BLOCK FXRT_NCHWC_BLOCK
@@ -101,10 +103,24 @@ int64_t fxrt_conv_nchwc_winograd_packed_floats(const FxrtConvParams *p)
     return PLANES * fxrt_conv_nchwc_packed_floats(&pointwise, 1);
 }
 
+/* Floats from one plane of a band to the next: its blocks x tiles x 8,
+ * rounded up to an odd number of 64-byte lines.  The transforms write and
+ * read a vector in each of the 36 planes per tile; a stride of a multiple
+ * of 4 KiB (DenseNet's 128-32 layers at 56x56: 16 blocks x 40 tiles x 32
+ * bytes) would put all 36 in one set of the L1 cache, which holds 8 to 12,
+ * and ran the input transform 2.5x slower.  An odd number of lines puts 36
+ * consecutive planes in 36 different sets. */
+static int64_t plane_stride(int64_t blocks, int64_t tiles)
+{
+    int64_t lines = (blocks * tiles * BLOCK + 15) / 16;
+    return (lines | 1) * 16;
+}
+
 int64_t fxrt_conv_nchwc_winograd_scratch_floats(const FxrtConvParams *p)
 {
-    int64_t channel_blocks = fxrt_nchwc_blocks(p->in_channels) + fxrt_nchwc_blocks(p->out_channels);
-    return PLANES * BLOCK * channel_blocks * band_tiles(p);
+    int64_t tiles = band_tiles(p);
+    return PLANES * (plane_stride(fxrt_nchwc_blocks(p->in_channels), tiles) +
+                     plane_stride(fxrt_nchwc_blocks(p->out_channels), tiles));
 }
 
 /* G, the kernel's transform, rows for the points 0, 1, -1, 2, -2, inf. */
@@ -146,8 +162,9 @@ typedef struct Band {
     const FxrtConvParams *p;
     int64_t in_blocks, out_blocks, tiles_w;
     int64_t first, count; /* tiles [first, first + count) of the image */
-    float *planes_in;     /* [36][ICB][count][8] */
-    float *planes_out;    /* [36][OCB][count][8] */
+    float *planes_in;     /* [36][ICB][count][8], planes in_plane floats apart */
+    float *planes_out;    /* [36][OCB][count][8], planes out_plane floats apart */
+    int64_t in_plane, out_plane;
 } Band;
 
 /* B^T over six vectors of eight lanes, in[i * in_step] to out[i * out_step]:
@@ -199,12 +216,11 @@ __attribute__((always_inline)) static inline void output_transform_1d(const floa
 /* The band's input tiles, block by block, into its 36 planes.  A tile that
  * lies inside the image is read in place; one that overlaps the padding is
  * copied into a zeroed 6x6 first. */
-__attribute__((always_inline)) static inline void transform_input_body(const Band *b,
-                                                                       const float *x)
+static void transform_input_plain(const Band *b, const float *x)
 {
     const FxrtConvParams *p = b->p;
     int64_t in_h = p->in_size[1], in_w = p->in_size[2];
-    int64_t plane = b->in_blocks * b->count * BLOCK;
+    int64_t plane = b->in_plane;
     float padded[POINTS * POINTS * BLOCK], rows[POINTS * POINTS * BLOCK];
     for (int64_t cb = 0; cb < b->in_blocks; cb++)
         for (int64_t t = 0; t < b->count; t++) {
@@ -241,31 +257,46 @@ __attribute__((always_inline)) static inline void transform_input_body(const Ban
         }
 }
 
+/* What the output transform applies after the bias: a clamp [lo, hi] (relu,
+ * clip) with the residual added before or after it, or, for any other
+ * activation, the residual and the activation both left to
+ * fxrt_epilogue_apply_f32. */
+typedef struct OutputSteps {
+    float lo, hi;
+    int generic, residual_before, residual_after;
+} OutputSteps;
+
+static OutputSteps output_steps(const FxrtEpilogue *ep)
+{
+    OutputSteps s = {-INFINITY, INFINITY, 0, 0, 0};
+    if (ep)
+        switch ((FxrtActivation)ep->activation) {
+        case FXRT_ACT_NONE: break;
+        case FXRT_ACT_RELU: s.lo = 0.0f; break;
+        case FXRT_ACT_CLIP:
+            s.lo = ep->alpha;
+            s.hi = ep->beta;
+            break;
+        default: s.generic = 1; break;
+        }
+    s.residual_before = ep && ep->residual && !ep->residual_after && !s.generic;
+    s.residual_after = ep && ep->residual && ep->residual_after && !s.generic;
+    return s;
+}
+
 /* The band's products back to 4x4 outputs, with the bias, then the
  * epilogue: a clamp (relu, clip) and the residual here, any other
  * activation through fxrt_epilogue_apply_f32 on each output row of the
  * tile. */
-__attribute__((always_inline)) static inline void transform_output_body(const Band *b,
-                                                                        const FxrtEpilogue *ep,
-                                                                        float *y)
+static void transform_output_plain(const Band *b, const FxrtEpilogue *ep, float *y)
 {
     const FxrtConvParams *p = b->p;
     int64_t out_h = p->out_size[1], out_w = p->out_size[2];
-    int64_t plane = b->out_blocks * b->count * BLOCK;
-    float lo = -INFINITY, hi = INFINITY;
-    int generic = 0;
-    if (ep)
-        switch ((FxrtActivation)ep->activation) {
-        case FXRT_ACT_NONE: break;
-        case FXRT_ACT_RELU: lo = 0.0f; break;
-        case FXRT_ACT_CLIP:
-            lo = ep->alpha;
-            hi = ep->beta;
-            break;
-        default: generic = 1; break;
-        }
-    int residual_before = ep && ep->residual && !ep->residual_after && !generic;
-    int residual_after = ep && ep->residual && ep->residual_after && !generic;
+    int64_t plane = b->out_plane;
+    OutputSteps steps = output_steps(ep);
+    float lo = steps.lo, hi = steps.hi;
+    int generic = steps.generic, residual_before = steps.residual_before;
+    int residual_after = steps.residual_after;
     float columns[TILE * POINTS * BLOCK], outputs[TILE * TILE * BLOCK];
     for (int64_t cb = 0; cb < b->out_blocks; cb++)
         for (int64_t t = 0; t < b->count; t++) {
@@ -318,24 +349,137 @@ __attribute__((always_inline)) static inline void transform_output_body(const Ba
         }
 }
 
-static void transform_input_plain(const Band *b, const float *x) { transform_input_body(b, x); }
-static void transform_output_plain(const Band *b, const FxrtEpilogue *ep, float *y)
+#ifdef FXRT_WINOGRAD_AVX2
+/* The same steps in AVX2 registers, one block of 8 channels per ymm: the
+ * plain code's copies through small arrays compile to 16-byte stores read
+ * back as 32-byte loads, which the CPU cannot forward, and that stall made
+ * the transforms 60-70% of the layer's time (bench/RESULTS.md,
+ * 2026-12-07).  The column and row passes are the plain code's, with FMA. */
+#define AVX2_FN __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* B^T over six vectors, as input_transform_1d. */
+AVX2_FN void input_transform_avx2(const __m256 d[POINTS], __m256 o[POINTS])
 {
-    transform_output_body(b, ep, y);
+    const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f);
+    const __m256 five = _mm256_set1_ps(5.0f);
+    __m256 d4_d2 = _mm256_sub_ps(d[4], d[2]), d3_d1 = _mm256_sub_ps(d[3], d[1]);
+    o[0] = _mm256_fmadd_ps(four, d[0], _mm256_fnmadd_ps(five, d[2], d[4]));
+    o[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(d[1], d[2]), _mm256_add_ps(d[3], d[4]));
+    o[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[1], d[2]), _mm256_sub_ps(d[4], d[3]));
+    o[3] = _mm256_fmadd_ps(two, d3_d1, d4_d2);
+    o[4] = _mm256_fnmadd_ps(two, d3_d1, d4_d2);
+    o[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
 }
 
-#ifdef FXRT_WINOGRAD_AVX2
-/* The same code with AVX2 allowed: each eight-lane loop is one ymm op. */
+/* A^T over six vectors, as output_transform_1d. */
+AVX2_FN void output_transform_avx2(const __m256 m[POINTS], __m256 o[TILE])
+{
+    const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f);
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    __m256 m1p2 = _mm256_add_ps(m[1], m[2]), m1m2 = _mm256_sub_ps(m[1], m[2]);
+    __m256 m3p4 = _mm256_add_ps(m[3], m[4]), m3m4 = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m1p2), m3p4);
+    o[1] = _mm256_fmadd_ps(two, m3m4, m1m2);
+    o[2] = _mm256_fmadd_ps(four, m3p4, m1p2);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, m3m4, m1m2), m[5]);
+}
+
+/* A tile's pixels outside the image (the padding) read as zeros, with no
+ * copy. */
 __attribute__((target("avx2,fma"))) static void transform_input_avx2(const Band *b,
                                                                      const float *x)
 {
-    transform_input_body(b, x);
+    const FxrtConvParams *p = b->p;
+    int64_t in_h = p->in_size[1], in_w = p->in_size[2];
+    int64_t plane = b->in_plane;
+    for (int64_t cb = 0; cb < b->in_blocks; cb++)
+        for (int64_t t = 0; t < b->count; t++) {
+            int64_t tile = b->first + t;
+            int64_t h0 = tile / b->tiles_w * TILE - p->pad_begin[1];
+            int64_t w0 = tile % b->tiles_w * TILE - p->pad_begin[2];
+            const float *image = x + cb * in_h * in_w * BLOCK;
+            int inside = h0 >= 0 && w0 >= 0 && h0 + POINTS <= in_h && w0 + POINTS <= in_w;
+            __m256 rows[POINTS][POINTS]; /* B^T d */
+            for (int j = 0; j < POINTS; j++) {
+                __m256 d[POINTS], column[POINTS];
+                if (inside) {
+                    const float *at = image + (h0 * in_w + w0 + j) * BLOCK;
+                    for (int i = 0; i < POINTS; i++)
+                        d[i] = _mm256_loadu_ps(at + i * in_w * BLOCK);
+                } else {
+                    int column_inside = w0 + j >= 0 && w0 + j < in_w;
+                    for (int i = 0; i < POINTS; i++)
+                        d[i] = column_inside && h0 + i >= 0 && h0 + i < in_h
+                                   ? _mm256_loadu_ps(image + ((h0 + i) * in_w + w0 + j) * BLOCK)
+                                   : _mm256_setzero_ps();
+                }
+                input_transform_avx2(d, column);
+                for (int i = 0; i < POINTS; i++)
+                    rows[i][j] = column[i];
+            }
+            float *out = b->planes_in + (cb * b->count + t) * BLOCK;
+            for (int i = 0; i < POINTS; i++) {
+                __m256 o[POINTS];
+                input_transform_avx2(rows[i], o);
+                for (int j = 0; j < POINTS; j++)
+                    _mm256_storeu_ps(out + (i * POINTS + j) * plane, o[j]);
+            }
+        }
 }
+
 __attribute__((target("avx2,fma"))) static void
 transform_output_avx2(const Band *b, const FxrtEpilogue *ep, float *y)
 {
-    transform_output_body(b, ep, y);
+    const FxrtConvParams *p = b->p;
+    int64_t out_h = p->out_size[1], out_w = p->out_size[2];
+    int64_t plane = b->out_plane;
+    OutputSteps steps = output_steps(ep);
+    const __m256 lo = _mm256_set1_ps(steps.lo), hi = _mm256_set1_ps(steps.hi);
+    for (int64_t cb = 0; cb < b->out_blocks; cb++) {
+        __m256 bias = ep && ep->bias ? _mm256_loadu_ps(ep->bias + cb * BLOCK) : _mm256_setzero_ps();
+        for (int64_t t = 0; t < b->count; t++) {
+            int64_t tile = b->first + t;
+            int64_t h0 = tile / b->tiles_w * TILE, w0 = tile % b->tiles_w * TILE;
+            const float *m = b->planes_out + (cb * b->count + t) * BLOCK;
+            __m256 columns[TILE][POINTS]; /* A^T m */
+            for (int j = 0; j < POINTS; j++) {
+                __m256 v[POINTS], o[TILE];
+                for (int i = 0; i < POINTS; i++)
+                    v[i] = _mm256_loadu_ps(m + (i * POINTS + j) * plane);
+                output_transform_avx2(v, o);
+                for (int i = 0; i < TILE; i++)
+                    columns[i][j] = o[i];
+            }
+            int64_t rows = out_h - h0 < TILE ? out_h - h0 : TILE;
+            int64_t cols = out_w - w0 < TILE ? out_w - w0 : TILE;
+            for (int64_t i = 0; i < rows; i++) {
+                __m256 o[TILE];
+                output_transform_avx2(columns[i], o);
+                int64_t at = (cb * out_h + h0 + i) * out_w * BLOCK + w0 * BLOCK;
+                const float *res = ep && ep->residual ? ep->residual + at : NULL;
+                float *dst = y + at;
+                for (int64_t j = 0; j < cols; j++) {
+                    __m256 v = _mm256_add_ps(o[j], bias);
+                    if (steps.residual_before)
+                        v = _mm256_add_ps(v, _mm256_loadu_ps(res + j * BLOCK));
+                    /* max(lo, v) and min(hi, v) return v when it is NaN. */
+                    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+                    if (steps.residual_after)
+                        v = _mm256_add_ps(v, _mm256_loadu_ps(res + j * BLOCK));
+                    _mm256_storeu_ps(dst + j * BLOCK, v);
+                }
+                if (steps.generic) {
+                    FxrtEpilogue e = *ep;
+                    e.bias = NULL;
+                    e.residual = res;
+                    e.residual_ld = BLOCK;
+                    fxrt_epilogue_apply_f32(&e, 0, 0, cols, BLOCK, dst, BLOCK);
+                }
+            }
+        }
+    }
 }
+#undef AVX2_FN
 #endif
 
 void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const float *packed_w,
@@ -349,12 +493,14 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
     if (!fxrt_epilogue_active(ep))
         ep = NULL;
     int64_t tiles = tiles_of(p), per_band = band_tiles(p);
+    b.in_plane = plane_stride(b.in_blocks, per_band);
+    b.out_plane = plane_stride(b.out_blocks, per_band);
     int64_t x_image = b.in_blocks * p->in_size[1] * p->in_size[2] * BLOCK;
     int64_t y_image = b.out_blocks * p->out_size[1] * p->out_size[2] * BLOCK;
     FxrtConvParams pointwise_one = pointwise_params(p, 1);
     int64_t weight_plane = fxrt_conv_nchwc_packed_floats(&pointwise_one, 1);
 #ifdef FXRT_WINOGRAD_AVX2
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx2 = fxrt_nchwc_conv_isa() >= 1;
 #endif
     for (int64_t n = 0; n < p->batch; n++) {
         const float *xn = x + n * x_image;
@@ -367,7 +513,7 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
         for (b.first = 0; b.first < tiles; b.first += per_band) {
             b.count = tiles - b.first < per_band ? tiles - b.first : per_band;
             b.planes_in = scratch;
-            b.planes_out = scratch + PLANES * b.in_blocks * b.count * BLOCK;
+            b.planes_out = scratch + PLANES * b.in_plane;
 #ifdef FXRT_WINOGRAD_AVX2
             if (avx2)
                 transform_input_avx2(&b, xn);
@@ -376,9 +522,9 @@ void fxrt_conv_nchwc_winograd_f32(const FxrtConvParams *p, const float *x, const
                 transform_input_plain(&b, xn);
             FxrtConvParams pointwise = pointwise_params(p, b.count);
             for (int k = 0; k < PLANES; k++)
-                fxrt_conv_nchwc_f32(&pointwise, 1, b.planes_in + k * b.in_blocks * b.count * BLOCK,
+                fxrt_conv_nchwc_f32(&pointwise, 1, b.planes_in + k * b.in_plane,
                                     packed_w + k * weight_plane, NULL,
-                                    b.planes_out + k * b.out_blocks * b.count * BLOCK, NULL);
+                                    b.planes_out + k * b.out_plane, NULL);
 #ifdef FXRT_WINOGRAD_AVX2
             if (avx2)
                 transform_output_avx2(&b, ep ? &ep_n : NULL, yn);

@@ -11,8 +11,9 @@
  *
  * Built twice like the other runtime suites: the host build's pointwise
  * products run on the AVX-512, AVX2 and portable tiles in turn
- * (fxrt_nchwc_conv_limit_isa) and its transforms on AVX2; the portable
- * build is the plain C of both.
+ * (fxrt_nchwc_conv_limit_isa), its transforms on AVX2 under the first two
+ * and on the plain C under the third; the portable build is the plain C
+ * of both.
  */
 #include <check.h>
 #include <math.h>
