@@ -7,7 +7,11 @@
  *
  *   cc -std=c99 -O2 -DFXRT_USE_CBLAS -I. -Iruntime runtime/fxrt*.c bench/nchwc_kernels.c \
  *      -o /tmp/nchwc_kernels $(pkg-config --cflags --libs openblas) -lm
- *   OPENBLAS_NUM_THREADS=1 /tmp/nchwc_kernels [NAME-SUBSTRING]
+ *   OPENBLAS_NUM_THREADS=1 /tmp/nchwc_kernels [NAME-SUBSTRING [ISA]]
+ *
+ * ISA caps the tiles (runtime/fxrt_isa.h): 1 times the AVX2 kernels on an
+ * AVX-512 host, as an AVX2-only CPU would run them (the same core's
+ * caches and clock, so a guide, not a measurement of such a CPU).
  *
  * Each layer runs with a bias and relu, and with the scratch the compiler
  * would give it (1x1 layers: slabs of their input).  Winograd's GFLOP/s count the direct
@@ -27,6 +31,7 @@
 #include <string.h>
 
 #include "runtime/fxrt.h"
+#include "runtime/fxrt_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -79,7 +84,7 @@ FMA_CHAINS(fma_chains_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_add_ps, 
 static double peak_gflops(const char **isa)
 {
     float sink[16] = {0};
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+    if (fxrt_nchwc_conv_isa() >= 2) {
         *isa = "AVX-512";
         return 100000.0 * 10 * 32 / best_seconds(fma_chains_avx512, sink) / 1e9;
     }
@@ -149,6 +154,15 @@ static const Layer layers[] = {
     {"densenet121 128-32 3x3 @56", 0, 128, 32, 56, 56, 3, 3, 1, 1, 1, 1, 1},
     {"densenet121 128-32 3x3 @28", 0, 128, 32, 28, 28, 3, 3, 1, 1, 1, 1, 1},
     {"densenet121 128-32 3x3 @14", 0, 128, 32, 14, 14, 3, 3, 1, 1, 1, 1, 1},
+    {"densenet121 128-32 3x3 @7", 0, 128, 32, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 16-32 3x3 @28", 0, 16, 32, 28, 28, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 24-64 3x3 @14", 0, 24, 64, 14, 14, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 192-384 3x3 @7", 0, 192, 384, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"googlenet 48-128 3x3 @7", 0, 48, 128, 7, 7, 3, 3, 1, 1, 1, 1, 1},
+    {"squeezenet 16-64 3x3 @55", 0, 16, 64, 55, 55, 3, 3, 1, 1, 1, 1, 1},
+    {"squeezenet 32-128 3x3 @27", 0, 32, 128, 27, 27, 3, 3, 1, 1, 1, 1, 1},
+    {"squeezenet 48-192 3x3 @13", 0, 48, 192, 13, 13, 3, 3, 1, 1, 1, 1, 1},
+    {"squeezenet 64-256 3x3 @13", 0, 64, 256, 13, 13, 3, 3, 1, 1, 1, 1, 1},
     {"dscnn stem 1-64 10x4 s2 @49x10", 1, 1, 64, 49, 10, 10, 4, 2, 4, 1, 5, 2},
     {"dscnn 64-64 1x1 @25x5", 0, 64, 64, 25, 5, 1, 1, 1, 0, 0, 0, 0},
 };
@@ -222,6 +236,8 @@ static float *random_floats(int64_t n)
 
 int main(int argc, char **argv)
 {
+    if (argc > 2)
+        fxrt_nchwc_conv_limit_isa(atoi(argv[2]));
     const char *isa;
     double peak = peak_gflops(&isa);
     printf("%s peak (measured): %.1f GFLOP/s\n", isa, peak);

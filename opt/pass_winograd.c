@@ -1,24 +1,21 @@
 /*
- * pass_winograd.c - runs the 3x3 stride-1 NCHWc convolutions of many
- * channels by Winograd's F(4x4, 3x3) (runtime/fxrt_nn_nchwc_winograd.c):
+ * pass_winograd.c - runs the 3x3 stride-1 NCHWc convolutions of 16 or
+ * more channels by Winograd's F(4x4, 3x3) (runtime/fxrt_nn_nchwc_winograd.c):
  * a quarter of the direct kernel's multiply-adds, for about 1e-5 of the
  * outputs' magnitude in float error instead of 1e-6.
  *
  * A ConvNCHWc (blocked X, group 1, 3x3, stride and dilation 1) becomes a
  * ConvNCHWcWinograd with the same arguments and attributes, its weights
- * transformed here, once, into 36 pointwise sets (W_winograd).  Only where
- * it pays, by the kernel benchmark (bench/nchwc_kernels.c): below 64
- * channels in or out the transforms cost more than the products save,
- * unless the other side makes up for it on a large image (DenseNet's
- * 128-32 layers: 1.2x the direct kernel at 56x56 and 28x28, 0.65-1.0x at
- * 14x14; GoogLeNet's 32-96 at 28x28, whose product of channels is
- * smaller, 0.96x), and past 12 MiB of transformed weights (512 x 512
- * channels) each band of tiles streams them from memory.  The output must
- * be larger than 7x7: at 7x7 the 2x2 tiles compute 64 outputs for 49 and
- * the transforms cost more than the products save (ResNet's 512-channel
- * 3x3 layers at 7x7: 0.69x of the direct kernel on an AVX-512 Xeon, 1.05x
- * on Zen 4; GoogLeNet's 160-320 at 7x7: 0.96x), and a smaller image is
- * mostly padding.
+ * transformed here, once, into 36 pointwise sets (W_winograd).  It is
+ * the faster kernel on every 3x3 layer of the bench models with 16 or more
+ * channels on each side and an output of 7x7 or more (bench/nchwc_kernels.c,
+ * 2026-12-07: 1.05x to 2.5x the direct kernel's AVX-512 tiles, 1.2x to
+ * 3.2x its AVX2 ones; the least on narrow layers, whose transforms cost
+ * about as much as their products, and at 7x7, where the 4x4 tiles compute
+ * 64 outputs for 49).  Below that it is not measured, and a smaller image
+ * is mostly padding.  Past 12 MiB of transformed weights (512 x 512
+ * channels) each band of tiles would stream them from memory, four times
+ * the direct kernel's weights.
  *
  * A host-only pass (PassDef.host_only): firmware keeps the direct kernel,
  * whose weights are a quarter of the size and whose error is the smaller.
@@ -31,7 +28,7 @@
 
 #define BLOCK FXRT_NCHWC_BLOCK
 
-enum { MIN_CHANNELS = 64, MIN_OUTPUT = 8, MIN_NARROW_CHANNELS = 32, MIN_NARROW_OUTPUT = 28 };
+enum { MIN_CHANNELS = 16, MIN_OUTPUT = 7 };
 static const int64_t MAX_TRANSFORMED_BYTES = (int64_t)12 << 20;
 
 /* The ConvNCHWc parameters of n when it should run by Winograd. */
@@ -50,11 +47,7 @@ static bool profitable(const Node *n, FxrtConvParams *p)
         return false;
     int64_t narrower = p->in_channels < p->out_channels ? p->in_channels : p->out_channels;
     int64_t smaller_side = p->out_size[1] < p->out_size[2] ? p->out_size[1] : p->out_size[2];
-    if (narrower >= MIN_CHANNELS)
-        return smaller_side >= MIN_OUTPUT;
-    return narrower >= MIN_NARROW_CHANNELS &&
-           p->in_channels * p->out_channels >= MIN_CHANNELS * MIN_CHANNELS &&
-           smaller_side >= MIN_NARROW_OUTPUT;
+    return narrower >= MIN_CHANNELS && smaller_side >= MIN_OUTPUT;
 }
 
 /* The Winograd weights of n, made from its direct packing (fxrt_nn.h), as

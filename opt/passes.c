@@ -76,7 +76,7 @@ static const PassDef pass_defs[] = {
      "chains of channel Slice/Concat/shuffle/NCHWc reorders into one ChannelGather per reader "
      "(channel shuffles as views)", false},
     {"winograd", 2, pass_winograd,
-     "3x3 stride-1 NCHWc convolutions of many channels by Winograd F(4x4, 3x3) (host only)", true},
+     "3x3 stride-1 NCHWc convolutions of 16+ channels by Winograd F(4x4, 3x3) (host only)", true},
 };
 
 enum { NUM_PASSES = (int)(sizeof pass_defs / sizeof pass_defs[0]) };

@@ -349,7 +349,7 @@ END_TEST
 
 /* The winograd pass after the layout pass: of four 3x3 layers, the two
  * stride-1 ones of 64 channels in and out (one with a residual) run by
- * Winograd; the strided one and the one of 48 outputs stay direct. */
+ * Winograd; the strided one and the one of 8 outputs stay direct. */
 static Node *transpose(Graph *g, Node *x, const int64_t perm[4])
 {
     Node *n = tu_op3(g, "Transpose", x, NULL, NULL);
@@ -477,34 +477,39 @@ static Graph *build_winograd(void)
     Node *b = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 64, 64, 3, 3, 0.004f), NULL, 1, 1, 1);
     Node *sum = tu_op3(g, "Relu", tu_op3(g, "Add", b, x, NULL), NULL, NULL);
     Node *strided = tu_conv(g, sum, tu_weights_f32(g, "wc", 4, 64, 64, 3, 3, 0.004f), NULL, 1, 2, 1);
-    Node *narrow = tu_conv(g, strided, tu_weights_f32(g, "wd", 4, 48, 64, 3, 3, 0.004f), NULL, 1,
-                           1, 1);
-    tu_finish(g, &narrow, 1);
+    Node *thin = tu_conv(g, strided, tu_weights_f32(g, "wd", 4, 8, 64, 3, 3, 0.004f), NULL, 1, 1,
+                         1);
+    tu_finish(g, &thin, 1);
     return g;
 }
 
-/* Narrow layers: 128 in and 32 out run by Winograd at 28x28, not at 14x14
- * (the transforms then cost more than the products save). */
-static Graph *build_winograd_narrow(void)
+/* The bounds of the winograd pass: 16 channels on the narrower side and a
+ * 7x7 output run by Winograd; 8 channels, or a 4x4 output, stay direct. */
+static Graph *build_winograd_bounds(void)
 {
     Graph *g = graph_new();
-    Node *x = tu_input_f32(g, "x", 4, 1, 128, 28, 28);
-    Node *a = tu_conv(g, x, tu_weights_f32(g, "wa", 4, 32, 128, 3, 3, 0.004f),
-                      tu_weights_f32(g, "ba", 1, 32, 0, 0, 0, 0.1f), 1, 1, 1);
-    Node *wide = tu_conv(g, a, tu_weights_f32(g, "wb", 4, 128, 32, 1, 1, 0.02f), NULL, 0, 2, 1);
-    Node *b = tu_conv(g, wide, tu_weights_f32(g, "wc", 4, 32, 128, 3, 3, 0.004f), NULL, 1, 1, 1);
-    tu_finish(g, &b, 1);
+    Node *x = tu_input_f32(g, "x", 4, 1, 128, 14, 14);
+    Node *narrow = tu_conv(g, x, tu_weights_f32(g, "wa", 4, 16, 128, 3, 3, 0.004f),
+                           tu_weights_f32(g, "ba", 1, 16, 0, 0, 0, 0.1f), 1, 1, 1);
+    Node *thin = tu_conv(g, narrow, tu_weights_f32(g, "wb", 4, 8, 16, 3, 3, 0.02f), NULL, 1, 1, 1);
+    Node *wide = tu_conv(g, thin, tu_weights_f32(g, "wc", 4, 128, 8, 1, 1, 0.02f), NULL, 0, 2, 1);
+    Node *seven = tu_conv(g, wide, tu_weights_f32(g, "wd", 4, 16, 128, 3, 3, 0.004f), NULL, 1, 1,
+                          1);
+    Node *small = tu_conv(g, seven, tu_weights_f32(g, "we", 4, 32, 16, 1, 1, 0.02f), NULL, 0, 2, 1);
+    Node *four = tu_conv(g, small, tu_weights_f32(g, "wf", 4, 32, 32, 3, 3, 0.004f), NULL, 1, 1,
+                         1);
+    tu_finish(g, &four, 1);
     return g;
 }
 
-START_TEST(test_winograd_narrow)
+START_TEST(test_winograd_bounds)
 {
-    Graph *g = build_winograd_narrow(), *ref = build_winograd_narrow();
-    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), 3);
-    ck_assert_int_eq(tu_run_pass(g, pass_winograd, 1e-4, 1e-5), 1);
-    ck_assert_int_eq(tu_count_op(g, "ConvNCHWcWinograd"), 1);
-    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 2);
-    tu_assert_compiled_matches(g, ref, "winograd_narrow", 1e-3, 1e-4);
+    Graph *g = build_winograd_bounds(), *ref = build_winograd_bounds();
+    ck_assert_int_eq(tu_run_pass(g, pass_nchwc_layout, 1e-5, 1e-5), 6);
+    ck_assert_int_eq(tu_run_pass(g, pass_winograd, 1e-4, 1e-5), 2);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWcWinograd"), 2);
+    ck_assert_int_eq(tu_count_op(g, "ConvNCHWc"), 4);
+    tu_assert_compiled_matches(g, ref, "winograd_bounds", 1e-3, 1e-4);
     graph_free(g);
     graph_free(ref);
 }
@@ -561,7 +566,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_channels_last_block);
     tcase_add_test(t, test_squeeze_excite);
     tcase_add_test(t, test_winograd);
-    tcase_add_test(t, test_winograd_narrow);
+    tcase_add_test(t, test_winograd_bounds);
     tcase_add_test(t, test_winograd_host_only);
     suite_add_tcase(s, t);
     return s;
