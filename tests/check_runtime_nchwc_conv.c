@@ -401,6 +401,26 @@ START_TEST(test_bench_shapes)
 }
 END_TEST
 
+START_TEST(test_wide_pointwise_tiles)
+{
+    /* AVX-512 runs the pointwise layers whose image outweighs their
+     * weights (64 pixels and more here) on tiles of 5 to 8 output blocks
+     * (the others up to 4): each block count, with images whose pixels
+     * split into tiles of every size the path takes (64, 65, 70 and 66
+     * pixels: 8 and 7 pixels for 5 and 6 blocks, 6 and 5 for 7 and 8),
+     * input channels in chunks (264 in), the residual. */
+    int64_t outs[] = {40, 48, 56, 64};
+    int64_t sizes[][2] = {{8, 8}, {13, 5}, {10, 7}, {6, 11}};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            check_case(&(Case){1, 24, outs[i], sizes[j][0], sizes[j][1], 1, 1, 1, 1, 1, 1, 0, 0,
+                               0, 0, 1, 1, FXRT_ACT_RELU, j % 3},
+                       (uint32_t)(850 + i * 10 + j));
+    check_case(&(Case){1, 264, 56, 9, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_NONE, 1},
+               899u);
+}
+END_TEST
+
 /* Case c, which must (or must not) take the slab path: the pixels of X it
  * reads copied into scratch, then the pointwise kernel.  The small kernels
  * (FXRT_SMALL_KERNELS) never take it. */
@@ -455,7 +475,9 @@ START_TEST(test_slab_pointwise)
                                  FXRT_ACT_LEAKY_RELU, 2},
                          1, 1008u);
     /* Stride 1, a wide input over 1 MiB: slabs of 4 rows, the last one of
-     * 1, channel counts off the block size, the residual; batch 2. */
+     * 1, channel counts off the block size, the residual; batch 2.  (The
+     * scratch is asked for; the AVX-512 tiles read such a layer in place
+     * and leave it unused.) */
     check_slab_pointwise(&(Case){1, 260, 20, 37, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
                                  FXRT_ACT_RELU, 1},
                          1, 1014u);
@@ -522,6 +544,7 @@ static Suite *nchwc_conv_suite(void)
         tcase_add_test(tc, test_plain_input);
         tcase_add_test(tc, test_epilogues);
         tcase_add_test(tc, test_bench_shapes);
+        tcase_add_test(tc, test_wide_pointwise_tiles);
         tcase_add_test(tc, test_slab_pointwise);
         tcase_add_test(tc, test_depthwise_dispatch);
         suite_add_tcase(s, tc);
