@@ -353,11 +353,11 @@ static int cpu_has_avx2(void)
  * One zmm holds two consecutive output blocks (16 channels) of a pixel, so a
  * tile of fb blocks is fb / 2 pairs plus, for an odd fb, one ymm block, and
  * the 32 registers hold 24 accumulators (2 pairs by 12 pixels, or 4 by 6)
- * next to the weights and the broadcast.  A pair's 16 weights of one step are contiguous in the packing
- * (fxrt_nn.h), one load shared by the tile's pixels; the output blocks of Y
- * are a plane apart, so a pair of them is stored as two halves.  On CPUs
- * with two 512-bit FMA units this doubles the multiply-adds per cycle of
- * the AVX2 tiles. */
+ * next to the weights and the broadcast.  A pair's 16 weights of one step
+ * are contiguous in the packing (fxrt_nn.h), one load shared by the tile's
+ * pixels; the output blocks of Y are a plane apart, so a pair of them is
+ * stored as two halves.  On CPUs with two 512-bit FMA units this doubles
+ * the multiply-adds per cycle of the AVX2 tiles. */
 enum { MAX_FB512 = 8, MAX_NP512 = 16 };
 static const int64_t tile_pixels512[MAX_FB512 + 1] = {0, 16, 14, 12, 12, 8, 8, 6, 6};
 
