@@ -284,6 +284,17 @@ static OutputSteps output_steps(const FxrtEpilogue *ep)
     return s;
 }
 
+/* An activation other than a clamp, with the residual, on `cols` stored
+ * pixels of one output row (the bias is already in). */
+static void finish_generic(const FxrtEpilogue *ep, const float *res, int64_t cols, float *dst)
+{
+    FxrtEpilogue e = *ep;
+    e.bias = NULL;
+    e.residual = res;
+    e.residual_ld = BLOCK;
+    fxrt_epilogue_apply_f32(&e, 0, 0, cols, BLOCK, dst, BLOCK);
+}
+
 /* The band's products back to 4x4 outputs, with the bias, then the
  * epilogue: a clamp (relu, clip) and the residual here, any other
  * activation through fxrt_epilogue_apply_f32 on each output row of the
@@ -338,13 +349,8 @@ static void transform_output_plain(const Band *b, const FxrtEpilogue *ep, float 
                             v[l] += r[l];
                     memcpy(dst + j * BLOCK, v, sizeof v);
                 }
-                if (generic) {
-                    FxrtEpilogue e = *ep;
-                    e.bias = NULL;
-                    e.residual = res;
-                    e.residual_ld = BLOCK;
-                    fxrt_epilogue_apply_f32(&e, 0, 0, cols, BLOCK, dst, BLOCK);
-                }
+                if (generic)
+                    finish_generic(ep, res, cols, dst);
             }
         }
 }
@@ -468,13 +474,8 @@ transform_output_avx2(const Band *b, const FxrtEpilogue *ep, float *y)
                         v = _mm256_add_ps(v, _mm256_loadu_ps(res + j * BLOCK));
                     _mm256_storeu_ps(dst + j * BLOCK, v);
                 }
-                if (steps.generic) {
-                    FxrtEpilogue e = *ep;
-                    e.bias = NULL;
-                    e.residual = res;
-                    e.residual_ld = BLOCK;
-                    fxrt_epilogue_apply_f32(&e, 0, 0, cols, BLOCK, dst, BLOCK);
-                }
+                if (steps.generic)
+                    finish_generic(ep, res, cols, dst);
             }
         }
     }
