@@ -342,7 +342,7 @@ END_TEST
 START_TEST(test_plain_input)
 {
     /* First layers: ResNet's 3 -> 16, MobileNet's stem, DS-CNN's 1 -> 64
-     * 10x4 stride 2; plus odd shapes. */
+     * 10x4 stride 2; plus odd shapes and ResNet's 7x7 stride-2 stem. */
     check_case(&(Case){1, 3, 16, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, FXRT_ACT_RELU, 0},
                600u);
     check_case(&(Case){1, 3, 32, 17, 19, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1, FXRT_ACT_CLIP, 0},
@@ -355,6 +355,17 @@ START_TEST(test_plain_input)
                604u);
     check_case(&(Case){1, 1, 16, 9, 11, 3, 5, 2, 1, 2, 2, 2, 3, 1, 3, 0, 1, FXRT_ACT_NONE, 0},
                605u);
+    check_case(&(Case){1, 3, 56, 23, 21, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 0, 1, FXRT_ACT_RELU, 1},
+               606u);
+    /* AVX-512's tiles of 5 to 8 blocks, which a plain input takes when it
+     * outweighs the weights, in spans of every length from 1 to 8 pixels:
+     * the n interior columns of a tall image n + 2 wide at 3x3. */
+    int64_t outs[] = {40, 48, 56, 64};
+    for (int i = 0; i < 4; i++)
+        for (int64_t n = 1; n <= 8; n++)
+            check_case(&(Case){1, 3, outs[i], 440 / (n + 2) + 2, n + 2, 3, 3, 1, 1, 1, 1, 1, 1,
+                               1, 1, 0, 1, FXRT_ACT_RELU, (int)(n % 3)},
+                       (uint32_t)(610 + i * 10 + n));
 }
 END_TEST
 
