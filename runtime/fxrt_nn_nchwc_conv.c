@@ -1164,11 +1164,11 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
     (void)scratch;
 #else
     /* The compiler sizes the scratch for the slabs; at stride 1 they pay
-     * only when a group of output blocks is narrower than the layer
-     * (AVX2's 16 channels, 4 groups of ResNet-50's 256-64 at 56x56), so
-     * that the tiles read the input more than once.  AVX-512's 64-channel
-     * tiles read it once, in place: ResNet-50 57.0 -> 54.7 ms with the
-     * copy left out, DenseNet-121 38.4 -> 37.9. */
+     * where the tiles read each input plane many times in place (AVX2's
+     * 16-channel groups: 4 over ResNet-50's 256-64 at 56x56).  AVX-512's
+     * 64-channel groups read it once for 64 outputs, twice for 128, and
+     * the copy cost more than it saved: with those tiles, ResNet-50 55.3
+     * -> 54.7 ms and DenseNet-121 38.4 -> 37.9 without it. */
     int64_t slab = scratch ? slab_rows(p, x_blocked) : 0;
     int strided = p->stride[1] > 1 || p->stride[2] > 1;
     if (slab && (strided || fxrt_nchwc_conv_isa() < 2)) {
