@@ -167,6 +167,15 @@ typedef struct Band {
     int64_t in_plane, out_plane;
 } Band;
 
+/* The output pixel (h0, w0) at the top left of the band's tile t; its 6x6
+ * input starts the padding above and left of it. */
+static void tile_origin(const Band *b, int64_t t, int64_t *h0, int64_t *w0)
+{
+    int64_t tile = b->first + t;
+    *h0 = tile / b->tiles_w * TILE;
+    *w0 = tile % b->tiles_w * TILE;
+}
+
 /* B^T over six vectors of eight lanes, in[i * in_step] to out[i * out_step]:
  * the rows of B^T are (4 0 -5 0 1 0), (0 -4 -4 1 1 0), (0 4 -4 -1 1 0),
  * (0 -2 -1 2 1 0), (0 2 -1 -2 1 0), (0 4 0 -5 0 1).  Through local copies,
@@ -224,9 +233,10 @@ static void transform_input_plain(const Band *b, const float *x)
     float padded[POINTS * POINTS * BLOCK], rows[POINTS * POINTS * BLOCK];
     for (int64_t cb = 0; cb < b->in_blocks; cb++)
         for (int64_t t = 0; t < b->count; t++) {
-            int64_t tile = b->first + t;
-            int64_t h0 = tile / b->tiles_w * TILE - p->pad_begin[1];
-            int64_t w0 = tile % b->tiles_w * TILE - p->pad_begin[2];
+            int64_t h0, w0;
+            tile_origin(b, t, &h0, &w0);
+            h0 -= p->pad_begin[1];
+            w0 -= p->pad_begin[2];
             const float *image = x + cb * in_h * in_w * BLOCK;
             const float *d;
             int64_t row_step;
@@ -311,8 +321,8 @@ static void transform_output_plain(const Band *b, const FxrtEpilogue *ep, float 
     float columns[TILE * POINTS * BLOCK], outputs[TILE * TILE * BLOCK];
     for (int64_t cb = 0; cb < b->out_blocks; cb++)
         for (int64_t t = 0; t < b->count; t++) {
-            int64_t tile = b->first + t;
-            int64_t h0 = tile / b->tiles_w * TILE, w0 = tile % b->tiles_w * TILE;
+            int64_t h0, w0;
+            tile_origin(b, t, &h0, &w0);
             const float *m = b->planes_out + (cb * b->count + t) * BLOCK;
             /* A^T down each of the 6 columns of points, then across. */
             for (int j = 0; j < POINTS; j++)
@@ -400,9 +410,10 @@ __attribute__((target("avx2,fma"))) static void transform_input_avx2(const Band 
     int64_t plane = b->in_plane;
     for (int64_t cb = 0; cb < b->in_blocks; cb++)
         for (int64_t t = 0; t < b->count; t++) {
-            int64_t tile = b->first + t;
-            int64_t h0 = tile / b->tiles_w * TILE - p->pad_begin[1];
-            int64_t w0 = tile % b->tiles_w * TILE - p->pad_begin[2];
+            int64_t h0, w0;
+            tile_origin(b, t, &h0, &w0);
+            h0 -= p->pad_begin[1];
+            w0 -= p->pad_begin[2];
             const float *image = x + cb * in_h * in_w * BLOCK;
             int inside = h0 >= 0 && w0 >= 0 && h0 + POINTS <= in_h && w0 + POINTS <= in_w;
             __m256 rows[POINTS][POINTS]; /* B^T d */
@@ -444,8 +455,8 @@ transform_output_avx2(const Band *b, const FxrtEpilogue *ep, float *y)
     for (int64_t cb = 0; cb < b->out_blocks; cb++) {
         __m256 bias = ep && ep->bias ? _mm256_loadu_ps(ep->bias + cb * BLOCK) : _mm256_setzero_ps();
         for (int64_t t = 0; t < b->count; t++) {
-            int64_t tile = b->first + t;
-            int64_t h0 = tile / b->tiles_w * TILE, w0 = tile % b->tiles_w * TILE;
+            int64_t h0, w0;
+            tile_origin(b, t, &h0, &w0);
             const float *m = b->planes_out + (cb * b->count + t) * BLOCK;
             __m256 columns[TILE][POINTS]; /* A^T m */
             for (int j = 0; j < POINTS; j++) {

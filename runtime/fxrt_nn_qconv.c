@@ -1149,9 +1149,9 @@ dw_row_quads_vnni(const FxrtConvParams *p, const DwImage *m, int64_t oy, int64_t
 }
 
 /* Block b of the image, row by row, its tables built (dw_vnni_block_tables);
- * groups and kw constants where the caller inlines it.  The scales clamp to [y_min - zp, y_max - zp], so the
- * narrowing packs (which put the channels back in order) and the zero
- * point's int16 add are exact. */
+ * groups and kw constants where the caller inlines it.  The scales clamp to
+ * [y_min - zp, y_max - zp], so the narrowing packs (which put the channels
+ * back in order) and the zero point's int16 add are exact. */
 DW_VNNI_TARGET __attribute__((always_inline)) static inline void
 dw_block_vnni(const DwPixel *d, const DwImage *m, int64_t b, uint8_t *tables,
               const int64_t groups, const int64_t kw, const int is_int8)
