@@ -262,9 +262,11 @@ typedef struct CgWeightFiles {
     size_t blob_bytes;   /* the last weight's end, rounded up to 64 */
 } CgWeightFiles;
 
-/* The NAME_WEIGHT_SECTION macro that places C arrays in section (GCC,
- * Clang; empty for other compilers), for NAME.c and NAME_weights.c. */
-void cg_write_section_macro(char *buf, size_t cap, const char *name, const char *section);
+/* The macros of NAME.c's and NAME_weights.c's weight arrays: NAME_WEIGHT_ALIGN
+ * (64 bytes on x86-64 with GCC or Clang, empty elsewhere) and, when section
+ * is not NULL, NAME_WEIGHT_SECTION, which places them in section (GCC,
+ * Clang; empty for other compilers). */
+void cg_write_weight_macros(char *buf, size_t cap, const char *name, const char *section);
 /* DIR/NAME_weights.c: const arrays of exact literals (hex floats). */
 FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d);
 /* DIR/NAME_weights.bin and DIR/NAME_weights.S, one global symbol per weight. */

@@ -325,12 +325,12 @@ static void write_weight(EmitText *t, const Gen *gen, const CgValue *v)
     text_comment(t, "", line);
     weight_symbol(gen, v, sym, sizeof sym);
     int64_t n = tensor_numel(x);
+    emit_text_printf(t, "static const %s %s[%lld]", c_type_name(ty->dtype), sym, (long long)(n ? n : 1));
+    if (tensor_nbytes(x) >= 64)
+        emit_text_printf(t, " %s_WEIGHT_ALIGN", gen->o->name);
     if (gen->o->weights_section)
-        emit_text_printf(t, "static const %s %s[%lld] %s_WEIGHT_SECTION = {", c_type_name(ty->dtype),
-                         sym, (long long)(n ? n : 1), gen->o->name);
-    else
-        emit_text_printf(t, "static const %s %s[%lld] = {", c_type_name(ty->dtype), sym,
-                         (long long)(n ? n : 1));
+        emit_text_printf(t, " %s_WEIGHT_SECTION", gen->o->name);
+    emit_text_printf(t, " = {");
     if (n == 0)
         emit_text_printf(t, "0");
     for (int64_t i = 0; i < n; i++) {
@@ -1059,11 +1059,9 @@ static FxStatus write_source(Gen *gen, EmitText *src)
                      " * nothing else when no caller times the nodes. */\n"
                      "#define PROFILE_MARK(k) do { if (%s_node_hook) %s_node_hook(k); } while (0)\n\n",
                      N, N, N, N);
-    if (gen->o->weights_section) {
-        char macro[1024];
-        cg_write_section_macro(macro, sizeof macro, N, gen->o->weights_section);
-        emit_text_printf(src, "%s", macro);
-    }
+    char macros[2048];
+    cg_write_weight_macros(macros, sizeof macros, N, gen->o->weights_section);
+    emit_text_printf(src, "%s", macros);
     st = plan_weights(gen, src);
     if (st == FX_OK && shared.data)
         emit_text_printf(src, "/* Kernel parameters that several nodes share (identical objects, kept\n"

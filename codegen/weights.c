@@ -193,18 +193,16 @@ FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d)
                   " * %d bytes, as exact hexadecimal float literals.  Do not edit. */\n"
                   "#include <math.h>\n#include <stdint.h>\n\n",
                N, w->model, N, (int)CG_LARGE_WEIGHT_BYTES);
-    if (w->place_c) {
-        char macro[1024];
-        cg_write_section_macro(macro, sizeof macro, N, w->section);
-        out_string(o, macro);
-    }
+    char macros[2048];
+    cg_write_weight_macros(macros, sizeof macros, N, w->place_c ? w->section : NULL);
+    out_string(o, macros);
     for (int k = 0; k < w->count; k++) {
         const Tensor *x = w->weights[k].tensor;
         char shape[256];
         int64_t n = tensor_numel(x);
-        out_printf(o, "/* %s, %zu bytes */\nconst %s %s[%lld]%s%s%s",
+        out_printf(o, "/* %s, %zu bytes */\nconst %s %s[%lld] %s_WEIGHT_ALIGN%s%s%s",
                    type_format(&x->type, shape, sizeof shape), tensor_nbytes(x),
-                   c_type_name(x->type.dtype), w->weights[k].symbol, (long long)n,
+                   c_type_name(x->type.dtype), w->weights[k].symbol, (long long)n, N,
                    w->place_c ? " " : "", w->place_c ? N : "",
                    w->place_c ? "_WEIGHT_SECTION = {" : " = {");
         for (int64_t i = 0; i < n; i++) {
@@ -219,9 +217,20 @@ FxStatus cg_write_weights_c(const CgWeightFiles *w, const char *dir, Diag *d)
     return st;
 }
 
-void cg_write_section_macro(char *buf, size_t cap, const char *name, const char *section)
+void cg_write_weight_macros(char *buf, size_t cap, const char *name, const char *section)
 {
-    snprintf(buf, cap,
+    int n = snprintf(buf, cap,
+                     "/* The weights' arrays of 64 bytes or more start a cache line on x86-64,\n"
+                     " * where the AVX-512 kernels load 64 bytes of packed weights at a time (a\n"
+                     " * load across two lines costs two).  Elsewhere they keep their type's\n"
+                     " * alignment: no flash spent on padding. */\n"
+                     "#if defined(__GNUC__) && defined(__x86_64__)\n"
+                     "#define %s_WEIGHT_ALIGN __attribute__((aligned(64)))\n"
+                     "#else\n#define %s_WEIGHT_ALIGN\n#endif\n\n",
+                     name, name);
+    if (!section || n < 0 || (size_t)n >= cap)
+        return;
+    snprintf(buf + n, cap - (size_t)n,
              "/* --weights-section: the weights' arrays in section %s (GCC and Clang;\n"
              " * other compilers leave them where const data goes). */\n"
              "#if defined(__GNUC__)\n#define %s_WEIGHT_SECTION __attribute__((section(\"%s\")))\n"
