@@ -13,7 +13,8 @@
  * portable C tiles.  A no-op in builds without the x86 tiles. */
 void fxrt_nchwc_conv_limit_isa(int level);
 /* The level those tiles use on this CPU under that cap; the Winograd
- * transforms (fxrt_nn_nchwc_winograd.c) follow it, AVX2 at levels 1 and 2. */
+ * transforms (fxrt_nn_nchwc_winograd.c) and the blocked depthwise kernel
+ * (fxrt_nn_nchwc_depthwise.c) follow it, AVX2 at levels 1 and 2. */
 int fxrt_nchwc_conv_isa(void);
 /* The same for the 8-bit GEMM tiles (fxrt_nn_qgemm.c): 2 AVX-512 VNNI,
  * 1 AVX2, 0 portable C. */

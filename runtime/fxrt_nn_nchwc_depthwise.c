@@ -15,11 +15,14 @@
  *
  * The portable path takes one pixel at a time with its eight sums in
  * registers.  On x86-64 host builds (FXRT_USE_CBLAS, GCC or Clang) an
- * AVX2/FMA path is chosen at run time, as in fxrt_nn_gemm.c: one __m256 per
+ * AVX2/FMA path is chosen at run time, when the CPU has it and the cap of
+ * the convolution tiles (fxrt_nchwc_conv_isa, fxrt_isa.h) allows: one __m256 per
  * pixel, the interior in runs of up to 8 pixels (accumulators) that share
  * each weight load, the taps' offsets constants for 3x3 and 5x5 kernels at
  * stride 1 and 2, and the epilogue applied in registers before the store
- * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored row).
+ * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored plane).  The
+ * border columns of the rows whose kernel rows are all inside the input
+ * are done last, in runs down each column, independent sums like a row's.
  * Small stride-1 planes are first copied with their padding to the stack,
  * so that all their pixels are interior.
  *
@@ -33,6 +36,7 @@
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_DW_AVX2 1
+#include "fxrt_isa.h"
 #include "fxrt_math_x86.h"
 #endif
 
@@ -51,9 +55,24 @@ typedef struct DwGeom {
     DwIndex ih, iw, oh, ow;
     DwIndex kh, kw, sh, sw, dh, dw, pt, pl;
     /* Output columns [col_lo, col_hi) read only input columns inside the
-     * row for every kernel column; the others are border columns. */
-    DwIndex col_lo, col_hi;
+     * row for every kernel column; the others are border columns.  The
+     * same for rows: [row_lo, row_hi) read no row outside the input. */
+    DwIndex col_lo, col_hi, row_lo, row_hi;
 } DwGeom;
+
+/* [*lo, *hi): the outputs whose every tap lies inside an input of `in`. */
+static void dw_inner(DwIndex in, DwIndex out, DwIndex k, DwIndex s, DwIndex d, DwIndex pad,
+                     DwIndex *lo, DwIndex *hi)
+{
+    /* o * s - pad >= 0 and o * s - pad + (k - 1) * d <= in - 1. */
+    DwIndex l = (pad + s - 1) / s;
+    DwIndex last = in - 1 - (k - 1) * d + pad;
+    DwIndex h = last < 0 ? 0 : last / s + 1;
+    l = l > out ? out : l;
+    h = h > out ? out : h < l ? l : h;
+    *lo = l;
+    *hi = h;
+}
 
 static void dw_geom(const FxrtConvParams *p, DwGeom *g)
 {
@@ -69,14 +88,8 @@ static void dw_geom(const FxrtConvParams *p, DwGeom *g)
     g->dw = p->dilation[2];
     g->pt = p->pad_begin[1];
     g->pl = p->pad_begin[2];
-    /* ow * sw - pl >= 0 and ow * sw - pl + (kw - 1) * dw <= iw - 1. */
-    DwIndex lo = (g->pl + g->sw - 1) / g->sw;
-    DwIndex last = g->iw - 1 - (g->kw - 1) * g->dw + g->pl;
-    DwIndex hi = last < 0 ? 0 : last / g->sw + 1;
-    lo = lo > g->ow ? g->ow : lo;
-    hi = hi > g->ow ? g->ow : hi < lo ? lo : hi;
-    g->col_lo = lo;
-    g->col_hi = hi;
+    dw_inner(g->iw, g->ow, g->kw, g->sw, g->dw, g->pl, &g->col_lo, &g->col_hi);
+    dw_inner(g->ih, g->oh, g->kh, g->sh, g->dh, g->pt, &g->row_lo, &g->row_hi);
 }
 
 /* The epilogue of one channel-block plane, seen as a matrix of pixels x 8
@@ -212,17 +225,18 @@ typedef struct DwRowTaps {
     int64_t rows, row_step;
 } DwRowTaps;
 
-/* Stores pixels col .. col + run - 1 of acc (which started at the bias)
- * into yrow with the rest of the epilogue; one test per step for the whole
- * run, not per pixel. */
+/* Stores the run's pixels, acc[j] (which started at the bias) at y + j *
+ * step (BLOCK along a row, a row's floats down a column), with the rest of
+ * the epilogue, the residual's pixels at res + j * step; one test per step
+ * for the whole run, not per pixel. */
 DW_AVX2_INLINE void dw_store_run(__m256 *acc, int run, const DwVecEpilogue *ve,
-                                 const float *res_row, int64_t col, float *yrow)
+                                 const float *res, int64_t step, float *y)
 {
     __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     if (ve->residual_before)
 #pragma GCC unroll 8
         for (int j = 0; j < run; j++)
-            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res_row + (col + j) * BLOCK));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res + j * step));
     switch ((FxrtActivation)ve->activation) {
     case FXRT_ACT_RELU:
 #pragma GCC unroll 8
@@ -269,10 +283,10 @@ DW_AVX2_INLINE void dw_store_run(__m256 *acc, int run, const DwVecEpilogue *ve,
     if (ve->residual_after)
 #pragma GCC unroll 8
         for (int j = 0; j < run; j++)
-            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res_row + (col + j) * BLOCK));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_loadu_ps(res + j * step));
 #pragma GCC unroll 8
     for (int j = 0; j < run; j++)
-        _mm256_storeu_ps(yrow + (col + j) * BLOCK, acc[j]);
+        _mm256_storeu_ps(y + j * step, acc[j]);
 }
 
 /* Interior pixels col .. col + run - 1 into yrow, with the epilogue, for
@@ -297,7 +311,7 @@ DW_AVX2_INLINE void dw_run_avx2(const DwGeom *g, const DwRowTaps *t, const DwVec
                                          acc[j]);
         }
     }
-    dw_store_run(acc, run, ve, res_row, col, yrow);
+    dw_store_run(acc, run, ve, res_row ? res_row + col * BLOCK : NULL, BLOCK, yrow + col * BLOCK);
 }
 
 /* The same for a constant kernel width kw <= DW_FIXED_MAX_KW, stride sw
@@ -331,7 +345,7 @@ DW_AVX2_INLINE void dw_run_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
                 acc[j] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(xrow + (j * sw + k) * BLOCK),
                                          acc[j]);
     }
-    dw_store_run(acc, run, ve, res_row, col, yrow);
+    dw_store_run(acc, run, ve, res_row ? res_row + col * BLOCK : NULL, BLOCK, yrow + col * BLOCK);
 }
 
 /* A border pixel: only the kernel columns that fall inside the input. */
@@ -350,7 +364,7 @@ DW_AVX2_INLINE void dw_border_avx2(const DwGeom *g, const DwRowTaps *t, const Dw
                                       _mm256_loadu_ps(x0 + r * t->row_step + (k - k0) * dw * BLOCK),
                                       acc);
     }
-    dw_store_run(&acc, 1, ve, res_row, col, yrow);
+    dw_store_run(&acc, 1, ve, res_row ? res_row + col * BLOCK : NULL, BLOCK, yrow + col * BLOCK);
 }
 
 /* The interior of a row from *col on with dw_run_fixed_avx2; fixed_rows
@@ -381,17 +395,19 @@ DW_AVX2_INLINE void dw_runs_fixed_avx2(const DwGeom *g, const DwRowTaps *t,
     *col = g->col_hi;
 }
 
-/* One output row: left border, interior, right border.  fixed_kw is 0, or
- * the kernel width, a constant in the specializations, which then take the
- * dw_run_fixed_avx2 path with stride fixed_sw (runs of 8 or 6, then one
- * run of the rest); other kernels run dw_run_avx2 (runs of 8, then the rest). */
+/* One output row: left border, interior, right border (the borders only
+ * when `borders`).  fixed_kw is 0, or the kernel width, a constant in the
+ * specializations, which then take the dw_run_fixed_avx2 path with stride
+ * fixed_sw (runs of 8 or 6, then one run of the rest); other kernels run
+ * dw_run_avx2 (runs of 8, then the rest). */
 DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
                                      const DwVecEpilogue *ve, const float *res_row,
-                                     int fixed_kw, int fixed_sw, float *yrow)
+                                     int fixed_kw, int fixed_sw, int borders, float *yrow)
 {
     int64_t col = 0;
-    for (; col < g->col_lo; col++)
+    for (; borders && col < g->col_lo; col++)
         dw_border_avx2(g, t, ve, res_row, col, yrow);
+    col = g->col_lo;
     if (fixed_kw && t->rows == fixed_kw)
         dw_runs_fixed_avx2(g, t, ve, res_row, &col, fixed_kw, fixed_sw, fixed_kw, yrow);
     else if (fixed_kw)
@@ -412,16 +428,75 @@ DW_AVX2_INLINE void dw_row_avx2_body(const DwGeom *g, const DwRowTaps *t,
         }
         col = g->col_hi;
     }
-    for (; col < g->ow; col++)
+    for (; borders && col < g->ow; col++)
         dw_border_avx2(g, t, ve, res_row, col, yrow);
 }
 
-/* The rows of one plane; fixed_kw and fixed_sw as for dw_row_avx2_body. */
+/* Border column col of output rows row .. row + run - 1, rows whose kernel
+ * rows all lie inside the input, over the kernel columns inside it.  Down
+ * a column the sums are independent, where the border pixels of one row
+ * are a lone chain of multiply-adds each (EfficientNet's 5x5 layer at
+ * 28x28, two border pixels a side: 1.27x with the columns in runs). */
+DW_AVX2_INLINE void dw_column_run_avx2(const DwGeom *g, const float *xp, const float *wp,
+                                       const DwVecEpilogue *ve, const float *res_plane,
+                                       int64_t col, int64_t row, int run, float *yp)
+{
+    int64_t k0, k1;
+    fxrt_window_range(col, g->sw, g->pl, g->dw, g->iw, g->kw, &k0, &k1);
+    const int64_t x_next = g->sh * g->iw * BLOCK, row_step = g->dh * g->iw * BLOCK;
+    __m256 acc[DW_AVX2_RUN];
+#pragma GCC unroll 8
+    for (int j = 0; j < run; j++)
+        acc[j] = ve->bias;
+    if (k1 > k0) {
+        const float *x0 =
+            xp + ((row * g->sh - g->pt) * g->iw + col * g->sw - g->pl + k0 * g->dw) * BLOCK;
+        for (int64_t r = 0; r < g->kh; r++)
+            for (int64_t k = k0; k < k1; k++) {
+                __m256 wv = _mm256_loadu_ps(wp + (r * g->kw + k) * BLOCK);
+                const float *xk = x0 + r * row_step + (k - k0) * g->dw * BLOCK;
+#pragma GCC unroll 8
+                for (int j = 0; j < run; j++)
+                    acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xk + j * x_next), acc[j]);
+            }
+    }
+    int64_t at = (row * g->ow + col) * BLOCK;
+    dw_store_run(acc, run, ve, res_plane ? res_plane + at : NULL, g->ow * BLOCK, yp + at);
+}
+
+/* The border columns of rows [row_lo, row_hi), in runs down each column. */
+DW_AVX2 static void dw_border_columns_avx2(const DwGeom *g, const float *xp, const float *wp,
+                                           const DwVecEpilogue *ve, const float *res_plane,
+                                           float *yp)
+{
+    for (int64_t col = 0; col < g->ow; col++) {
+        if (col == g->col_lo)
+            col = g->col_hi;
+        if (col >= g->ow)
+            break;
+        int64_t row = g->row_lo;
+        for (; row + DW_AVX2_RUN <= g->row_hi; row += DW_AVX2_RUN)
+            dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, DW_AVX2_RUN, yp);
+        switch (g->row_hi - row) {
+        case 7: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 7, yp); break;
+        case 6: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 6, yp); break;
+        case 5: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 5, yp); break;
+        case 4: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 4, yp); break;
+        case 3: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 3, yp); break;
+        case 2: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 2, yp); break;
+        case 1: dw_column_run_avx2(g, xp, wp, ve, res_plane, col, row, 1, yp); break;
+        default: break;
+        }
+    }
+}
+
+/* The rows of one plane, then the border columns of those whose kernel
+ * rows all lie inside the input; fixed_kw and fixed_sw as for
+ * dw_row_avx2_body. */
 DW_AVX2_INLINE void dw_plane_rows_avx2(const DwGeom *g, const float *xp, const float *wp,
                                        const FxrtEpilogue *e, const DwVecEpilogue *ve,
                                        int fixed_kw, int fixed_sw, float *yp)
 {
-    int later = !ve->in_registers && fxrt_epilogue_active(e);
     for (int64_t row = 0; row < g->oh; row++) {
         int64_t h0, h1;
         fxrt_window_range(row, g->sh, g->pt, g->dh, g->ih, g->kh, &h0, &h1);
@@ -432,10 +507,10 @@ DW_AVX2_INLINE void dw_plane_rows_avx2(const DwGeom *g, const float *xp, const f
         t.w0 = wp + h0 * g->kw * BLOCK;
         float *yrow = yp + row * g->ow * BLOCK;
         const float *res_row = e->residual ? e->residual + row * g->ow * BLOCK : NULL;
-        dw_row_avx2_body(g, &t, ve, res_row, fixed_kw, fixed_sw, yrow);
-        if (later)
-            fxrt_epilogue_apply_f32(e, row * g->ow, 0, g->ow, BLOCK, yrow, BLOCK);
+        int borders = row < g->row_lo || row >= g->row_hi;
+        dw_row_avx2_body(g, &t, ve, res_row, fixed_kw, fixed_sw, borders, yrow);
     }
+    dw_border_columns_avx2(g, xp, wp, ve, e->residual, yp);
 }
 
 /* Stride-1 planes whose zero-padded input fits in this many pixels
@@ -456,31 +531,51 @@ static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
     pg->ih = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
     pg->iw = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
     pg->pt = pg->pl = 0;
-    pg->col_lo = 0;
+    pg->col_lo = pg->row_lo = 0;
     pg->col_hi = g->ow;
+    pg->row_hi = g->oh;
     int reads_padding = g->pt > 0 || g->pl > 0 || pg->ih > g->ih || pg->iw > g->iw;
     return reads_padding && g->sh == 1 && g->sw == 1 && pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
 }
 
 DW_AVX2 static void dw_pad_plane(const DwGeom *g, const DwGeom *pg, const float *xp, float *buf)
 {
-    __m256 zero = _mm256_setzero_ps();
-    for (int64_t r = 0; r < pg->ih; r++) {
-        float *dst = buf + r * pg->iw * BLOCK;
-        int64_t ir = r - g->pt, c0 = 0, c1 = 0; /* [c0, c1): input columns c - pl */
-        if (ir >= 0 && ir < g->ih) {
-            c0 = g->pl < pg->iw ? g->pl : pg->iw;
-            c1 = g->pl + g->iw < pg->iw ? g->pl + g->iw : pg->iw;
-        }
-        /* One loop for zeros and copy: as three, GCC makes them memset and
-         * memcpy calls, which cost more than these rows of a few pixels. */
-        for (int64_t c = 0; c < pg->iw; c++) {
-            __m256 v = c >= c0 && c < c1
-                           ? _mm256_loadu_ps(xp + (ir * g->iw + c - g->pl) * BLOCK)
-                           : zero;
-            _mm256_storeu_ps(dst + c * BLOCK, v);
-        }
+    /* Locals, not g's fields: the vector stores may alias anything, so
+     * fields would be read again after every store. */
+    const int64_t ih = g->ih, iw = g->iw, pt = g->pt, pl = g->pl, rows = pg->ih, cols = pg->iw;
+    const int64_t c0 = pl < cols ? pl : cols, c1 = pl + iw < cols ? pl + iw : cols;
+    const __m256 zero = _mm256_setzero_ps();
+    float *dst = buf;
+    for (int64_t r = 0; r < rows; r++, dst += cols * BLOCK) {
+        int64_t ir = r - pt;
+        /* Columns [lo, hi) of this row come from the input, from its
+         * pixel 0 on; one loop for zeros and copy: as three, GCC makes
+         * them memset and memcpy calls, which cost more than these rows
+         * of a few pixels. */
+        int inside = ir >= 0 && ir < ih;
+        int64_t lo = inside ? c0 : cols, hi = inside ? c1 : cols;
+        const float *src = inside ? xp + ir * iw * BLOCK : xp;
+        for (int64_t c = 0; c < cols; c++)
+            _mm256_storeu_ps(dst + c * BLOCK,
+                             c >= lo && c < hi ? _mm256_loadu_ps(src + (c - lo) * BLOCK) : zero);
     }
+}
+
+/* The specialization for g's kernel width and stride, or the kernel for
+ * any width. */
+DW_AVX2 static void dw_plane_rows(const DwGeom *g, const float *xp, const float *wp,
+                                  const FxrtEpilogue *e, const DwVecEpilogue *ve, float *yp)
+{
+    if (g->kw == 3 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, ve, 3, 1, yp);
+    else if (g->kw == 3 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, ve, 3, 2, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 1)
+        dw_plane_rows_avx2(g, xp, wp, e, ve, 5, 1, yp);
+    else if (g->kw == 5 && g->dw == 1 && g->sw == 2)
+        dw_plane_rows_avx2(g, xp, wp, e, ve, 5, 2, yp);
+    else
+        dw_plane_rows_avx2(g, xp, wp, e, ve, 0, 0, yp);
 }
 
 DW_AVX2 static void dw_plane_avx2(const DwGeom *g, const float *xp, const float *wp,
@@ -495,21 +590,10 @@ DW_AVX2 static void dw_plane_avx2(const DwGeom *g, const float *xp, const float 
     }
     DwVecEpilogue ve;
     dw_vec_epilogue(e, &ve);
-    if (g->kw == 3 && g->dw == 1 && g->sw == 1)
-        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 1, yp);
-    else if (g->kw == 3 && g->dw == 1 && g->sw == 2)
-        dw_plane_rows_avx2(g, xp, wp, e, &ve, 3, 2, yp);
-    else if (g->kw == 5 && g->dw == 1 && g->sw == 1)
-        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 1, yp);
-    else if (g->kw == 5 && g->dw == 1 && g->sw == 2)
-        dw_plane_rows_avx2(g, xp, wp, e, &ve, 5, 2, yp);
-    else
-        dw_plane_rows_avx2(g, xp, wp, e, &ve, 0, 0, yp);
-}
-
-static int dw_cpu_has_avx2(void)
-{
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    dw_plane_rows(g, xp, wp, e, &ve, yp);
+    /* The epilogue that is not done in registers, on the finished plane. */
+    if (!ve.in_registers && fxrt_epilogue_active(e))
+        fxrt_epilogue_apply_f32(e, 0, 0, g->oh * g->ow, BLOCK, yp, BLOCK);
 }
 #endif
 
@@ -524,7 +608,7 @@ static void depthwise(const FxrtConvParams *p, const float *x, const float *pack
     DwIndex in_plane = g.ih * g.iw * BLOCK, out_plane = g.oh * g.ow * BLOCK;
     int active = fxrt_epilogue_active(ep);
 #ifdef FXRT_DW_AVX2
-    int avx2 = dw_cpu_has_avx2();
+    int isa = fxrt_nchwc_conv_isa();
 #endif
     for (DwIndex n = 0; n < (DwIndex)p->batch; n++)
         for (DwIndex cb = 0; cb < blocks; cb++) {
@@ -541,7 +625,7 @@ static void depthwise(const FxrtConvParams *p, const float *x, const float *pack
                 e = dw_plane_epilogue(ep, cb, ep->residual ? ep->residual + plane * out_plane
                                                            : NULL);
 #ifdef FXRT_DW_AVX2
-            if (avx2) {
+            if (isa >= 1) {
                 dw_plane_avx2(&g, xp, wp, &e, yp);
                 continue;
             }

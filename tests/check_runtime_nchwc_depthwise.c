@@ -231,7 +231,8 @@ static void inplace_depthwise(const FxrtConvParams *p, const float *x, const flo
 }
 
 /* Both builds of the kernel: the library's (AVX2 when the CPU has it) and
- * the portable one; and the library's in place where that applies. */
+ * the portable one; and the library's in place where that applies.  (The
+ * library's kernel is AVX2 on AVX2 and AVX-512 hosts alike.) */
 static void check_case(const DwCase *c, const DwEpilogue *de, int no_ep, const char *label)
 {
     char full[160];
@@ -281,6 +282,11 @@ static const DwCase shape_cases[] = {
     {1, 24, 7, 7, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},     /* ConvNeXt's last stage */
     {1, 16, 14, 14, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},   /* 8 + 6 */
     {1, 16, 11, 11, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2},   /* stride 2, 6 columns */
+    /* Planes too large to copy with their padding: the border columns of
+     * the inner rows in runs down each column (8 + 3, 8 + 8 + 5). */
+    {1, 16, 15, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+    {1, 13, 25, 33, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},   /* dilation 2 */
+    {1, 8, 23, 40, 7, 7, 2, 1, 1, 1, 3, 3, 3, 3},    /* row stride 2, 7 wide: 8 */
 };
 
 static const char *act_names[] = {"none",      "relu",        "clip", "leaky_relu", "sigmoid",
