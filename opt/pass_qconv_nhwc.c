@@ -17,17 +17,24 @@
  * across, fxrt_qconv_nhwc_applies) also when one of its inputs is not
  * NHWC.  A group-1 convolution reads either layout, so it is where the
  * region starts and ends: the one transpose at each edge is the one the
- * kernel does today.  Anything else (the graph's outputs, pools, QGemm,
- * reshapes) reads NCHW.
+ * kernel does today.  So does a global average pool (QLinearGlobalAveragePool,
+ * or QLinearAveragePool with one window over the whole image, as DS-CNN
+ * ends): given x_nhwc, it sums channels along the pixels, with the same
+ * bytes as on NCHW and no transpose before it (runtime/fxrt_nn_pool.c).
+ * Anything else (the graph's outputs, other pools, QGemm, reshapes) reads
+ * NCHW.
  *
  * Only the layout flags and the shapes of values inside the region change;
  * the bytes of every value outside it are the same as before.
  */
+#include <string.h>
+
 #include "../ir/ops/ops.h"
 #include "opt.h"
 
-/* pass_data of a candidate: its output layout for now. */
-static char MARK_NCHW, MARK_NHWC;
+/* pass_data of a candidate: its output layout for now; of a pool that can
+ * read NHWC, MARK_POOL. */
+static char MARK_NCHW, MARK_NHWC, MARK_POOL;
 
 static bool is_q8(DType t) { return t == FXRT_DTYPE_UINT8 || t == FXRT_DTYPE_INT8; }
 
@@ -73,9 +80,39 @@ static bool binary_candidate(const Node *n)
 
 static bool nhwc(const Node *n) { return n && n->pass_data == &MARK_NHWC; }
 
+/* A pool over the whole image of a rank-4 8-bit X, which can read X in
+ * NHWC (x_nhwc, ir/ops/quant.c). */
+static bool whole_image_pool(const Node *n)
+{
+    bool global = node_is_op(n, &fx_op_QLinearGlobalAveragePool);
+    if ((!global && !node_is_op(n, &fx_op_QLinearAveragePool)) || !n->shapes_known ||
+        n->num_args < 1 || !n->args[0] || node_attr_int(n, "channels_last", 0) != 0)
+        return false;
+    const TensorType *x = &n->args[0]->out_types[0], *y = &n->out_types[0];
+    if (x->rank != 4 || !is_q8(x->dtype) || y->rank != 4 || y->dims[2] != 1 || y->dims[3] != 1)
+        return false;
+    if (global)
+        return true;
+    const int64_t *k, *v;
+    if (node_attr_ints(n, "kernel_shape", &k) != 2 || k[0] != x->dims[2] || k[1] != x->dims[3])
+        return false;
+    int count = node_attr_ints(n, "pads", &v);
+    for (int i = 0; i < count; i++)
+        if (v[i] != 0)
+            return false;
+    count = node_attr_ints(n, "dilations", &v);
+    for (int i = 0; i < count; i++)
+        if (v[i] != 1)
+            return false;
+    const char *auto_pad = node_attr_string(n, "auto_pad", "NOTSET");
+    return strcmp(auto_pad, "NOTSET") == 0 || strcmp(auto_pad, "VALID") == 0;
+}
+
 /* Whether user u can read v (an NHWC candidate's output) in NHWC. */
 static bool reads_nhwc(const Node *u, const Node *v)
 {
+    if (u->pass_data == &MARK_POOL)
+        return u->args[0] == v;
     if (u->pass_data == NULL)
         return false;
     if (node_is_op(u, &fx_op_QConvPacked)) /* group 1: either; depthwise: as it writes */
@@ -101,7 +138,8 @@ FxStatus pass_qconv_nhwc(Graph *g, PassResult *r, Diag *d)
 {
     r->changes = 0;
     graph_for_each(g, n) n->pass_data = conv_candidate(n) || binary_candidate(n) ? &MARK_NHWC
-                                                                               : NULL;
+                                        : whole_image_pool(n)                    ? &MARK_POOL
+                                                                                 : NULL;
     for (bool changed = true; changed;) {
         changed = false;
         graph_for_each(g, n) if (nhwc(n) && !keeps_nhwc(n))
@@ -121,6 +159,11 @@ FxStatus pass_qconv_nhwc(Graph *g, PassResult *r, Diag *d)
                     st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
                 r->changes++;
             }
+        }
+        if (st == FX_OK && n->pass_data == &MARK_POOL && nhwc(n->args[0])) {
+            if (!node_set_attr_int(n, "x_nhwc", 1))
+                st = diag_node_error(d, FX_ERR_NOMEM, n, "out of memory");
+            r->changes++;
         }
         /* in execution order, so every input is re-typed before its reader */
         if (st == FX_OK && n->pass_data && (nhwc(n) || nhwc(n->args[0])))

@@ -445,6 +445,12 @@ void fxrt_qlinear_binary(FxrtQLinearOp op, FxrtDType t, int rank, const int64_t 
 void fxrt_qlinear_global_avgpool(FxrtDType t, int64_t planes, int64_t size, const void *x,
                                  float x_scale, int32_t x_zp, float y_scale, int32_t y_zp,
                                  void *y);
+/* The same on NHWC input, batch x size x channels (channels innermost):
+ * y[n][c] is the byte fxrt_qlinear_global_avgpool gives plane c of image n
+ * of the NCHW transpose. */
+void fxrt_qlinear_global_avgpool_nhwc(FxrtDType t, int64_t batch, int64_t size,
+                                      int64_t channels, const void *x, float x_scale,
+                                      int32_t x_zp, float y_scale, int32_t y_zp, void *y);
 /* One input of QLinearConcat: x (outer x part) into the columns of y
  * (outer x row) that y points at, requantized from x's scale and zero
  * point to y's (copied when they are equal). */
@@ -713,6 +719,12 @@ void fxrt_avgpool_f32(const FxrtPoolParams *p, const float *x, float *y);
  * and quantizing. */
 void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, float x_scale,
                           int32_t x_zp, float y_scale, int32_t y_zp, void *y);
+/* fxrt_qlinear_avgpool with one window that is the whole image (no
+ * padding), on NHWC input, batch x size x channels: y[n][c] is the byte it
+ * gives plane c of image n of the NCHW transpose. */
+void fxrt_qlinear_avgpool_whole_nhwc(FxrtDType t, int64_t batch, int64_t size, int64_t channels,
+                                     const void *x, float x_scale, int32_t x_zp, float y_scale,
+                                     int32_t y_zp, void *y);
 /* (sum |x|^p)^(1/p) over each window (padding counts as 0). */
 void fxrt_lppool_f32(const FxrtPoolParams *p, const float *x, float *y);
 

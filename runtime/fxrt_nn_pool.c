@@ -300,6 +300,85 @@ POOL_AVX2_TARGET static void plane_sums_avx2(FxrtDType t, const uint8_t *x, int6
     }
     _mm256_storeu_ps(sums, s);
 }
+
+/* Sums of channels [c0, c0 + 16 groups) (groups up to 4, each its own
+ * chain of additions) of an NHWC image of `size` pixels, pixel by pixel:
+ * per channel, plane_sums_avx512's operations in its order.  Inlined with
+ * a constant `groups` (channel_sums), so that the sums stay in registers. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+channel_sums_avx512(FxrtDType t, const uint8_t *x, int64_t size, int64_t channels, int64_t c0,
+                    const int groups, float x_scale, int32_t x_zp, float *sums)
+{
+    __m512 zx = _mm512_set1_ps((float)x_zp), scale = _mm512_set1_ps(x_scale);
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t i = 0; i < size; i++) {
+        const uint8_t *row = x + i * channels + c0;
+        for (int g = 0; g < 4; g++) {
+            if (g == groups)
+                break;
+            __m128i bytes = _mm_loadu_si128((const __m128i *)(const void *)(row + 16 * g));
+            __m512i v = t == FXRT_DTYPE_UINT8 ? _mm512_cvtepu8_epi32(bytes)
+                                              : _mm512_cvtepi8_epi32(bytes);
+            __m512 d = _mm512_sub_round_ps(_mm512_cvtepi32_ps(v), zx, POOL_NEAREST);
+            s[g] = _mm512_add_round_ps(s[g], _mm512_mul_round_ps(d, scale, POOL_NEAREST),
+                                       POOL_NEAREST);
+        }
+    }
+    for (int g = 0; g < groups; g++)
+        _mm512_storeu_ps(sums + 16 * g, s[g]);
+}
+
+/* channel_sums_avx512 on AVX2: 8 channels per vector, no FMA. */
+__attribute__((target("avx2"), always_inline)) static inline void
+channel_sums_avx2(FxrtDType t, const uint8_t *x, int64_t size, int64_t channels, int64_t c0,
+                  const int groups, float x_scale, int32_t x_zp, float *sums)
+{
+    __m256 zx = _mm256_set1_ps((float)x_zp), scale = _mm256_set1_ps(x_scale);
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    for (int64_t i = 0; i < size; i++) {
+        const uint8_t *row = x + i * channels + c0;
+        for (int g = 0; g < 4; g++) {
+            if (g == groups)
+                break;
+            __m128i bytes = _mm_loadl_epi64((const __m128i *)(const void *)(row + 8 * g));
+            __m256i v = t == FXRT_DTYPE_UINT8 ? _mm256_cvtepu8_epi32(bytes)
+                                              : _mm256_cvtepi8_epi32(bytes);
+            __m256 d = _mm256_sub_ps(_mm256_cvtepi32_ps(v), zx);
+            s[g] = _mm256_add_ps(s[g], _mm256_mul_ps(d, scale));
+        }
+    }
+    for (int g = 0; g < groups; g++)
+        _mm256_storeu_ps(sums + 8 * g, s[g]);
+}
+
+/* channel_sums_avx512 (level 2) or channel_sums_avx2 (level 1) with groups
+ * a constant. */
+#define CHANNEL_SUMS(isa, target, g)                                                           \
+    target static void channel_sums_##isa##_##g(FxrtDType t, const uint8_t *x, int64_t size,   \
+                                                int64_t channels, int64_t c0, float x_scale,   \
+                                                int32_t x_zp, float *sums)                     \
+    {                                                                                          \
+        channel_sums_##isa(t, x, size, channels, c0, g, x_scale, x_zp, sums);                  \
+    }
+CHANNEL_SUMS(avx512, POOL_AVX512_TARGET, 1)
+CHANNEL_SUMS(avx512, POOL_AVX512_TARGET, 2)
+CHANNEL_SUMS(avx512, POOL_AVX512_TARGET, 3)
+CHANNEL_SUMS(avx512, POOL_AVX512_TARGET, 4)
+CHANNEL_SUMS(avx2, POOL_AVX2_TARGET, 1)
+CHANNEL_SUMS(avx2, POOL_AVX2_TARGET, 2)
+CHANNEL_SUMS(avx2, POOL_AVX2_TARGET, 3)
+CHANNEL_SUMS(avx2, POOL_AVX2_TARGET, 4)
+#undef CHANNEL_SUMS
+
+typedef void (*ChannelSums)(FxrtDType t, const uint8_t *x, int64_t size, int64_t channels,
+                            int64_t c0, float x_scale, int32_t x_zp, float *sums);
+/* [level - 1][groups - 1] */
+static const ChannelSums channel_sums[2][4] = {
+    {channel_sums_avx2_1, channel_sums_avx2_2, channel_sums_avx2_3, channel_sums_avx2_4},
+    {channel_sums_avx512_1, channel_sums_avx512_2, channel_sums_avx512_3, channel_sums_avx512_4},
+};
 #endif
 
 /* QLinearAveragePool without float buffers: each tap dequantized as
@@ -359,6 +438,44 @@ void fxrt_qlinear_avgpool(const FxrtPoolParams *p, FxrtDType t, const void *x, f
                     }
                     store_mean_q8(t, y, q, s, avgpool_count(p, o, &win), y_scale, y_zp);
                 }
+    }
+}
+
+/* Channels in vectors along the pixels, where the NCHW kernel above
+ * gathers a byte of each plane: the same operations per channel, in the
+ * same order.  Channels past the last whole vector take the scalar loop. */
+void fxrt_qlinear_avgpool_whole_nhwc(FxrtDType t, int64_t batch, int64_t size, int64_t channels,
+                                     const void *x, float x_scale, int32_t x_zp, float y_scale,
+                                     int32_t y_zp, void *y)
+{
+    const float zx = (float)x_zp;
+    for (int64_t n = 0; n < batch; n++) {
+        const uint8_t *xn = (const uint8_t *)x + n * size * channels;
+        int64_t c = 0;
+#ifdef FXRT_POOL_X86
+        int level = qavgpool_isa_cap >= 2 && __builtin_cpu_supports("avx512f")  ? 2
+                    : qavgpool_isa_cap >= 1 && __builtin_cpu_supports("avx2") ? 1
+                                                                               : 0;
+        int width = level == 2 ? 16 : 8;
+        while (level > 0 && channels - c >= width) {
+            int64_t vectors = (channels - c) / width;
+            int groups = vectors < 4 ? (int)vectors : 4;
+            float sums[64];
+            channel_sums[level - 1][groups - 1](t, xn, size, channels, c, x_scale, x_zp, sums);
+            for (int j = 0; j < groups * width; j++)
+                store_mean_q8(t, y, n * channels + c + j, sums[j], size, y_scale, y_zp);
+            c += groups * width;
+        }
+#endif
+        for (; c < channels; c++) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < size; i++) {
+                int64_t at = i * channels + c;
+                float v = t == FXRT_DTYPE_UINT8 ? (float)xn[at] : (float)((const int8_t *)xn)[at];
+                s += (v - zx) * x_scale;
+            }
+            store_mean_q8(t, y, n * channels + c, s, size, y_scale, y_zp);
+        }
     }
 }
 

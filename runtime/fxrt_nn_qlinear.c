@@ -251,6 +251,32 @@ void fxrt_qlinear_global_avgpool(FxrtDType t, int64_t planes, int64_t size, cons
     }
 }
 
+/* The integer sums of up to CHANNEL_CHUNK channels at a time, pixel by
+ * pixel along the rows of channels: contiguous bytes, where the planes of
+ * the NCHW form are a transpose away. */
+enum { CHANNEL_CHUNK = 256 };
+
+void fxrt_qlinear_global_avgpool_nhwc(FxrtDType t, int64_t batch, int64_t size,
+                                      int64_t channels, const void *x, float x_scale,
+                                      int32_t x_zp, float y_scale, int32_t y_zp, void *y)
+{
+    float scale = x_scale / (y_scale * (float)size);
+    for (int64_t n = 0; n < batch; n++)
+        for (int64_t c0 = 0; c0 < channels; c0 += CHANNEL_CHUNK) {
+            int64_t count = channels - c0 < CHANNEL_CHUNK ? channels - c0 : CHANNEL_CHUNK;
+            int64_t sums[CHANNEL_CHUNK];
+            for (int64_t c = 0; c < count; c++)
+                sums[c] = -(int64_t)x_zp * size;
+            for (int64_t i = 0; i < size; i++) {
+                int64_t row = (n * size + i) * channels + c0;
+                for (int64_t c = 0; c < count; c++)
+                    sums[c] += load_q8(t, x, row + c);
+            }
+            for (int64_t c = 0; c < count; c++)
+                store_quantized(t, y, n * channels + c0 + c, (float)sums[c] * scale, 1.0f, y_zp);
+        }
+}
+
 void fxrt_qlinear_concat_part(FxrtDType t, int64_t outer, int64_t part, int64_t row,
                               const void *x, float x_scale, int32_t x_zp, float y_scale,
                               int32_t y_zp, void *y)

@@ -400,6 +400,73 @@ static void check_nhwc_chain(DType t)
     graph_free(ref);
 }
 
+enum { POOL_GLOBAL, POOL_WHOLE_WINDOW, POOL_SMALL_WINDOW };
+
+/* stem 3x3 -> pw 1x1 -> a pool of `kind`: QLinearGlobalAveragePool,
+ * QLinearAveragePool over the whole 12x9 image, or over 3x3 windows. */
+static Graph *build_nhwc_pool(DType t, int kind)
+{
+    Graph *g = graph_new();
+    const int64_t dims[4] = {1, 5, 12, 9};
+    Node *x = tu_input(g, "x", t, 4, dims);
+    QConv stem = {16, 3, 1, 1, 1, t, 1, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *s = qlinear_conv(g, "stem", x, &stem);
+    QConv pw = {24, 1, 0, 1, 1, t, 0, 1, FXRT_DTYPE_INT8, zero, w_scale, 0};
+    Node *y = qlinear_conv(g, "pw", s, &pw);
+    int64_t (*zp)(int64_t) = t == FXRT_DTYPE_UINT8 ? zp_u8 : zp_i8;
+    Node *args[5] = {y, const_of(g, "pool_x_scale", FXRT_DTYPE_FLOAT32, 0, NULL, y_scale),
+                     const_of(g, "pool_x_zp", t, 0, NULL, zp),
+                     const_of(g, "pool_y_scale", FXRT_DTYPE_FLOAT32, 0, NULL, x_scale),
+                     const_of(g, "pool_y_zp", t, 0, NULL, zp)};
+    const char *op = kind == POOL_GLOBAL ? "QLinearGlobalAveragePool" : "QLinearAveragePool";
+    Node *n = graph_create_op(g, NULL, op_lookup(op), op, args, 5);
+    ck_assert_ptr_nonnull(n);
+    if (kind != POOL_GLOBAL) {
+        const int64_t whole[2] = {12, 9}, small[2] = {3, 3};
+        ck_assert_ptr_nonnull(
+            node_set_attr_ints(n, "kernel_shape", kind == POOL_WHOLE_WINDOW ? whole : small, 2));
+    }
+    ck_assert_int_eq(op_apply_attr_specs(n->op, n, &tu_diag), FX_OK);
+    ck_assert(node_set_num_outputs(n, 1));
+    tu_reinfer(n);
+    tu_finish(g, &n, 1);
+    return g;
+}
+
+/* The pools over the whole image read the pw layer's NHWC output
+ * (x_nhwc), the same bytes; a pool of smaller windows reads NCHW. */
+static void check_nhwc_pool(DType t, int kind)
+{
+    Graph *g = build_nhwc_pool(t, kind), *ref = build_nhwc_pool(t, kind);
+    int whole = kind != POOL_SMALL_WINDOW;
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_pack, 0.0, 0.0), 2);
+    ck_assert_int_eq(tu_run_pass(g, pass_qconv_nhwc, 0.0, 0.0), (whole ? 3 : 2));
+    ck_assert_int_eq(attr_of(g, 0, "y_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 1, "x_nhwc"), 1);
+    ck_assert_int_eq(attr_of(g, 1, "y_nhwc"), whole);
+    graph_for_each(g, n) if (node_is_op(n, &fx_op_QLinearGlobalAveragePool) ||
+                             node_is_op(n, &fx_op_QLinearAveragePool))
+    {
+        ck_assert_int_eq(node_attr_int(n, "x_nhwc", 0), whole);
+        ck_assert_int_eq(n->out_types[0].dims[1], 24); /* [N, C, ...] either way */
+    }
+    char name[64];
+    snprintf(name, sizeof name, "qconv_nhwc_pool_%d_%s", kind,
+             t == FXRT_DTYPE_UINT8 ? "u8" : "i8");
+    tu_assert_compiled_matches(g, ref, name, 0.0, 0.0);
+    graph_free(g);
+    graph_free(ref);
+}
+
+START_TEST(test_nhwc_pools)
+{
+    for (int kind = POOL_GLOBAL; kind <= POOL_SMALL_WINDOW; kind++) {
+        check_nhwc_pool(FXRT_DTYPE_UINT8, kind);
+        check_nhwc_pool(FXRT_DTYPE_INT8, kind);
+    }
+}
+END_TEST
+
 START_TEST(test_nhwc_network)
 {
     check_nhwc_network(FXRT_DTYPE_UINT8, 0);
@@ -428,6 +495,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_left_alone);
     tcase_add_test(t, test_nhwc_network);
     tcase_add_test(t, test_nhwc_chain);
+    tcase_add_test(t, test_nhwc_pools);
     suite_add_tcase(s, t);
     return s;
 }

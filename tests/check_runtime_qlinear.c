@@ -264,6 +264,41 @@ START_TEST(test_binary_all_pairs)
 }
 END_TEST
 
+/* The vector rows against the scalar C on more scales than the cases
+ * above: every pair of uint8 operands, under 300 output scales from 2^-12
+ * to 2^4 with random significands and operand scales, byte for byte. */
+START_TEST(test_binary_quotient_many_scales)
+{
+    enum { PAIRS = 256 * 256 };
+    static uint8_t a[PAIRS], b[PAIRS], y[PAIRS];
+    int64_t dims[1] = {PAIRS}, st[1] = {1};
+    for (int i = 0; i < PAIRS; i++) {
+        a[i] = (uint8_t)(i & 255);
+        b[i] = (uint8_t)(i >> 8);
+    }
+    rng_state = 77;
+    for (int s = 0; s < 300; s++) {
+        float ys = ldexpf(1.0f + (float)rnd_range(0, (1 << 22) - 1) * 0x1p-22f, rnd_range(-12, 4));
+        float as = ldexpf(1.0f + (float)rnd_range(0, (1 << 22) - 1) * 0x1p-22f, rnd_range(-10, 0));
+        float bs = ldexpf(1.0f + (float)rnd_range(0, (1 << 22) - 1) * 0x1p-22f, rnd_range(-10, 0));
+        FxrtQLinearOp op = s % 2 ? FXRT_QLINEAR_MUL : FXRT_QLINEAR_ADD;
+        for (int level = 2; level >= 1; level--) {
+            fxrt_qlinear_limit_isa(level);
+            fxrt_qlinear_binary(op, FXRT_DTYPE_UINT8, 1, dims, a, st, as, 128, b, st, bs, 120, ys,
+                                7, y);
+            for (int i = 0; i < PAIRS; i++) {
+                int32_t want = ort_binary(op, 0, 255, a[i], as, 128, b[i], bs, 120, ys, 7);
+                /* a test, not ck_assert per element: Check records each one */
+                if (y[i] != want)
+                    ck_abort_msg("isa %d scale set %d pair %d: %d, want %d", level, s, i, y[i],
+                                 want);
+            }
+        }
+    }
+    fxrt_qlinear_limit_isa(2);
+}
+END_TEST
+
 START_TEST(test_binary_isa_levels)
 {
     rng_state = 21;
@@ -361,6 +396,53 @@ END_TEST
  * 16 planes per vector, on AVX2 8, a gather per four taps): the same bytes
  * as the float path at every ISA cap, for plane sizes with and without a
  * partial last four taps and plane counts past whole vectors. */
+/* The NHWC forms of both global averages (QLinearAveragePool over the
+ * whole image, QLinearGlobalAveragePool) against the NCHW ones on the
+ * transposed input, byte for byte, at every ISA level: channel counts
+ * around the vectors' 8 and 16 and their groups of four, batch 2. */
+START_TEST(test_avgpool_nhwc)
+{
+    srand(9);
+    const int64_t shapes[][3] = {{64, 25, 5}, {7, 3, 3}, {16, 8, 8}, {37, 5, 5},
+                                 {100, 1, 4}, {129, 2, 3}, {8, 7, 7}};
+    enum { BATCH = 2, MAX_X = BATCH * 129 * 64, MAX_Y = BATCH * 129 };
+    static uint8_t nchw[MAX_X], nhwc[MAX_X], want[MAX_Y], got[MAX_Y];
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int variant = 0; variant < 2; variant++) {
+            FxrtDType t = variant ? FXRT_DTYPE_INT8 : FXRT_DTYPE_UINT8;
+            int64_t ch = shapes[s][0], h = shapes[s][1], w = shapes[s][2], size = h * w;
+            ck_assert(BATCH * ch * size <= MAX_X);
+            for (int64_t i = 0; i < BATCH * ch * size; i++)
+                nchw[i] = (uint8_t)(rand() & 0xff);
+            for (int64_t n = 0; n < BATCH; n++)
+                for (int64_t c = 0; c < ch; c++)
+                    for (int64_t i = 0; i < size; i++)
+                        nhwc[(n * size + i) * ch + c] = nchw[(n * ch + c) * size + i];
+            int32_t xz = variant ? -7 : 131, yz = variant ? 5 : 120;
+            float xs = 0.0371f, ys = 0.00293f;
+            FxrtPoolParams p = {.planes = BATCH * ch, .in_size = {1, h, w},
+                                .out_size = {1, 1, 1}, .kernel = {1, h, w},
+                                .stride = {1, 1, 1}, .dilation = {1, 1, 1}};
+            fxrt_qlinear_limit_isa(0);
+            fxrt_qlinear_avgpool(&p, t, nchw, xs, xz, ys, yz, want);
+            for (int level = 2; level >= 0; level--) {
+                fxrt_qlinear_limit_isa(level);
+                memset(got, 0, sizeof got);
+                fxrt_qlinear_avgpool_whole_nhwc(t, BATCH, size, ch, nhwc, xs, xz, ys, yz, got);
+                ck_assert_msg(memcmp(got, want, (size_t)(BATCH * ch)) == 0,
+                              "average pool, shape %zu type %d at ISA level %d", s, variant,
+                              level);
+            }
+            fxrt_qlinear_limit_isa(2);
+            fxrt_qlinear_global_avgpool(t, BATCH * ch, size, nchw, xs, xz, ys, yz, want);
+            memset(got, 0, sizeof got);
+            fxrt_qlinear_global_avgpool_nhwc(t, BATCH, size, ch, nhwc, xs, xz, ys, yz, got);
+            ck_assert_msg(memcmp(got, want, (size_t)(BATCH * ch)) == 0,
+                          "global average pool, shape %zu type %d", s, variant);
+        }
+}
+END_TEST
+
 START_TEST(test_avgpool_whole_plane)
 {
     srand(8);
@@ -442,10 +524,12 @@ static Suite *qlinear_suite(void)
     tcase_add_test(tc, test_binary_broadcast_random);
     tcase_add_test(tc, test_binary_isa_levels);
     tcase_add_test(tc, test_binary_all_pairs);
+    tcase_add_test(tc, test_binary_quotient_many_scales);
     tcase_add_test(tc, test_global_avgpool_random);
     tcase_add_test(tc, test_gemm_strided_transposes);
     tcase_add_test(tc, test_avgpool_float_path);
     tcase_add_test(tc, test_avgpool_whole_plane);
+    tcase_add_test(tc, test_avgpool_nhwc);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -90,10 +90,31 @@ static FxStatus check_nchw(InferCtx *c)
     return FX_OK;
 }
 
-static const AttrSpec channels_last_attrs[] = {
+/* x_nhwc (set by opt/pass_qconv_nhwc.c, not ONNX Runtime's channels_last,
+ * which is NHWC on both sides): X is [N, H, W, C], Y still [N, C, 1, 1]
+ * (the same bytes as [N, 1, 1, C]).  Only for windows that are the whole
+ * image. */
+static const AttrSpec global_pool_attrs[] = {
     {"channels_last", FX_ATTR_INT, "0", false},
+    {"x_nhwc", FX_ATTR_INT, NULL, false}, /* absent: 0 */
     {NULL},
 };
+
+static bool reads_nhwc(const Node *n) { return node_attr_int(n, "x_nhwc", 0) != 0; }
+
+/* X's type as NCHW: its own, or [N, C, H, W] for an x_nhwc pool's [N, H, W,
+ * C] (rank 4, checked by pool_input_view). */
+static TensorType nchw_view(const Node *n, const TensorType *x)
+{
+    TensorType v = *x;
+    if (reads_nhwc(n) && x->rank == 4) {
+        v.dims[1] = x->dims[3];
+        v.dims[2] = x->dims[1];
+        v.dims[3] = x->dims[2];
+    }
+    return v;
+}
+
 
 /* --- QLinearAdd, QLinearMul -------------------------------------------------- */
 
@@ -192,6 +213,14 @@ const OpDef fx_op_QLinearMul = {
 
 enum { QU_X, QU_X_SCALE, QU_X_ZP, QU_Y_SCALE, QU_Y_ZP };
 
+static FxStatus check_nhwc_rank(InferCtx *c)
+{
+    if (reads_nhwc(c->node) && c->in[QU_X]->rank != 4)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "x_nhwc needs a rank-4 X, not rank %d", c->in[QU_X]->rank);
+    return FX_OK;
+}
+
 static FxStatus qlinear_unary_check(InferCtx *c)
 {
     const TensorType *x = c->in[QU_X];
@@ -215,17 +244,18 @@ static void global_pool_geometry(const TensorType *x, int64_t *planes, int64_t *
 static FxStatus qlinear_global_avgpool_infer(InferCtx *c)
 {
     FxStatus st;
-    if ((st = qlinear_unary_check(c)) != FX_OK || (st = check_nchw(c)) != FX_OK)
+    if ((st = qlinear_unary_check(c)) != FX_OK || (st = check_nchw(c)) != FX_OK ||
+        (st = check_nhwc_rank(c)) != FX_OK)
         return st;
-    const TensorType *x = c->in[QU_X];
-    if (x->rank < 3)
+    const TensorType x = nchw_view(c->node, c->in[QU_X]);
+    if (x.rank < 3)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
                                "X has rank %d; N, C and at least one spatial axis are needed",
-                               x->rank);
-    c->out[0] = *x;
-    for (int d = 2; d < x->rank; d++)
+                               x.rank);
+    c->out[0] = x;
+    for (int d = 2; d < x.rank; d++)
         c->out[0].dims[d] = 1;
-    if (type_numel(x) > 0 && layout_dims_product(x->dims, 2, x->rank) == 0)
+    if (type_numel(&x) > 0 && layout_dims_product(x.dims, 2, x.rank) == 0)
         return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "X has no spatial elements");
     return FX_OK;
 }
@@ -233,37 +263,48 @@ static FxStatus qlinear_global_avgpool_infer(InferCtx *c)
 static FxStatus qlinear_global_avgpool_eval(EvalCtx *c)
 {
     const Tensor *x = c->in[QU_X];
+    const TensorType v = nchw_view(c->node, &x->type);
     int64_t planes, size;
-    global_pool_geometry(&x->type, &planes, &size);
-    if (planes > 0)
-        fxrt_qlinear_global_avgpool(x->type.dtype, planes, size, x->data,
-                                    scale_of(c->in[QU_X_SCALE]),
-                                    zero_point_of(input_value(c, QU_X_ZP)),
-                                    scale_of(c->in[QU_Y_SCALE]),
-                                    zero_point_of(input_value(c, QU_Y_ZP)), c->out[0]->data);
+    global_pool_geometry(&v, &planes, &size);
+    float xs = scale_of(c->in[QU_X_SCALE]), ys = scale_of(c->in[QU_Y_SCALE]);
+    int32_t xzp = zero_point_of(input_value(c, QU_X_ZP)), yzp = zero_point_of(input_value(c, QU_Y_ZP));
+    if (planes > 0 && reads_nhwc(c->node))
+        fxrt_qlinear_global_avgpool_nhwc(v.dtype, v.dims[0], size, v.dims[1], x->data, xs, xzp,
+                                         ys, yzp, c->out[0]->data);
+    else if (planes > 0)
+        fxrt_qlinear_global_avgpool(v.dtype, planes, size, x->data, xs, xzp, ys, yzp,
+                                    c->out[0]->data);
     return FX_OK;
 }
 
 static FxStatus qlinear_global_avgpool_emit(EmitCtx *c)
 {
-    const TensorType *x = node_input_type(c->node, QU_X);
+    const TensorType x = nchw_view(c->node, node_input_type(c->node, QU_X));
     int64_t planes, size;
-    global_pool_geometry(x, &planes, &size);
+    global_pool_geometry(&x, &planes, &size);
     if (planes == 0)
         return FX_OK;
     char xzp[64], yzp[64];
-    emit_line(c, "fxrt_qlinear_global_avgpool(%s, /*planes=*/%lld, /*size=*/%lld, %s, %s[0], %s, "
-                 "%s[0], %s, %s);",
-              c_dtype_enum(x->dtype), (long long)planes, (long long)size, c->in[QU_X],
-              c->in[QU_X_SCALE], nn_zero_point_expr(c, QU_X_ZP, xzp, sizeof xzp),
-              c->in[QU_Y_SCALE], nn_zero_point_expr(c, QU_Y_ZP, yzp, sizeof yzp), c->out[0]);
+    nn_zero_point_expr(c, QU_X_ZP, xzp, sizeof xzp);
+    nn_zero_point_expr(c, QU_Y_ZP, yzp, sizeof yzp);
+    if (reads_nhwc(c->node))
+        emit_line(c, "fxrt_qlinear_global_avgpool_nhwc(%s, /*batch=*/%lld, /*size=*/%lld, "
+                     "/*channels=*/%lld, %s, %s[0], %s, %s[0], %s, %s);",
+                  c_dtype_enum(x.dtype), (long long)x.dims[0], (long long)size,
+                  (long long)x.dims[1], c->in[QU_X], c->in[QU_X_SCALE], xzp, c->in[QU_Y_SCALE],
+                  yzp, c->out[0]);
+    else
+        emit_line(c, "fxrt_qlinear_global_avgpool(%s, /*planes=*/%lld, /*size=*/%lld, %s, %s[0], "
+                     "%s, %s[0], %s, %s);",
+                  c_dtype_enum(x.dtype), (long long)planes, (long long)size, c->in[QU_X],
+                  c->in[QU_X_SCALE], xzp, c->in[QU_Y_SCALE], yzp, c->out[0]);
     return FX_OK;
 }
 
 const OpDef fx_op_QLinearGlobalAveragePool = {
     .name = "QLinearGlobalAveragePool",
     .min_inputs = 5, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1,
-    .attrs = channels_last_attrs,
+    .attrs = global_pool_attrs,
     .infer = qlinear_global_avgpool_infer,
     .eval = qlinear_global_avgpool_eval,
     .emit = qlinear_global_avgpool_emit,
@@ -304,14 +345,28 @@ static FxStatus softmax_geometry(const Node *n, Diag *d, const TensorType *x, Fl
     return FX_OK;
 }
 
+/* Whether p's one window is each plane, unpadded and undilated. */
+static bool pool_is_whole_image(const FxrtPoolParams *p)
+{
+    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++)
+        if (p->out_size[i] != 1 || p->kernel[i] != p->in_size[i] || p->pad_begin[i] != 0 ||
+            p->pad_end[i] != 0 || p->dilation[i] != 1)
+            return false;
+    return true;
+}
+
 static FxStatus float_path_plan(const Node *n, Diag *d, const TensorType *x, FloatPath *fp,
                                 TensorType *out)
 {
     memset(fp, 0, sizeof *fp);
     *out = *x;
     if (n->op == &fx_op_QLinearAveragePool) {
-        FxStatus st = nn_pool_params(n, d, x, &fp->pool, out);
+        const TensorType v = nchw_view(n, x);
+        FxStatus st = nn_pool_params(n, d, &v, &fp->pool, out);
         out->dtype = x->dtype;
+        if (st == FX_OK && reads_nhwc(n) && !pool_is_whole_image(&fp->pool))
+            return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
+                                   "x_nhwc needs one unpadded window over the whole image");
         return st;
     }
     if (n->op == &fx_op_QLinearSoftmax)
@@ -325,7 +380,8 @@ static FxStatus float_path_infer(InferCtx *c)
     FxStatus st;
     if ((st = qlinear_unary_check(c)) != FX_OK)
         return st;
-    if (c->node->op == &fx_op_QLinearAveragePool && (st = check_nchw(c)) != FX_OK)
+    if (c->node->op == &fx_op_QLinearAveragePool &&
+        ((st = check_nchw(c)) != FX_OK || (st = check_nhwc_rank(c)) != FX_OK))
         return st;
     FloatPath fp;
     return float_path_plan(c->node, c->diag, c->in[QU_X], &fp, &c->out[0]);
@@ -355,9 +411,15 @@ static FxStatus float_path_eval(EvalCtx *c)
         return st;
     int64_t nx = tensor_numel(x), ny = tensor_numel(y);
     if (c->node->op == &fx_op_QLinearAveragePool) {
-        fxrt_qlinear_avgpool(&fp.pool, x->type.dtype, x->data, scale_of(c->in[QU_X_SCALE]),
-                             zero_point_of(input_value(c, QU_X_ZP)), scale_of(c->in[QU_Y_SCALE]),
-                             zero_point_of(input_value(c, QU_Y_ZP)), y->data);
+        float xs = scale_of(c->in[QU_X_SCALE]), ys = scale_of(c->in[QU_Y_SCALE]);
+        int32_t xzp = zero_point_of(input_value(c, QU_X_ZP));
+        int32_t yzp = zero_point_of(input_value(c, QU_Y_ZP));
+        if (reads_nhwc(c->node))
+            fxrt_qlinear_avgpool_whole_nhwc(x->type.dtype, x->type.dims[0],
+                                            x->type.dims[1] * x->type.dims[2], x->type.dims[3],
+                                            x->data, xs, xzp, ys, yzp, y->data);
+        else
+            fxrt_qlinear_avgpool(&fp.pool, x->type.dtype, x->data, xs, xzp, ys, yzp, y->data);
         return FX_OK;
     }
     float *fx = fx_alloc_array((size_t)(nx > 0 ? nx : 1), sizeof *fx);
@@ -402,10 +464,19 @@ static FxStatus float_path_emit(EmitCtx *c)
         return FX_OK;
     const char *xzp = nn_emit_input(c, QU_X_ZP), *yzp = nn_emit_input(c, QU_Y_ZP);
     if (n->op == &fx_op_QLinearAveragePool) {
-        nn_pool_emit_params(c, &fp.pool);
         char xz[200], yz[200];
         snprintf(xz, sizeof xz, "(int32_t)%s[0]", xzp ? xzp : "");
         snprintf(yz, sizeof yz, "(int32_t)%s[0]", yzp ? yzp : "");
+        if (reads_nhwc(n)) {
+            emit_line(c, "fxrt_qlinear_avgpool_whole_nhwc(%s, /*batch=*/%lld, /*size=*/%lld, "
+                         "/*channels=*/%lld, %s, %s[0], %s, %s[0], %s, %s);",
+                      c_dtype_enum(x->dtype), (long long)x->dims[0],
+                      (long long)(x->dims[1] * x->dims[2]), (long long)x->dims[3], c->in[QU_X],
+                      c->in[QU_X_SCALE], xzp ? xz : "0", c->in[QU_Y_SCALE], yzp ? yz : "0",
+                      c->out[0]);
+            return FX_OK;
+        }
+        nn_pool_emit_params(c, &fp.pool);
         emit_line(c, "fxrt_qlinear_avgpool(&p, %s, %s, %s[0], %s, %s[0], %s, %s);",
                   c_dtype_enum(x->dtype), c->in[QU_X], c->in[QU_X_SCALE], xzp ? xz : "0",
                   c->in[QU_Y_SCALE], yzp ? yz : "0", c->out[0]);
@@ -447,6 +518,7 @@ static const AttrSpec qlinear_avgpool_attrs[] = {
     {"kernel_shape", FX_ATTR_INTS, NULL, true},
     {"pads", FX_ATTR_INTS, NULL, false},
     {"strides", FX_ATTR_INTS, NULL, false},
+    {"x_nhwc", FX_ATTR_INT, NULL, false}, /* as global_pool_attrs' */
     {NULL},
 };
 
