@@ -23,8 +23,8 @@
  * (tanh and GELU by fxrt_epilogue_apply_f32 on the stored plane).  The
  * border columns of the rows whose kernel rows are all inside the input
  * are done last, in runs down each column, independent sums like a row's.
- * Small stride-1 planes are first copied with their padding to the stack,
- * so that all their pixels are interior.
+ * Narrow stride-1 planes of wide kernels are first copied with their
+ * padding to the stack, so that all their pixels are interior.
  *
  * In place (fxrt_conv_nchwc_depthwise_inplace_f32, where the memory plan
  * lets Y overwrite X): each input plane is copied to a plane of scratch and
@@ -513,14 +513,16 @@ DW_AVX2_INLINE void dw_plane_rows_avx2(const DwGeom *g, const float *xp, const f
     dw_border_columns_avx2(g, xp, wp, ve, e->residual, yp);
 }
 
-/* Stride-1 planes whose zero-padded input fits in this many pixels
- * (16 KiB) are first copied, padding included, into a buffer on the stack:
- * then every output pixel is interior, with no border columns and no
- * clipped kernel rows.  That pays on the small images (DS-CNN's 25x5,
- * MobileNet's 14x14 and 7x7), where the border is a third of the pixels
- * and rows are too short to amortize their set-up; on larger ones, and at
- * stride 2 (four input pixels to copy per output pixel), the copy costs
- * more than the border. */
+/* Stride-1 planes of kernels wider than 3 whose rows are narrower than
+ * two kernel widths, and whose zero-padded input fits in this many pixels
+ * (16 KiB), are first copied, padding included, into a buffer on the
+ * stack: then every output pixel is interior, with no border columns and
+ * no clipped kernel rows.  Most of such a row is border (EfficientNet's
+ * 5x5 and ConvNeXt's 7x7 layers at 7x7: 1.2x and 1.3x with the copy).
+ * Elsewhere the copy costs more than the border columns, which run down
+ * the columns: 3x3 layers at 25x5 (DS-CNN), 14x14 and 7x7 were 1.1-1.25x
+ * faster without it, 5x5 and 7x7 ones at 14x14 1.1-1.2x; at stride 2 it
+ * would copy four input pixels per output pixel. */
 enum { DW_PADDED_MAX_PIXELS = 512 };
 
 /* The geometry of the padded copy of g's input, as large as the output
@@ -535,7 +537,8 @@ static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
     pg->col_hi = g->ow;
     pg->row_hi = g->oh;
     int reads_padding = g->pt > 0 || g->pl > 0 || pg->ih > g->ih || pg->iw > g->iw;
-    return reads_padding && g->sh == 1 && g->sw == 1 && pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
+    return reads_padding && g->sh == 1 && g->sw == 1 && g->kw > 3 && g->ow < 2 * g->kw &&
+           pg->ih * pg->iw <= DW_PADDED_MAX_PIXELS;
 }
 
 DW_AVX2 static void dw_pad_plane(const DwGeom *g, const DwGeom *pg, const float *xp, float *buf)
