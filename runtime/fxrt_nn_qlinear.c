@@ -254,7 +254,7 @@ void fxrt_qlinear_global_avgpool(FxrtDType t, int64_t planes, int64_t size, cons
 /* The integer sums of up to CHANNEL_CHUNK channels at a time, pixel by
  * pixel along the rows of channels: contiguous bytes, where the planes of
  * the NCHW form are a transpose away. */
-enum { CHANNEL_CHUNK = 256 };
+enum { CHANNEL_CHUNK = 64 };
 
 void fxrt_qlinear_global_avgpool_nhwc(FxrtDType t, int64_t batch, int64_t size,
                                       int64_t channels, const void *x, float x_scale,

@@ -103,7 +103,7 @@ static const AttrSpec global_pool_attrs[] = {
 static bool reads_nhwc(const Node *n) { return node_attr_int(n, "x_nhwc", 0) != 0; }
 
 /* X's type as NCHW: its own, or [N, C, H, W] for an x_nhwc pool's [N, H, W,
- * C] (rank 4, checked by pool_input_view). */
+ * C] (rank 4, checked by check_nhwc_rank). */
 static TensorType nchw_view(const Node *n, const TensorType *x)
 {
     TensorType v = *x;
@@ -114,7 +114,6 @@ static TensorType nchw_view(const Node *n, const TensorType *x)
     }
     return v;
 }
-
 
 /* --- QLinearAdd, QLinearMul -------------------------------------------------- */
 
@@ -267,7 +266,8 @@ static FxStatus qlinear_global_avgpool_eval(EvalCtx *c)
     int64_t planes, size;
     global_pool_geometry(&v, &planes, &size);
     float xs = scale_of(c->in[QU_X_SCALE]), ys = scale_of(c->in[QU_Y_SCALE]);
-    int32_t xzp = zero_point_of(input_value(c, QU_X_ZP)), yzp = zero_point_of(input_value(c, QU_Y_ZP));
+    int32_t xzp = zero_point_of(input_value(c, QU_X_ZP));
+    int32_t yzp = zero_point_of(input_value(c, QU_Y_ZP));
     if (planes > 0 && reads_nhwc(c->node))
         fxrt_qlinear_global_avgpool_nhwc(v.dtype, v.dims[0], size, v.dims[1], x->data, xs, xzp,
                                          ys, yzp, c->out[0]->data);
