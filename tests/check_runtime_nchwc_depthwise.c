@@ -287,6 +287,8 @@ static const DwCase shape_cases[] = {
     {1, 16, 15, 40, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
     {1, 13, 25, 33, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2},   /* dilation 2 */
     {1, 8, 23, 40, 7, 7, 2, 1, 1, 1, 3, 3, 3, 3},    /* row stride 2, 7 wide: 8 */
+    /* Rows narrower than two kernel widths: copied with their padding. */
+    {1, 16, 25, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
 };
 
 static const char *act_names[] = {"none",      "relu",        "clip", "leaky_relu", "sigmoid",
