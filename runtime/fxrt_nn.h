@@ -197,9 +197,33 @@ typedef struct FxrtConvParams {
 
 /* The kernel taps k in [*lo, *hi) of a window that lie inside an input of
  * length `in`, for output position o: tap k reads o * stride - pad +
- * k * dilation.  Shared by the convolution and pool loops. */
-void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in,
-                       int64_t kernel, int64_t *lo, int64_t *hi);
+ * k * dilation.  Shared by the convolution and pool loops, which ask once
+ * per output row or border pixel: inline, and without a division at
+ * dilation 1 (a 64-bit division and the call were 5% of a small model's
+ * run).  A small build divides ints: no 64-bit division routine linked. */
+#if FXRT_SMALL_KERNELS
+typedef int FxrtWindowIndex;
+#else
+typedef int64_t FxrtWindowIndex;
+#endif
+static inline FxrtWindowIndex fxrt_window_ceil_div(FxrtWindowIndex a, FxrtWindowIndex d)
+{
+    return d == 1 ? a : (a + d - 1) / d;
+}
+static inline void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation,
+                                     int64_t in, int64_t kernel, int64_t *lo, int64_t *hi)
+{
+    FxrtWindowIndex start = (FxrtWindowIndex)(o * stride - pad); /* input position of tap 0 */
+    FxrtWindowIndex dil = (FxrtWindowIndex)dilation, extent = (FxrtWindowIndex)in;
+    int64_t l = start < 0 ? fxrt_window_ceil_div(-start, dil) : 0;
+    int64_t h = extent - start > 0 ? fxrt_window_ceil_div(extent - start, dil) : 0;
+    if (h > kernel)
+        h = kernel;
+    if (l > h)
+        l = h;
+    *lo = l;
+    *hi = h;
+}
 
 /* Which algorithm fxrt_conv_f32 uses for p. */
 typedef enum FxrtConvAlgo {

@@ -27,27 +27,6 @@
 
 #define SP FXRT_CONV_MAX_SPATIAL
 
-void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t in,
-                       int64_t kernel, int64_t *lo, int64_t *hi)
-{
-#if FXRT_SMALL_KERNELS
-    /* int: no 64-bit division routine linked into a small build. */
-    typedef int Index;
-#else
-    typedef int64_t Index;
-#endif
-    Index start = (Index)(o * stride - pad); /* input position of tap 0 */
-    Index dil = (Index)dilation, extent = (Index)in;
-    int64_t l = start < 0 ? (-start + dil - 1) / dil : 0;
-    int64_t h = extent - start > 0 ? (extent - start + dil - 1) / dil : 0;
-    if (h > kernel)
-        h = kernel;
-    if (l > h)
-        l = h;
-    *lo = l;
-    *hi = h;
-}
-
 static int64_t spatial_numel(const int64_t *size)
 {
     int64_t n = 1;
