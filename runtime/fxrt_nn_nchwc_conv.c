@@ -1140,6 +1140,75 @@ static void conv_slabs(const FxrtConvParams *p, const float *x, const float *pac
             conv_nchwc(&dense, 1, scratch, packed_w, ep ? &ep_slab : NULL, y + y_at, y_plane);
         }
 }
+
+/* A first layer on a small plain input runs on a zero-padded copy of it.
+ * In place, its tiles run along the interior of one output row at a time,
+ * between border pixels that run alone (DS-CNN's 10x4 stride-2 stem on a
+ * 49x10 input: rows of five outputs, three interior, and ten border rows).
+ * On the copy every output is interior: one call runs the whole image as
+ * rows of one full tile each.  The copy holds the input's rows and columns
+ * that the windows reach, padding included; it is kept for inputs of at
+ * most PADDED_FLOATS floats (a few KiB of copying), where the border is a
+ * large part of the image. */
+enum { PADDED_FLOATS = 1 << 13 };
+
+/* The extent of the padded copy along spatial dimension d. */
+static int64_t padded_extent(const FxrtConvParams *p, int d)
+{
+    return (p->out_size[d] - 1) * p->stride[d] + (p->kernel[d] - 1) * p->dilation[d] + 1;
+}
+
+static int64_t padded_floats(const FxrtConvParams *p, int x_blocked)
+{
+    if (x_blocked || p->groups != 1)
+        return 0;
+    int padded = 0;
+    for (int d = 1; d <= 2; d++)
+        padded |= p->pad_begin[d] > 0 || padded_extent(p, d) - p->pad_begin[d] > p->in_size[d];
+    int64_t floats = p->in_channels * padded_extent(p, 1) * padded_extent(p, 2);
+    return padded && floats <= PADDED_FLOATS ? floats : 0;
+}
+
+/* Each image copied into scratch with its padding, then convolved there
+ * without any. */
+static void conv_padded(const FxrtConvParams *p, const float *x, const float *packed_w,
+                        const FxrtEpilogue *ep, float *y, float *scratch)
+{
+    const int64_t in_h = p->in_size[1], in_w = p->in_size[2];
+    const int64_t top = p->pad_begin[1], left = p->pad_begin[2];
+    const int64_t rows = padded_extent(p, 1), cols = padded_extent(p, 2);
+    /* Padded columns [col0, col1) hold input columns from 0 on. */
+    const int64_t col0 = left < cols ? left : cols;
+    const int64_t col1 = left + in_w < cols ? left + in_w : cols;
+    const int64_t y_image =
+        fxrt_nchwc_blocks(p->out_channels) * p->out_size[1] * p->out_size[2] * BLOCK;
+    FxrtConvParams padded = *p;
+    padded.batch = 1;
+    padded.in_size[1] = rows;
+    padded.in_size[2] = cols;
+    padded.pad_begin[1] = padded.pad_begin[2] = 0;
+    FxrtEpilogue ep_image;
+    if (ep)
+        ep_image = *ep;
+    for (int64_t n = 0; n < p->batch; n++) {
+        float *to = scratch;
+        for (int64_t ch = 0; ch < p->in_channels; ch++)
+            for (int64_t r = 0; r < rows; r++, to += cols) {
+                int64_t ih = r - top;
+                if (ih < 0 || ih >= in_h || col1 <= col0) {
+                    memset(to, 0, (size_t)cols * sizeof *to);
+                    continue;
+                }
+                const float *from = x + ((n * p->in_channels + ch) * in_h + ih) * in_w;
+                memset(to, 0, (size_t)col0 * sizeof *to);
+                memcpy(to + col0, from, (size_t)(col1 - col0) * sizeof *to);
+                memset(to + col1, 0, (size_t)(cols - col1) * sizeof *to);
+            }
+        if (ep && ep->residual)
+            ep_image.residual = ep->residual + n * y_image;
+        conv_nchwc(&padded, 0, scratch, packed_w, ep ? &ep_image : NULL, y + n * y_image, 0);
+    }
+}
 #endif
 
 int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked)
@@ -1150,8 +1219,8 @@ int64_t fxrt_conv_nchwc_scratch_floats(const FxrtConvParams *p, int x_blocked)
     (void)x_blocked;
     return 0;
 #else
-    return slab_rows(p, x_blocked) * fxrt_nchwc_blocks(p->in_channels) *
-           p->out_size[2] * BLOCK;
+    return padded_floats(p, x_blocked) +
+           slab_rows(p, x_blocked) * fxrt_nchwc_blocks(p->in_channels) * p->out_size[2] * BLOCK;
 #endif
 }
 
@@ -1171,6 +1240,10 @@ void fxrt_conv_nchwc_f32(const FxrtConvParams *p, int x_blocked, const float *x,
      * 64-channel groups read it once for 64 outputs, twice for 128, and
      * the copy cost more than it saved: with those tiles, ResNet-50 55.3
      * -> 54.7 ms and DenseNet-121 38.4 -> 37.9 without it. */
+    if (scratch && padded_floats(p, x_blocked)) {
+        conv_padded(p, x, packed_w, ep, y, scratch);
+        return;
+    }
     int64_t slab = scratch ? slab_rows(p, x_blocked) : 0;
     int strided = p->stride[1] > 1 || p->stride[2] > 1;
     if (slab && (strided || fxrt_nchwc_conv_isa() < 2)) {
