@@ -225,6 +225,28 @@ static inline void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int
     *hi = h;
 }
 
+/* [*lo, *hi): the outputs of a dimension of length `out` whose every tap
+ * lies inside the input (an empty range when none do): o * stride - pad
+ * >= 0 and o * stride - pad + (kernel - 1) * dilation <= in - 1.  Padding
+ * needs no test on them. */
+static inline void fxrt_window_inner(int64_t in, int64_t out, int64_t kernel, int64_t stride,
+                                     int64_t dilation, int64_t pad, int64_t *lo, int64_t *hi)
+{
+    FxrtWindowIndex s = (FxrtWindowIndex)stride;
+    /* the largest o * stride allowed */
+    FxrtWindowIndex last = (FxrtWindowIndex)(in - 1 - (kernel - 1) * dilation + pad);
+    int64_t l = fxrt_window_ceil_div((FxrtWindowIndex)pad, s);
+    int64_t h = last < 0 ? 0 : last / s + 1;
+    if (l > out)
+        l = out;
+    if (h > out)
+        h = out;
+    if (h < l)
+        h = l;
+    *lo = l;
+    *hi = h;
+}
+
 /* Which algorithm fxrt_conv_f32 uses for p. */
 typedef enum FxrtConvAlgo {
     FXRT_CONV_ALGO_GEMM_1X1,  /* 1x1 kernel, stride 1, no padding: W x X directly */
@@ -726,6 +748,19 @@ typedef struct FxrtPoolParams {
     int32_t storage_order;
     float p;
 } FxrtPoolParams;
+
+/* Whether the one window of every plane is the whole plane, with no padding
+ * or dilation inside it (a global pool written as AveragePool, as DS-CNN
+ * ends): its taps are the plane's elements in order.  Padding after the
+ * plane can leave one output and adds no tap to it. */
+static inline int fxrt_pool_window_is_plane(const FxrtPoolParams *p)
+{
+    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++)
+        if (p->out_size[i] != 1 || p->kernel[i] != p->in_size[i] || p->pad_begin[i] != 0 ||
+            p->dilation[i] != 1)
+            return 0;
+    return 1;
+}
 
 /* Max over each window, ignoring padding.  indices (may be NULL) receives,
  * per output, the flat index of the max in X (plane * in_numel + position,

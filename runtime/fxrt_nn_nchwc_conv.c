@@ -609,22 +609,6 @@ typedef struct Conv {
     const int64_t *tile_pixels; /* tile_pixels or tile_pixels512 */
 } Conv;
 
-/* [*lo, *hi): the outputs of a dimension whose whole window lies inside the
- * input (an empty range at 0 when there are none). */
-static void inner_range(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                        int64_t dilation, int64_t pad, int64_t *lo, int64_t *hi)
-{
-    int64_t reach = (kernel - 1) * dilation;
-    int64_t l = (pad + stride - 1) / stride;
-    int64_t h = in - reach + pad > 0 ? (in - 1 - reach + pad) / stride + 1 : 0;
-    if (h > out)
-        h = out;
-    if (l > h)
-        l = h;
-    *lo = l;
-    *hi = h;
-}
-
 /* Where one call computes: output blocks [ob, ob + fb), pixels from (oh,
  * ow) on, `step` floats of Y apart (8 along a row, a row's worth down a
  * column), the same in `lines` rows from oh on (along a row only), over
@@ -851,10 +835,10 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
     t->w_block = cv.kernel_h * t->w_row;
     t->w_pair = cv.in_blocks * t->w_block;
     t->y_ob = y_ob ? y_ob : cv.out_h * cv.out_w * BLOCK;
-    inner_range(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h, &cv.inner_row0,
-                &cv.inner_row1);
-    inner_range(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &cv.inner_col0,
-                &cv.inner_col1);
+    fxrt_window_inner(cv.in_h, cv.out_h, cv.kernel_h, cv.stride_h, cv.dil_h, cv.pad_h,
+                      &cv.inner_row0, &cv.inner_row1);
+    fxrt_window_inner(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w,
+                      &cv.inner_col0, &cv.inner_col1);
     t->lo = -INFINITY;
     t->hi = INFINITY;
     if (cv.ep) {

@@ -60,20 +60,6 @@ typedef struct DwGeom {
     DwIndex col_lo, col_hi, row_lo, row_hi;
 } DwGeom;
 
-/* [*lo, *hi): the outputs whose every tap lies inside an input of `in`. */
-static void dw_inner(DwIndex in, DwIndex out, DwIndex k, DwIndex s, DwIndex d, DwIndex pad,
-                     DwIndex *lo, DwIndex *hi)
-{
-    /* o * s - pad >= 0 and o * s - pad + (k - 1) * d <= in - 1. */
-    DwIndex l = (pad + s - 1) / s;
-    DwIndex last = in - 1 - (k - 1) * d + pad;
-    DwIndex h = last < 0 ? 0 : last / s + 1;
-    l = l > out ? out : l;
-    h = h > out ? out : h < l ? l : h;
-    *lo = l;
-    *hi = h;
-}
-
 static void dw_geom(const FxrtConvParams *p, DwGeom *g)
 {
     g->ih = p->in_size[1];
@@ -88,8 +74,13 @@ static void dw_geom(const FxrtConvParams *p, DwGeom *g)
     g->dw = p->dilation[2];
     g->pt = p->pad_begin[1];
     g->pl = p->pad_begin[2];
-    dw_inner(g->iw, g->ow, g->kw, g->sw, g->dw, g->pl, &g->col_lo, &g->col_hi);
-    dw_inner(g->ih, g->oh, g->kh, g->sh, g->dh, g->pt, &g->row_lo, &g->row_hi);
+    int64_t lo, hi;
+    fxrt_window_inner(g->iw, g->ow, g->kw, g->sw, g->dw, g->pl, &lo, &hi);
+    g->col_lo = (DwIndex)lo;
+    g->col_hi = (DwIndex)hi;
+    fxrt_window_inner(g->ih, g->oh, g->kh, g->sh, g->dh, g->pt, &lo, &hi);
+    g->row_lo = (DwIndex)lo;
+    g->row_hi = (DwIndex)hi;
 }
 
 /* The epilogue of one channel-block plane, seen as a matrix of pixels x 8

@@ -228,16 +228,12 @@ void fxrt_qlinear_avgpool_limit_isa(int level) { qavgpool_isa_cap = level; }
 /* A macro: the intrinsics want an immediate even in unoptimized builds. */
 #define POOL_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
-/* Whether the one window of every plane is the whole plane, unpadded (a
- * global average written as AveragePool, as in DS-CNN): its taps are the
- * plane's bytes in order. */
+/* The global pool's fast path: the planes' bytes in order
+ * (fxrt_pool_window_is_plane), with flat offsets that fit int32. */
 static int window_is_plane(const FxrtPoolParams *p)
 {
-    for (int i = 0; i < SP; i++)
-        if (p->out_size[i] != 1 || p->kernel[i] != p->in_size[i] || p->pad_begin[i] != 0 ||
-            p->dilation[i] != 1)
-            return 0;
-    return spatial_numel(p->in_size) >= 4 && p->planes * spatial_numel(p->in_size) <= INT32_MAX;
+    return fxrt_pool_window_is_plane(p) && spatial_numel(p->in_size) >= 4 &&
+           p->planes * spatial_numel(p->in_size) <= INT32_MAX;
 }
 
 /* Planes [plane0, plane0 + 16) (`live` of them) summed, one per lane, with

@@ -926,26 +926,13 @@ typedef struct DwPixel {
     const void *avx2_groups;
 } DwPixel;
 
-/* The output columns [lo, hi) whose windows lie inside the image's width. */
-static void dw_inner_columns(const FxrtConvParams *p, int64_t *lo, int64_t *hi)
-{
-    int64_t sw = p->stride[2], left = p->pad_begin[2], w = p->in_size[2], ow = p->out_size[2];
-    int64_t span = (p->kernel[2] - 1) * p->dilation[2];
-    /* ox * sw - left >= 0 and ox * sw - left + span <= w - 1 */
-    *lo = (left + sw - 1) / sw;
-    int64_t last = w - 1 - span + left; /* the largest ox * sw allowed */
-    *hi = last < 0 ? 0 : last / sw + 1;
-    *lo = *lo > ow ? ow : *lo;
-    *hi = *hi > ow ? ow : *hi < *lo ? *lo : *hi;
-}
-
 /* One image of the NHWC depthwise convolution and where its taps read. */
 typedef struct DwImage {
     const FxrtConvParams *p;
     const uint8_t *x, *zp_row; /* the NHWC image; C zero points */
     uint8_t *y;                /* its NHWC output */
     int64_t tap_dy[DW_MAX_TAPS], tap_dx[DW_MAX_TAPS]; /* from the window's corner */
-    int64_t inner_lo, inner_hi;                       /* dw_inner_columns */
+    int64_t inner_lo, inner_hi;                       /* fxrt_window_inner */
 } DwImage;
 
 /* The run of output row oy that starts at column ox.  A row is at most
@@ -1419,7 +1406,8 @@ static void qconv_depthwise_nhwc(const FxrtConvParams *p, const FxrtQConv *q, co
         m.tap_dy[t] = (t / p->kernel[2]) * p->dilation[1];
         m.tap_dx[t] = (t % p->kernel[2]) * p->dilation[2];
     }
-    dw_inner_columns(p, &m.inner_lo, &m.inner_hi);
+    fxrt_window_inner(p->in_size[2], p->out_size[2], p->kernel[2], p->stride[2], p->dilation[2],
+                      p->pad_begin[2], &m.inner_lo, &m.inner_hi);
     int64_t x_image = p->in_size[1] * p->in_size[2] * c;
     int64_t y_image = p->out_size[1] * p->out_size[2] * c * y_bytes(q);
 #ifdef FXRT_QCONV_X86

@@ -345,16 +345,6 @@ static FxStatus softmax_geometry(const Node *n, Diag *d, const TensorType *x, Fl
     return FX_OK;
 }
 
-/* Whether p's one window is each plane, unpadded and undilated. */
-static bool pool_is_whole_image(const FxrtPoolParams *p)
-{
-    for (int i = 0; i < FXRT_CONV_MAX_SPATIAL; i++)
-        if (p->out_size[i] != 1 || p->kernel[i] != p->in_size[i] || p->pad_begin[i] != 0 ||
-            p->pad_end[i] != 0 || p->dilation[i] != 1)
-            return false;
-    return true;
-}
-
 static FxStatus float_path_plan(const Node *n, Diag *d, const TensorType *x, FloatPath *fp,
                                 TensorType *out)
 {
@@ -364,7 +354,7 @@ static FxStatus float_path_plan(const Node *n, Diag *d, const TensorType *x, Flo
         const TensorType v = nchw_view(n, x);
         FxStatus st = nn_pool_params(n, d, &v, &fp->pool, out);
         out->dtype = x->dtype;
-        if (st == FX_OK && reads_nhwc(n) && !pool_is_whole_image(&fp->pool))
+        if (st == FX_OK && reads_nhwc(n) && !fxrt_pool_window_is_plane(&fp->pool))
             return diag_node_error(d, FX_ERR_UNSUPPORTED, n,
                                    "x_nhwc needs one unpadded window over the whole image");
         return st;
