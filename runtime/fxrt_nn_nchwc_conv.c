@@ -886,17 +886,22 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
      * 16-96 and 24-144 at 112x112 and 56x56: 1.12x), and so do the first
      * layers on plain input, whatever their image (ResNet-50's 7x7 stem:
      * 1.09x; DS-CNN's 10x4 stem on a 49x10 input, whose weights outweigh
-     * it: 1.31x); the others keep 4 by 12, which the blocked 3x3 direct and
-     * strided layers need (8 by 6 ran the 256-256 3x3 at stride 2 at 0.74x)
-     * and the weights-outer pointwise ones prefer (2048-512 at 7x7: 0.96x
-     * with 8). */
+     * it: 1.31x), and the stride-1 layers of larger kernels on rows of at
+     * most 8 outputs, whose rows leave 12-pixel tiles half empty (ResNet's
+     * 512-512 3x3 at 7x7: 4 blocks by 5 pixels, 10 sums, were 1.09x slower
+     * than 8 by 5, ResNet-18 and -50 1.02x); the others keep 4 by 12, which
+     * the blocked 3x3 direct and strided layers need (8 by 6 ran the
+     * 256-256 3x3 at stride 2 at 0.74x) and the weights-outer pointwise
+     * ones prefer (2048-512 at 7x7: 0.96x with 8). */
     int64_t max_fb = MAX_FB;
     cv.tile_pixels = tile_pixels;
 #ifdef FXRT_NCHWC_AVX2
     cv.avx2 = isa_cap >= 1 && cpu_has_avx2();
     cv.avx512 = cpu_has_avx512();
     if (cv.avx512) {
-        max_fb = !x_blocked || (pointwise && !weights_outer) ? MAX_FB512 : MAX_FB512 / 2;
+        int short_rows = !pointwise && cv.stride_w == 1 && cv.out_w <= 8;
+        max_fb = !x_blocked || (pointwise && !weights_outer) || short_rows ? MAX_FB512
+                                                                           : MAX_FB512 / 2;
         cv.tile_pixels = tile_pixels512;
     }
 #endif

@@ -327,6 +327,20 @@ START_TEST(test_narrow_images)
                403u);
     Case one = simple(16, 16, 1, 1, 1);
     check_case(&one, 404u);
+    /* Rows of at most 8 outputs take AVX-512's tiles of up to 8 blocks:
+     * ResNet's late 3x3 at 7x7 (64 channels, all 8 blocks), an odd block
+     * count with a residual, a 5x5 on rows of 8 and a dilated 3x3 on rows
+     * of 6; a stride-2 layer keeps the 4-block tiles. */
+    check_case(&(Case){1, 24, 64, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 0},
+               405u);
+    check_case(&(Case){1, 16, 52, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 1},
+               406u);
+    check_case(&(Case){1, 8, 40, 9, 8, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 1, FXRT_ACT_CLIP, 2},
+               407u);
+    check_case(&(Case){1, 8, 48, 10, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 0, FXRT_ACT_NONE, 0},
+               408u);
+    check_case(&(Case){1, 16, 64, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 0},
+               409u);
 }
 END_TEST
 
