@@ -548,6 +548,59 @@ START_TEST(test_depthwise_dispatch)
 }
 END_TEST
 
+/* fxrt_window_range against counting one output's taps inside the input
+ * one by one; fxrt_window_inner's outputs are those with every tap inside. */
+static void check_windows(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dil,
+                          int64_t pad)
+{
+    int64_t inner = 0, inner_first = -1;
+    for (int64_t o = 0; o < out; o++) {
+        int64_t first = -1, count = 0;
+        for (int64_t k = 0; k < kernel; k++) {
+            int64_t at = o * stride - pad + k * dil;
+            if (at >= 0 && at < in) {
+                first = first < 0 ? k : first;
+                count++;
+            }
+        }
+        int64_t lo, hi;
+        fxrt_window_range(o, stride, pad, dil, in, kernel, &lo, &hi);
+        if (hi - lo != count || (count > 0 && lo != first))
+            ck_abort_msg("window_range(o %ld stride %ld pad %ld dil %ld in %ld kernel %ld) = "
+                         "[%ld, %ld), want %ld taps from %ld",
+                         (long)o, (long)stride, (long)pad, (long)dil, (long)in, (long)kernel,
+                         (long)lo, (long)hi, (long)count, (long)first);
+        if (count == kernel) {
+            inner_first = inner_first < 0 ? o : inner_first;
+            inner++;
+        }
+    }
+    int64_t lo, hi;
+    fxrt_window_inner(in, out, kernel, stride, dil, pad, &lo, &hi);
+    if (lo < 0 || hi > out || hi - lo != inner || (inner > 0 && lo != inner_first))
+        ck_abort_msg("window_inner(in %ld out %ld kernel %ld stride %ld dil %ld pad %ld) = "
+                     "[%ld, %ld), want %ld from %ld",
+                     (long)in, (long)out, (long)kernel, (long)stride, (long)dil, (long)pad,
+                     (long)lo, (long)hi, (long)inner, (long)inner_first);
+}
+
+/* The window helpers of fxrt_nn.h, which every kernel here trusts for its
+ * borders: all small strides, paddings, dilations, input lengths and
+ * kernel sizes, with windows wholly in the padding, and output lengths
+ * shorter than the padding. */
+START_TEST(test_window_helpers)
+{
+    const int64_t outs[] = {1, 2, 12};
+    for (int64_t in = 1; in <= 9; in++)
+        for (int64_t kernel = 1; kernel <= 5; kernel++)
+            for (int64_t stride = 1; stride <= 3; stride++)
+                for (int64_t dil = 1; dil <= 3; dil++)
+                    for (int64_t pad = 0; pad <= 4; pad++)
+                        for (int i = 0; i < 3; i++)
+                            check_windows(in, outs[i], kernel, stride, dil, pad);
+}
+END_TEST
+
 static void use_avx512(void) { fxrt_nchwc_conv_limit_isa(2); }
 static void use_avx2(void) { fxrt_nchwc_conv_limit_isa(1); }
 static void use_portable(void) { fxrt_nchwc_conv_limit_isa(0); }
@@ -572,6 +625,8 @@ static Suite *nchwc_conv_suite(void)
         tcase_add_test(tc, test_wide_pointwise_tiles);
         tcase_add_test(tc, test_slab_pointwise);
         tcase_add_test(tc, test_depthwise_dispatch);
+        if (k == 0)
+            tcase_add_test(tc, test_window_helpers);
         suite_add_tcase(s, tc);
     }
     return s;
