@@ -225,6 +225,15 @@ static inline void fxrt_window_range(int64_t o, int64_t stride, int64_t pad, int
     *hi = h;
 }
 
+/* The input positions that `out` consecutive outputs' windows span, from
+ * the first one's tap 0 to the last one's last tap: the length of a padded
+ * copy that holds everything they read. */
+static inline int64_t fxrt_window_extent(int64_t out, int64_t stride, int64_t kernel,
+                                         int64_t dilation)
+{
+    return (out - 1) * stride + (kernel - 1) * dilation + 1;
+}
+
 /* [*lo, *hi): the outputs of a dimension of length `out` whose every tap
  * lies inside the input (an empty range when none do): o * stride - pad
  * >= 0 and o * stride - pad + (kernel - 1) * dilation <= in - 1.  Padding

@@ -1144,7 +1144,7 @@ enum { PADDED_FLOATS = 1 << 13 };
 /* The extent of the padded copy along spatial dimension d. */
 static int64_t padded_extent(const FxrtConvParams *p, int d)
 {
-    return (p->out_size[d] - 1) * p->stride[d] + (p->kernel[d] - 1) * p->dilation[d] + 1;
+    return fxrt_window_extent(p->out_size[d], p->stride[d], p->kernel[d], p->dilation[d]);
 }
 
 static int64_t padded_floats(const FxrtConvParams *p, int x_blocked)

@@ -521,8 +521,8 @@ enum { DW_PADDED_MAX_PIXELS = 512 };
 static int dw_padded_geom(const DwGeom *g, DwGeom *pg)
 {
     *pg = *g;
-    pg->ih = (g->oh - 1) * g->sh + (g->kh - 1) * g->dh + 1;
-    pg->iw = (g->ow - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+    pg->ih = (DwIndex)fxrt_window_extent(g->oh, g->sh, g->kh, g->dh);
+    pg->iw = (DwIndex)fxrt_window_extent(g->ow, g->sw, g->kw, g->dw);
     pg->pt = pg->pl = 0;
     pg->col_lo = pg->row_lo = 0;
     pg->col_hi = g->ow;

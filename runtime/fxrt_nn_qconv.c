@@ -199,9 +199,9 @@ static Band band_plan(const FxrtConvParams *p, const FxrtQConv *q)
     int64_t row_bytes = ow * b.k_padded;
     b.rows = BAND_BYTES / (row_bytes > 0 ? row_bytes : 1);
     b.rows = b.rows < 1 ? 1 : b.rows > oh ? oh : b.rows;
-    b.in_rows = (b.rows - 1) * p->stride[1] + (p->kernel[1] - 1) * p->dilation[1] + 1;
+    b.in_rows = fxrt_window_extent(b.rows, p->stride[1], p->kernel[1], p->dilation[1]);
     /* Wide enough for the last tap of the last output column. */
-    int64_t need_w = (ow - 1) * p->stride[2] + (p->kernel[2] - 1) * p->dilation[2] + 1;
+    int64_t need_w = fxrt_window_extent(ow, p->stride[2], p->kernel[2], p->dilation[2]);
     b.padded_w = p->in_size[2] + p->pad_begin[2];
     if (b.padded_w < need_w)
         b.padded_w = need_w;
@@ -262,7 +262,7 @@ static int64_t dw_vnni_row_groups(const FxrtConvParams *p) { return (p->kernel[1
 /* The input columns one output row reads, from column -pad_begin. */
 static int64_t dw_vnni_columns(const FxrtConvParams *p)
 {
-    return (p->out_size[2] - 1) * p->stride[2] + (p->kernel[2] - 1) * p->dilation[2] + 1;
+    return fxrt_window_extent(p->out_size[2], p->stride[2], p->kernel[2], p->dilation[2]);
 }
 
 /* One block's weight vectors [row group][kx][accumulator] and its seed,
