@@ -1246,19 +1246,18 @@ static bool write_runtime_names(EmitText *t, const char *prefix)
 
 /* --- files ---------------------------------------------------------------- */
 
-static FxStatus write_text(const char *dir, const char *name, const void *data, size_t len,
-                           Diag *d)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    size_t w = len ? fwrite(data, 1, len, f) : 0;
-    if (fclose(f) != 0 || w != len)
-        return diag_error(d, FX_ERR_IO, "cannot write %s", path);
-    return FX_OK;
-}
+/* The folder a compile writes into before it is published under its real
+ * name, and the files written there, by path relative to it.  Publishing and
+ * cleaning up walk this list instead of reading the folder: opendir
+ * allocates, and a compile that has succeeded must not then fail for want of
+ * memory, or leave a half-moved folder or the staging folder behind. */
+enum { STAGED_NAME_MAX = 320 };
+typedef struct Staging {
+    char dir[4200];
+    char (*files)[STAGED_NAME_MAX];
+    int count, cap;
+    bool created, published_whole;
+} Staging;
 
 static void remove_tree(const char *dir)
 {
@@ -1281,35 +1280,98 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-/* Moves the finished files of tmp into dir (creating it), file by file, so
- * that files of an earlier compile that are not rewritten stay untouched. */
-static FxStatus move_into(const char *tmp, const char *dir, Diag *d)
+/* DIR.tmp.PID with its fxrt/, room recorded for max_files files. */
+static FxStatus staging_open(Staging *s, const char *dir, int max_files, Diag *d)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return diag_error(d, FX_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-    DIR *dp = opendir(tmp);
-    if (!dp)
-        return diag_error(d, FX_ERR_IO, "cannot read %s", tmp);
-    FxStatus st = FX_OK;
-    struct dirent *e;
-    while (st == FX_OK && (e = readdir(dp))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-            continue;
-        char from[4096], to[4096];
-        snprintf(from, sizeof from, "%s/%s", tmp, e->d_name);
-        snprintf(to, sizeof to, "%s/%s", dir, e->d_name);
-        struct stat sb;
-        if (lstat(from, &sb) == 0 && S_ISDIR(sb.st_mode))
-            st = move_into(from, to, d);
-        else if (rename(from, to) != 0)
-            st = diag_error(d, FX_ERR_IO, "cannot move %s to %s: %s", from, to, strerror(errno));
+    snprintf(s->dir, sizeof s->dir, "%s.tmp.%ld", dir, (long)getpid());
+    s->files = fx_alloc_array((size_t)max_files, sizeof *s->files);
+    if (!s->files)
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
+    s->cap = max_files;
+    remove_tree(s->dir); /* left by an earlier process with this pid */
+    char rt[4300];
+    snprintf(rt, sizeof rt, "%s/fxrt", s->dir);
+    if (mkdir(s->dir, 0777) != 0)
+        return diag_errno(d, errno, "cannot create %s", s->dir);
+    s->created = true;
+    if (mkdir(rt, 0777) != 0)
+        return diag_errno(d, errno, "cannot create %s", rt);
+    return FX_OK;
+}
+
+/* Records NAME (relative to the staging folder) before the file is created,
+ * so that cleaning up also removes one whose writing failed half-way. */
+static FxStatus staging_add(Staging *s, const char *name, Diag *d)
+{
+    if (s->count == s->cap || strlen(name) >= STAGED_NAME_MAX)
+        return diag_error(d, FX_ERR_INVALID, "cannot stage %s: %s", name,
+                          s->count == s->cap ? "too many files" : "name too long");
+    snprintf(s->files[s->count++], STAGED_NAME_MAX, "%s", name);
+    return FX_OK;
+}
+
+static FxStatus write_text(Staging *s, const char *name, const void *data, size_t len,
+                           Diag *d)
+{
+    FxStatus st = staging_add(s, name, d);
+    if (st != FX_OK)
+        return st;
+    char path[4600];
+    snprintf(path, sizeof path, "%s/%s", s->dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return diag_errno(d, errno, "cannot write %s", path);
+    size_t w = len ? fwrite(data, 1, len, f) : 0;
+    if (fclose(f) != 0 || w != len)
+        return diag_error(d, FX_ERR_IO, "cannot write %s", path);
+    return FX_OK;
+}
+
+/* Publishes the staged files as dir: a new folder by renaming the staging
+ * folder, at once; an existing one file by file, so that the files of an
+ * earlier compile that are not rewritten, and the user's own (a build
+ * folder), stay. */
+static FxStatus staging_publish(Staging *s, const char *dir, Diag *d)
+{
+    if (rename(s->dir, dir) == 0) {
+        s->published_whole = true;
+        return FX_OK;
     }
-    closedir(dp);
-    return st;
+    if (errno != EEXIST && errno != ENOTEMPTY)
+        return diag_errno(d, errno, "cannot move %s to %s", s->dir, dir);
+    char rt[4300];
+    snprintf(rt, sizeof rt, "%s/fxrt", dir);
+    if (mkdir(rt, 0777) != 0 && errno != EEXIST)
+        return diag_errno(d, errno, "cannot create %s", rt);
+    for (int i = 0; i < s->count; i++) {
+        char from[4600], to[4600];
+        snprintf(from, sizeof from, "%s/%s", s->dir, s->files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, s->files[i]);
+        if (rename(from, to) != 0 && errno != ENOENT) /* ENOENT: a weight file not written */
+            return diag_errno(d, errno, "cannot move %s to %s", from, to);
+    }
+    return FX_OK;
+}
+
+/* Removes what is left of the staging folder (nothing once published). */
+static void staging_close(Staging *s)
+{
+    if (s->created && !s->published_whole) {
+        for (int i = 0; i < s->count; i++) {
+            char path[4600];
+            snprintf(path, sizeof path, "%s/%s", s->dir, s->files[i]);
+            unlink(path);
+        }
+        char rt[4300];
+        snprintf(rt, sizeof rt, "%s/fxrt", s->dir);
+        rmdir(rt);
+        rmdir(s->dir);
+    }
+    free(s->files);
 }
 
 /* NAME_profile.c, for main --profile. */
-static FxStatus write_profile_tables(const Gen *gen, const char *tmp)
+static FxStatus write_profile_tables(const Gen *gen, Staging *tmp)
 {
     char *data = NULL, name[300];
     size_t len = 0;
@@ -1330,20 +1392,41 @@ static FxStatus write_profile_tables(const Gen *gen, const char *tmp)
     return st;
 }
 
-/* A compile into a folder that holds another weights mode's files removes
- * them: a build that globs the folder (fxcc verify's) would link both. */
-static void remove_stale_weights(const Gen *gen, const char *dir)
+/* The weight files of each mode: NAME_weights.c for C arrays, NAME_weights.S
+ * and .bin for INCBIN.  A compile writes those of its mode and, in a folder
+ * that holds another mode's, removes them: a build that globs the folder
+ * (fxcc verify's) would link both. */
+static const char *const weight_file_suffixes[] = {"c", "S", "bin"};
+
+static bool writes_weight_file(const Gen *gen, int k)
 {
     bool incbin = gen->num_large && gen->mode == CG_WEIGHTS_INCBIN;
     bool c = gen->num_large && !incbin;
-    const char *suffixes[] = {"c", "S", "bin"};
-    bool written[] = {c, incbin, incbin};
+    return k == 0 ? c : incbin;
+}
+
+static void remove_stale_weights(const Gen *gen, const char *dir)
+{
     for (int k = 0; k < 3; k++) {
         char path[4400];
-        snprintf(path, sizeof path, "%s/%s_weights.%s", dir, gen->o->name, suffixes[k]);
-        if (!written[k])
+        snprintf(path, sizeof path, "%s/%s_weights.%s", dir, gen->o->name,
+                 weight_file_suffixes[k]);
+        if (!writes_weight_file(gen, k))
             unlink(path);
     }
+}
+
+/* Stages the large weights' files of the mode, then writes them. */
+static FxStatus stage_large_weights(const Gen *gen, Staging *tmp)
+{
+    FxStatus st = FX_OK;
+    for (int k = 0; k < 3 && st == FX_OK; k++) {
+        char name[400];
+        snprintf(name, sizeof name, "%s_weights.%s", gen->o->name, weight_file_suffixes[k]);
+        if (writes_weight_file(gen, k))
+            st = staging_add(tmp, name, gen->d);
+    }
+    return st == FX_OK ? write_large_weights(gen, tmp->dir) : st;
 }
 
 /* mkdir -p of the folder that will hold dir. */
@@ -1360,11 +1443,11 @@ static FxStatus make_parents(const char *dir, Diag *d)
             continue;
         *p = '\0';
         if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return diag_error(d, FX_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+            return diag_errno(d, errno, "cannot create %s", path);
         *p = '/';
     }
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return diag_error(d, FX_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        return diag_errno(d, errno, "cannot create %s", path);
     return FX_OK;
 }
 
@@ -1395,7 +1478,7 @@ static FxStatus check_leaf_sources(const CgOptions *o, Diag *d)
     return FX_OK;
 }
 
-static FxStatus copy_leaf_sources(const CgOptions *o, const char *tmp, Diag *d)
+static FxStatus copy_leaf_sources(const CgOptions *o, Staging *tmp, Diag *d)
 {
     FxStatus st = FX_OK;
     for (int k = 0; k < o->num_leaf_sources && st == FX_OK; k++) {
@@ -1444,7 +1527,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     }
     Gen gen = {.g = g, .o = o, .plan = &plan, .d = d};
     EmitText header = {0}, src = {0}, cmake = {0}, mk = {0}, main_c = {0};
-    char tmp[4200] = "";
+    Staging tmp = {.count = 0};
     st = write_source(&gen, &src);
     if (st == FX_OK)
         st = write_header(&header, &gen, out);
@@ -1456,51 +1539,47 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     }
     if (st == FX_OK)
         st = make_parents(dir, d);
+    if (st == FX_OK)
+        st = staging_open(&tmp, dir, fxcc_embedded_count + o->num_leaf_sources + 16, d);
     if (st == FX_OK) {
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
-        remove_tree(tmp);
-        char rt[4300];
-        snprintf(rt, sizeof rt, "%s/fxrt", tmp);
-        if (mkdir(tmp, 0777) != 0 || mkdir(rt, 0777) != 0)
-            st = diag_error(d, FX_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
         char name[300];
         snprintf(name, sizeof name, "%s.h", o->name);
-        if (st == FX_OK)
-            st = write_text(tmp, name, header.data, header.len, d);
+        st = write_text(&tmp, name, header.data, header.len, d);
         snprintf(name, sizeof name, "%s.c", o->name);
         if (st == FX_OK)
-            st = write_text(tmp, name, src.data, src.len, d);
+            st = write_text(&tmp, name, src.data, src.len, d);
         if (st == FX_OK)
-            st = write_large_weights(&gen, tmp);
+            st = stage_large_weights(&gen, &tmp);
         if (st == FX_OK)
-            st = write_text(tmp, "CMakeLists.txt", cmake.data, cmake.len, d);
+            st = write_text(&tmp, "CMakeLists.txt", cmake.data, cmake.len, d);
         snprintf(name, sizeof name, "%s.mk", o->name);
         if (st == FX_OK)
-            st = write_text(tmp, name, mk.data, mk.len, d);
+            st = write_text(&tmp, name, mk.data, mk.len, d);
         /* The embedded files: the runtime (fxrt*) goes to fxrt/, the
          * harness (fxio.*) beside main.c when there is one. */
         for (int i = 0; st == FX_OK && i < fxcc_embedded_count; i++) {
             const char *file = fxcc_embedded_names[i];
             bool runtime = strncmp(file, "fxrt", 4) == 0;
+            char staged[300];
+            snprintf(staged, sizeof staged, "%s%s", runtime ? "fxrt/" : "", file);
             if (runtime && o->target == FX_TARGET_CORTEX_M && !strcmp(file, "fxrt_config.h")) {
                 EmitText config = {0};
                 write_runtime_config(&config, &gen);
                 st = config.failed ? diag_error(d, FX_ERR_NOMEM, "out of memory")
-                                   : write_text(rt, file, config.data, config.len, d);
+                                   : write_text(&tmp, staged, config.data, config.len, d);
                 emit_text_free(&config);
             } else if (runtime && !strcmp(file, "fxrt_names.h")) {
                 EmitText names = {0};
                 st = write_runtime_names(&names, o->name)
-                         ? write_text(rt, file, names.data, names.len, d)
+                         ? write_text(&tmp, staged, names.data, names.len, d)
                          : diag_error(d, FX_ERR_NOMEM, "out of memory");
                 emit_text_free(&names);
             } else if (runtime || o->emit_main) {
-                st = write_text(runtime ? rt : tmp, file, fxcc_embedded_data[i],
-                                fxcc_embedded_sizes[i], d);
+                st = write_text(&tmp, staged, fxcc_embedded_data[i], fxcc_embedded_sizes[i], d);
             }
         }
         if (st == FX_OK)
-            st = copy_leaf_sources(o, tmp, d);
+            st = copy_leaf_sources(o, &tmp, d);
         if (st == FX_OK && o->emit_main) {
             /* A memory stream that cannot grow fails at fclose (or sets
              * its error flag before): either way main.c would be cut short. */
@@ -1514,16 +1593,16 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
             if (cut)
                 st = diag_error(d, FX_ERR_NOMEM, "out of memory writing main.c");
             else
-                st = write_text(tmp, "main.c", main_c.data, main_c.len, d);
+                st = write_text(&tmp, "main.c", main_c.data, main_c.len, d);
         }
         if (st == FX_OK && o->emit_main)
-            st = write_profile_tables(&gen, tmp);
+            st = write_profile_tables(&gen, &tmp);
         if (st == FX_OK)
-            st = move_into(tmp, dir, d);
+            st = staging_publish(&tmp, dir, d);
         if (st == FX_OK)
             remove_stale_weights(&gen, dir);
-        remove_tree(tmp);
     }
+    staging_close(&tmp);
     free(header.data);
     free(src.data);
     free(cmake.data);

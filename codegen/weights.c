@@ -70,7 +70,7 @@ static FxStatus out_open(Out *o, const char *dir, const char *name, char *path, 
     o->len = 0;
     o->failed = false;
     o->f = fopen(path, "wb");
-    return o->f ? FX_OK : diag_error(d, FX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return o->f ? FX_OK : diag_errno(d, errno, "cannot write %s", path);
 }
 
 static FxStatus out_close(Out *o, const char *path, Diag *d)

@@ -5,6 +5,7 @@
  * runs out while recording, the entry is dropped but the status still
  * propagates: a diagnostic never turns into a crash.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,18 @@ FxStatus diag_error(Diag *d, FxStatus st, const char *fmt, ...)
     diag_vadd(d, st, NULL, NULL, -1, fmt, ap);
     va_end(ap);
     return st;
+}
+
+FxStatus diag_errno(Diag *d, int errnum, const char *fmt, ...)
+{
+    char what[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (errnum == ENOMEM)
+        return diag_error(d, FX_ERR_NOMEM, "%s: out of memory", what);
+    return diag_error(d, FX_ERR_IO, "%s: %s", what, strerror(errnum));
 }
 
 FxStatus diag_error_at(Diag *d, FxStatus st, const char *file, long long offset,

@@ -69,6 +69,11 @@ FxStatus diag_error(Diag *d, FxStatus st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 FxStatus diag_error_at(Diag *d, FxStatus st, const char *file, long long offset,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A failed system call on a file: "MESSAGE: REASON", where an errno of ENOMEM
+ * (libc ran out of memory inside fopen, opendir...) is FX_ERR_NOMEM and reads
+ * "out of memory", anything else FX_ERR_IO with strerror's text. */
+FxStatus diag_errno(Diag *d, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 struct Node;
 FxStatus diag_node_error(Diag *d, FxStatus st, const struct Node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
