@@ -218,6 +218,10 @@ typedef struct CgOptions {
     /* --budget: the compile fails, writing nothing, when the weights exceed
      * flash_budget or the arena ram_budget bytes; 0 is no limit. */
     size_t flash_budget, ram_budget;
+    /* --runtime shared (host only): no fxrt/ in DIR; NAME.c builds against
+     * the installed runtime, fxcc::runtime in CMake, fxcc-runtime in
+     * pkg-config. */
+    bool runtime_shared;
 } CgOptions;
 
 /* Fails, naming the largest layers, when the plan's weights or arena exceed
@@ -225,7 +229,8 @@ typedef struct CgOptions {
 FxStatus cg_check_budget(const CgPlan *p, const CgOptions *o, Diag *d);
 
 /* Writes DIR/NAME.h, DIR/NAME.c, the large weights (DIR/NAME_weights.c, or
- * DIR/NAME_weights.bin and DIR/NAME_weights.S), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ and the leaf sources.
+ * DIR/NAME_weights.bin and DIR/NAME_weights.S), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ (not with
+ * runtime_shared) and the leaf sources.
  * NAME.h declares the fxcc_leaf_OP function of every leaf op; two leaf nodes
  * of one op type whose value types differ are refused (one prototype each).  Files are written
  * to a temporary folder first: on failure DIR is left as it was. */

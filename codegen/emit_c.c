@@ -1105,9 +1105,14 @@ static void write_cmake(EmitText *t, const Gen *gen)
     emit_text_printf(t, "cmake_minimum_required(VERSION 3.13)\nproject(%s C%s)\n\n", N,
                 incbin ? " ASM" : "");
     emit_text_printf(t, "set(CMAKE_C_STANDARD 99)\nset(CMAKE_C_STANDARD_REQUIRED ON)\n"
-                   "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n"
-                   "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n");
-    emit_text_printf(t, "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
+                   "if(NOT CMAKE_BUILD_TYPE)\n  set(CMAKE_BUILD_TYPE Release)\nendif()\n");
+    if (o->runtime_shared)
+        emit_text_printf(t, "# --runtime shared: the installed runtime (cmake --install of fxcc)\n"
+                            "find_package(fxcc CONFIG REQUIRED)\n"
+                            "add_library(%s STATIC %s.c)\n", N, N);
+    else
+        emit_text_printf(t, "file(GLOB FXRT_SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fxrt/*.c)\n"
+                            "add_library(%s STATIC %s.c ${FXRT_SOURCES})\n", N, N);
     if (gen->num_large && !incbin)
         emit_text_printf(t, "target_sources(%s PRIVATE %s_weights.c)\n", N, N);
     if (incbin)
@@ -1120,8 +1125,8 @@ static void write_cmake(EmitText *t, const Gen *gen)
     for (int k = 0; k < o->num_leaf_sources; k++)
         emit_text_printf(t, "target_sources(%s PRIVATE %s) # leaf ops\n", N,
                     file_basename(o->leaf_sources[k]));
-    emit_text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR} "
-                   "${CMAKE_CURRENT_SOURCE_DIR}/fxrt)\n", N);
+    emit_text_printf(t, "target_include_directories(%s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}%s)\n", N,
+                     o->runtime_shared ? "" : " ${CMAKE_CURRENT_SOURCE_DIR}/fxrt");
     emit_text_printf(t, "target_compile_options(%s PRIVATE -Wall -Wextra)\n", N);
     if (o->cpu)
         emit_text_printf(t, "# --cpu %s: the core's flags, used when cross-compiling (a toolchain file\n"
@@ -1131,7 +1136,9 @@ static void write_cmake(EmitText *t, const Gen *gen)
                          o->cpu, N, cg_cpu_flags(o->cpu), N, N);
     emit_text_printf(t, "find_library(MATH_LIBRARY m)\nif(MATH_LIBRARY)\n"
                    "  target_link_libraries(%s PUBLIC ${MATH_LIBRARY})\nendif()\n", N);
-    if (o->target == FX_TARGET_HOST)
+    if (o->runtime_shared)
+        emit_text_printf(t, "target_link_libraries(%s PUBLIC fxcc::runtime)\n", N);
+    else if (o->target == FX_TARGET_HOST)
         emit_text_printf(t, "# host target: GEMM through OpenBLAS\nfind_package(PkgConfig REQUIRED)\n"
                        "pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)\n"
                        "target_compile_definitions(%s PRIVATE FXRT_USE_CBLAS)\n"
@@ -1152,12 +1159,19 @@ static void write_makefile(EmitText *t, const Gen *gen)
                        "# (its -I$(%s_DIR) lets .incbin find %s_weights.bin).\n",
                     N, N, N, N, N);
     emit_text_printf(t, "%s_DIR ?= .\n", N);
-    emit_text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
+    if (o->runtime_shared)
+        emit_text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c\n", N, N, N);
+    else
+        emit_text_printf(t, "%s_SRCS := $(%s_DIR)/%s.c $(wildcard $(%s_DIR)/fxrt/*.c)\n", N, N, N, N);
     if (gen->num_large)
         emit_text_printf(t, "%s_SRCS += $(%s_DIR)/%s_weights.%s\n", N, N, N, incbin ? "S" : "c");
     for (int k = 0; k < o->num_leaf_sources; k++)
         emit_text_printf(t, "%s_SRCS += $(%s_DIR)/%s\n", N, N, file_basename(o->leaf_sources[k]));
-    if (o->target == FX_TARGET_HOST)
+    if (o->runtime_shared)
+        emit_text_printf(t, "# --runtime shared: the installed runtime, found by pkg-config\n"
+                            "%s_CFLAGS := -std=c99 -I$(%s_DIR) $(shell pkg-config --cflags fxcc-runtime)\n"
+                            "%s_LDLIBS := $(shell pkg-config --libs fxcc-runtime)\n", N, N, N);
+    else if (o->target == FX_TARGET_HOST)
         emit_text_printf(t, "%s_CFLAGS := -std=c99 -I$(%s_DIR) -I$(%s_DIR)/fxrt -DFXRT_USE_CBLAS "
                        "$(shell pkg-config --cflags openblas)\n"
                        "%s_LDLIBS := $(shell pkg-config --libs openblas) -lm\n", N, N, N, N);
@@ -1280,8 +1294,10 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-/* DIR.tmp.PID with its fxrt/, room recorded for max_files files. */
-static FxStatus staging_open(Staging *s, const char *dir, int max_files, Diag *d)
+/* DIR.tmp.PID (with its fxrt/ when with_runtime), room recorded for
+ * max_files files. */
+static FxStatus staging_open(Staging *s, const char *dir, int max_files, bool with_runtime,
+                             Diag *d)
 {
     snprintf(s->dir, sizeof s->dir, "%s.tmp.%ld", dir, (long)getpid());
     s->files = fx_alloc_array((size_t)max_files, sizeof *s->files);
@@ -1294,7 +1310,7 @@ static FxStatus staging_open(Staging *s, const char *dir, int max_files, Diag *d
     if (mkdir(s->dir, 0777) != 0)
         return diag_errno(d, errno, "cannot create %s", s->dir);
     s->created = true;
-    if (mkdir(rt, 0777) != 0)
+    if (with_runtime && mkdir(rt, 0777) != 0)
         return diag_errno(d, errno, "cannot create %s", rt);
     return FX_OK;
 }
@@ -1340,9 +1356,13 @@ static FxStatus staging_publish(Staging *s, const char *dir, Diag *d)
     if (errno != EEXIST && errno != ENOTEMPTY)
         return diag_errno(d, errno, "cannot move %s to %s", s->dir, dir);
     char rt[4300];
-    snprintf(rt, sizeof rt, "%s/fxrt", dir);
-    if (mkdir(rt, 0777) != 0 && errno != EEXIST)
-        return diag_errno(d, errno, "cannot create %s", rt);
+    snprintf(rt, sizeof rt, "%s/fxrt", s->dir);
+    struct stat sb;
+    if (stat(rt, &sb) == 0) {
+        snprintf(rt, sizeof rt, "%s/fxrt", dir);
+        if (mkdir(rt, 0777) != 0 && errno != EEXIST)
+            return diag_errno(d, errno, "cannot create %s", rt);
+    }
     for (int i = 0; i < s->count; i++) {
         char from[4600], to[4600];
         snprintf(from, sizeof from, "%s/%s", s->dir, s->files[i]);
@@ -1512,6 +1532,9 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
                               ? "needs --target portable or cortex-m"
                               : "not one of cortex-m0plus, cortex-m4, cortex-m7, cortex-m33, "
                                 "cortex-m55");
+    if (o->runtime_shared && o->target != FX_TARGET_HOST)
+        return diag_error(d, FX_ERR_INVALID, "--runtime shared needs --target host: the installed "
+                                             "runtime is built for the host");
     if (o->arena_section && !cg_valid_section(o->arena_section))
         return diag_error(d, FX_ERR_INVALID,
                           "--arena-section '%s' is not a section name ([A-Za-z0-9._$]+)",
@@ -1540,7 +1563,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
     if (st == FX_OK)
         st = make_parents(dir, d);
     if (st == FX_OK)
-        st = staging_open(&tmp, dir, fxcc_embedded_count + o->num_leaf_sources + 16, d);
+        st = staging_open(&tmp, dir, fxcc_embedded_count + o->num_leaf_sources + 16,
+                          !o->runtime_shared, d);
     if (st == FX_OK) {
         char name[300];
         snprintf(name, sizeof name, "%s.h", o->name);
@@ -1560,6 +1584,8 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         for (int i = 0; st == FX_OK && i < fxcc_embedded_count; i++) {
             const char *file = fxcc_embedded_names[i];
             bool runtime = strncmp(file, "fxrt", 4) == 0;
+            if (runtime && o->runtime_shared)
+                continue;
             char staged[300];
             snprintf(staged, sizeof staged, "%s%s", runtime ? "fxrt/" : "", file);
             if (runtime && o->target == FX_TARGET_CORTEX_M && !strcmp(file, "fxrt_config.h")) {

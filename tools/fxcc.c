@@ -619,12 +619,14 @@ static const char compile_help[] =
     "                    [--weights c|incbin] [--weights-section SECTION] [--arena-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
     "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE] [--cpu CORE]\n"
+    "                    [--runtime copy|shared] [--quiet]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
     "weights up to 4 KiB), the larger weights (NAME_weights.bin and NAME_weights.S, or\n"
     "NAME_weights.c), CMakeLists.txt, NAME.mk (a Makefile fragment) and fxrt/, the\n"
-    "runtime sources.  Nothing in DIR changes unless everything succeeded, and no file\n"
+    "runtime sources.  Nothing in DIR changes unless everything succeeded (a new DIR\n"
+    "appears whole or not at all; its parent folders are created), and no file\n"
     "depends on the folder the model or DIR are in.\n"
     "\n"
     "  --name NAME         C prefix of every generated symbol (default: the model's file name)\n"
@@ -647,6 +649,10 @@ static const char compile_help[] =
     "                      NAME.mk (NAME_ARCH_FLAGS) and CMakeLists.txt record its\n"
     "                      arm-none-eabi-gcc flags; the int8 GEMM uses SMLAD on cores\n"
     "                      with the DSP extension (all but cortex-m0plus)\n"
+    "  --runtime shared    no fxrt/: NAME.c builds against the installed runtime\n"
+    "                      (find_package(fxcc) gives fxcc::runtime; pkg-config\n"
+    "                      fxcc-runtime); --target host only.  Default: copy\n"
+    "  --quiet             print nothing on success\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
     "  --report            print the memory plan and a per-node table (bytes, MACs); with\n"
@@ -740,7 +746,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     CgOptions co = {.target = FX_TARGET_HOST};
     const char *leaf_sources[MAX_BINDINGS];
     co.leaf_sources = leaf_sources;
-    bool report = false;
+    bool report = false, quiet = false;
     const char *report_json = NULL;
     Diag d;
     diag_init(&d);
@@ -784,6 +790,13 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
                                                   "cortex-m33 or cortex-m55, not '%s'", co.cpu);
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
+        } else if (strcmp(a, "--runtime") == 0) {
+            if (!next || (strcmp(next, "copy") != 0 && strcmp(next, "shared") != 0))
+                return cli_usage_error("compile", "--runtime is copy or shared, not '%s'",
+                                       next ? next : "");
+            co.runtime_shared = strcmp(argv[++i], "shared") == 0;
+        } else if (strcmp(a, "--quiet") == 0) {
+            quiet = true;
         } else if (strcmp(a, "--report") == 0) {
             report = true;
         } else if (strcmp(a, "--report-json") == 0 && next) {
@@ -804,6 +817,8 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     }
     if (!model || !out_dir)
         return cli_usage_error("compile", "%s", model ? "no output folder given (-o DIR)" : "no model given");
+    if (co.runtime_shared && co.target != FX_TARGET_HOST)
+        return cli_usage_error("compile", "--runtime shared needs --target host%s", "");
     if (co.cpu && co.target == FX_TARGET_HOST)
         return cli_usage_error("compile", "--cpu %s needs --target portable or cortex-m", co.cpu);
     if (report_json && co.target == FX_TARGET_HOST)
@@ -862,7 +877,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
                 rc = 1;
             }
         }
-        if (!report) {
+        if (!report && !quiet) {
             printf("fxcc: wrote %s/%s.h and %s/%s.c (arena %zu bytes)\n", out_dir, name, out_dir,
                    name, plan.arena_bytes);
         }
@@ -1128,8 +1143,22 @@ static const char main_help[] =
     "  bench     time the generated C, the interpreter, ONNX Runtime and PyTorch on a model\n"
     "  passes    list the optimization passes and their -O levels\n"
     "  prune     prune a model's channels or weights, report, write it as ONNX\n"
+    "  help      'fxcc help COMMAND' describes a command, as 'fxcc COMMAND --help'\n"
     "\n"
-    "'fxcc COMMAND --help' describes each command.\n";
+    "  --version print fxcc's version and the ONNX it reads\n"
+    "\n"
+    "exit status: 0 success; 1 an error (a message \"fxcc: error: ...\" on stderr; no\n"
+    "output file is left behind); 2 a bad command line.  fxcc verify and bench\n"
+    "also exit 1 when the outputs disagree.\n";
+
+static int print_version(void)
+{
+    printf("fxcc %s\n"
+           "reads ONNX IR 3 to %d, default-domain opsets %d to %d\n"
+           "targets: host (OpenBLAS), portable (C99), cortex-m\n",
+           FXCC_VERSION, FX_MAX_IR_VERSION, FX_MIN_OPSET, onnx_max_opset());
+    return 0;
+}
 
 static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
@@ -1138,6 +1167,17 @@ static int run_command(int argc, char **argv, LeafLibraries *leaf_libraries)
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "--version") == 0)
+        return print_version();
+    if (strcmp(cmd, "help") == 0 && argc == 3) {
+        /* fxcc help COMMAND is fxcc COMMAND --help */
+        char *help_argv[] = {argv[0], argv[2], "--help", NULL};
+        if (strcmp(argv[2], "help") == 0) {
+            fputs(main_help, stdout);
+            return 0;
+        }
+        return run_command(3, help_argv, leaf_libraries);
+    }
     if (strcmp(cmd, "inspect") == 0)
         return cmd_inspect(argc, argv, leaf_libraries);
     if (strcmp(cmd, "run") == 0)
