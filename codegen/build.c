@@ -109,9 +109,7 @@ static bool has_suffix(const char *s, const char *suffix)
 }
 
 static bool is_source(const char *name) { return has_suffix(name, ".c") || has_suffix(name, ".S"); }
-static bool is_object(const char *name) { return has_suffix(name, ".o"); }
-static bool is_source_or_header(const char *name) { return is_source(name) || has_suffix(name, ".h"); }
-static bool is_source_or_object(const char *name) { return is_source(name) || is_object(name); }
+static bool is_header(const char *name) { return has_suffix(name, ".h"); }
 
 /* Sorted files of dir that `wanted` accepts, as "dir/name" (a .S embeds the
  * weights' blob, found through the -I of dir). */
@@ -198,90 +196,87 @@ static void add_compile_words(Argv *a, const CgBuildOptions *b, const char *inc,
     }
 }
 
-static void remove_tree_of_files(const char *dir)
-{
-    char **files;
-    int n = list_files(dir, is_source_or_object, &files);
-    for (int i = 0; i < n; i++)
-        unlink(files[i]);
-    free_files(files, n);
-    rmdir(dir);
-}
-
-/* The runtime of DIR/fxrt as object files in the cache folder
- * $FXCC_RUNTIME_CACHE, built once per set of runtime sources (names and
- * bytes, headers included), compiler, flags and target: the runtime is the
- * same for every model compiled by one fxcc, and compiling it is most of a
- * build (the tests build hundreds of small models).  Fills objdir with the
- * folder holding NAME.o per runtime source; false when there is no cache
- * or it cannot be used, and the sources are then compiled with the model.
- * A folder is complete once it has its name: it is built under a temporary
- * name and renamed, so concurrent builds of the same key agree. */
+/* The runtime sources of DIR/fxrt as object files in the cache folder
+ * $FXCC_RUNTIME_CACHE, each built once per compiler, flags, target, its own
+ * name and bytes and those of every runtime header: a generated folder holds
+ * only the sources its model reaches, so models share objects file by file
+ * (the tests build hundreds of small models, and the runtime is most of each
+ * build).  Sets *objects to one object path per source; false when there is
+ * no cache or it cannot be used, and the sources are then compiled with the
+ * model.  An object is complete once it has its name: it is built under a
+ * temporary name and renamed, so concurrent builds of the same key agree. */
 static bool cached_runtime(const char *rt, const CgBuildOptions *b, const char *inc,
-                           const char *inc_rt, const char *log, char *objdir, size_t cap,
+                           const char *inc_rt, const char *log, char ***objects, int *count,
                            FxStatus *st, Diag *d)
 {
+    *objects = NULL;
+    *count = 0;
     const char *cache = getenv("FXCC_RUNTIME_CACHE");
     if (!cache || !*cache)
         return false;
-    char **all;
-    int n = list_files(rt, is_source_or_header, &all);
-    uint64_t h = 1469598103934665603u;
-    h = fnv1a_str(h, b->cc ? b->cc : "");
-    h = fnv1a_str(h, b->cflags ? b->cflags : "");
-    h = fnv1a(h, &b->target, sizeof b->target);
-    bool ok = n > 0;
-    for (int i = 0; ok && i < n; i++)
-        ok = hash_file(&h, all[i]);
-    free_files(all, n);
+    char **headers;
+    int nh = list_files(rt, is_header, &headers);
+    uint64_t common = 1469598103934665603u;
+    common = fnv1a_str(common, b->cc ? b->cc : "");
+    common = fnv1a_str(common, b->cflags ? b->cflags : "");
+    common = fnv1a(common, &b->target, sizeof b->target);
+    bool ok = nh > 0;
+    for (int i = 0; ok && i < nh; i++)
+        ok = hash_file(&common, headers[i]);
+    free_files(headers, nh);
     if (!ok || (mkdir(cache, 0777) != 0 && errno != EEXIST))
-        return false;
-    snprintf(objdir, cap, "%s/fxrt-%016llx", cache, (unsigned long long)h);
-    struct stat sb;
-    if (stat(objdir, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return true;
-
-    char tmp[4400];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", objdir, (long)getpid()) >= (int)sizeof tmp)
-        return false;
-    remove_tree_of_files(tmp);
-    if (mkdir(tmp, 0777) != 0)
         return false;
     char **sources;
     int ns = list_files(rt, is_source, &sources);
-    for (int i = 0; i < ns && *st == FX_OK; i++) {
-        const char *name = strrchr(sources[i], '/') + 1;
-        char obj[4700];
-        if (snprintf(obj, sizeof obj, "%s/%.*s.o", tmp, (int)(strlen(name) - 2), name) >=
-            (int)sizeof obj) {
-            *st = diag_error(d, FX_ERR_INVALID, "path too long: %s/%s", tmp, name);
+    char **objs = fx_alloc_array((size_t)(ns > 0 ? ns : 1), sizeof *objs);
+    int built = 0;
+    for (int i = 0; objs && i < ns && *st == FX_OK; i++) {
+        uint64_t h = common;
+        if (!hash_file(&h, sources[i]))
             break;
+        const char *name = strrchr(sources[i], '/') + 1;
+        char obj[4400], tmp[4500];
+        snprintf(obj, sizeof obj, "%s/fxrt-%016llx-%.*s.o", cache, (unsigned long long)h,
+                 (int)(strlen(name) - 2), name);
+        snprintf(tmp, sizeof tmp, "%s.tmp%ld", obj, (long)getpid());
+        struct stat sb;
+        if (stat(obj, &sb) != 0) {
+            Argv a = {0};
+            add_compile_words(&a, b, inc, inc_rt);
+            argv_add(&a, "-c");
+            argv_add(&a, sources[i]);
+            argv_add(&a, "-o");
+            argv_add(&a, tmp);
+            int rc = cg_spawn(a.v, log, NULL);
+            argv_free(&a);
+            if (rc != 0) {
+                unlink(tmp);
+                *st = diag_error(d, FX_ERR_RUNTIME, "building the runtime's %s failed (exit %d); "
+                                 "see %s", name, rc, log);
+                report_log_tail(log, d);
+                break;
+            }
+            /* a concurrent build of the same object may have won the rename */
+            if (rename(tmp, obj) != 0)
+                unlink(tmp);
         }
-        Argv a = {0};
-        add_compile_words(&a, b, inc, inc_rt);
-        argv_add(&a, "-c");
-        argv_add(&a, sources[i]);
-        argv_add(&a, "-o");
-        argv_add(&a, obj);
-        int rc = cg_spawn(a.v, log, NULL);
-        argv_free(&a);
-        if (rc != 0) {
-            *st = diag_error(d, FX_ERR_RUNTIME, "building the runtime's %s failed (exit %d); "
-                             "see %s", name, rc, log);
-            report_log_tail(log, d);
-        }
+        if (!(objs[built] = fx_strdup(obj)))
+            break;
+        built++;
     }
     free_files(sources, ns);
-    if (*st == FX_OK && rename(tmp, objdir) == 0)
-        return true;
-    remove_tree_of_files(tmp);
-    /* a concurrent build of the same runtime may have won the rename */
-    return *st == FX_OK && stat(objdir, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (*st != FX_OK || built != ns) {
+        free_files(objs, built);
+        return false;
+    }
+    *objects = objs;
+    *count = built;
+    return true;
 }
 
 FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
 {
-    char log[4200], exe[4200], inc[4200], inc_rt[4200], rt[4200], objdir[4300];
+    char log[4200], exe[4200], inc[4200], inc_rt[4200], rt[4200];
     snprintf(log, sizeof log, "%s/build.log", dir);
     snprintf(exe, sizeof exe, "%s/main", dir);
     snprintf(inc, sizeof inc, "-I%s", dir);
@@ -289,12 +284,15 @@ FxStatus cg_build_main(const char *dir, const CgBuildOptions *b, Diag *d)
     snprintf(rt, sizeof rt, "%s/fxrt", dir);
     unlink(log);
     FxStatus st = FX_OK;
-    bool cached = cached_runtime(rt, b, inc, inc_rt, log, objdir, sizeof objdir, &st, d);
+    char **rt_files;
+    int nr;
+    bool cached = cached_runtime(rt, b, inc, inc_rt, log, &rt_files, &nr, &st, d);
     if (st != FX_OK)
         return st;
-    char **model_files, **rt_files;
+    if (!cached)
+        nr = list_files(rt, is_source, &rt_files);
+    char **model_files;
     int nm = list_files(dir, is_source, &model_files);
-    int nr = cached ? list_files(objdir, is_object, &rt_files) : list_files(rt, is_source, &rt_files);
     Argv a = {0};
     add_compile_words(&a, b, inc, inc_rt);
     for (int i = 0; i < nm; i++)

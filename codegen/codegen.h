@@ -222,11 +222,20 @@ typedef struct CgOptions {
      * the installed runtime, fxcc::runtime in CMake, fxcc-runtime in
      * pkg-config. */
     bool runtime_shared;
+    /* --runtime full: every runtime source, not only those NAME.c reaches
+     * (a build that links several models against one runtime copy). */
+    bool runtime_full;
 } CgOptions;
 
 /* Fails, naming the largest layers, when the plan's weights or arena exceed
  * o's budgets (cg_compile calls it before writing anything). */
 FxStatus cg_check_budget(const CgPlan *p, const CgOptions *o, Diag *d);
+
+/* needed[i] (one per fxcc_embedded file) is set for the runtime .c files that
+ * the generated NAME.c text model_c reaches, directly or through other
+ * runtime files (runtime_files.c); all of them when it names a function the
+ * scan cannot place. */
+FxStatus cg_runtime_files_needed(const char *model_c, size_t len, bool *needed, Diag *d);
 
 /* Writes DIR/NAME.h, DIR/NAME.c, the large weights (DIR/NAME_weights.c, or
  * DIR/NAME_weights.bin and DIR/NAME_weights.S), DIR/CMakeLists.txt, DIR/NAME.mk, DIR/fxrt/ (not with

@@ -1560,6 +1560,11 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         if (header.failed || gen.large_decls.failed || cmake.failed || mk.failed)
             st = diag_error(d, FX_ERR_NOMEM, "out of memory writing C");
     }
+    bool *needed = fx_alloc_array((size_t)fxcc_embedded_count, sizeof *needed);
+    if (st == FX_OK && !needed)
+        st = diag_error(d, FX_ERR_NOMEM, "out of memory");
+    if (st == FX_OK)
+        st = cg_runtime_files_needed(src.data, src.len, needed, d);
     if (st == FX_OK)
         st = make_parents(dir, d);
     if (st == FX_OK)
@@ -1584,7 +1589,10 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
         for (int i = 0; st == FX_OK && i < fxcc_embedded_count; i++) {
             const char *file = fxcc_embedded_names[i];
             bool runtime = strncmp(file, "fxrt", 4) == 0;
-            if (runtime && o->runtime_shared)
+            size_t len = strlen(file);
+            bool unreached = runtime && !o->runtime_full && !needed[i] && len > 2 &&
+                             !strcmp(file + len - 2, ".c");
+            if (runtime && (o->runtime_shared || unreached))
                 continue;
             char staged[300];
             snprintf(staged, sizeof staged, "%s%s", runtime ? "fxrt/" : "", file);
@@ -1629,6 +1637,7 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
             remove_stale_weights(&gen, dir);
     }
     staging_close(&tmp);
+    free(needed);
     free(header.data);
     free(src.data);
     free(cmake.data);

@@ -522,7 +522,10 @@ static Result compile_test(const Options *o, const Graph *g, const char *name, D
 {
     char out[4300];
     snprintf(out, sizeof out, "%s/%s", o->work, name);
-    CgOptions co = {.name = "model", .target = o->target, .emit_main = true, .source = name};
+    /* Every runtime source: the batched build links all tests against the
+     * first one's copy (write_makefile). */
+    CgOptions co = {.name = "model", .target = o->target, .emit_main = true, .source = name,
+                    .runtime_full = true};
     char stale[4400];
     snprintf(stale, sizeof stale, "%s/main", out);
     unlink(stale); /* make would keep a main built from an earlier compile */

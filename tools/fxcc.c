@@ -619,13 +619,13 @@ static const char compile_help[] =
     "                    [--weights c|incbin] [--weights-section SECTION] [--arena-section SECTION]\n"
     "                    [--shape NAME=DIMS]... [--const NAME=FILE]... [--emit-main] [--report]\n"
     "                    [--report-json FILE] [--budget flash=SIZE,ram=SIZE] [--cpu CORE]\n"
-    "                    [--runtime copy|shared] [--quiet]\n"
+    "                    [--runtime copy|full|shared] [--quiet]\n"
     "\n"
     "Writes standalone C for MODEL.onnx into DIR: NAME.h (arena size, input and output\n"
     "shapes and types, the entry point NAME_run), NAME.c (one block per node, and the\n"
     "weights up to 4 KiB), the larger weights (NAME_weights.bin and NAME_weights.S, or\n"
     "NAME_weights.c), CMakeLists.txt, NAME.mk (a Makefile fragment) and fxrt/, the\n"
-    "runtime sources.  Nothing in DIR changes unless everything succeeded (a new DIR\n"
+    "runtime's headers and the sources the model calls.  Nothing in DIR changes unless everything succeeded (a new DIR\n"
     "appears whole or not at all; its parent folders are created), and no file\n"
     "depends on the folder the model or DIR are in.\n"
     "\n"
@@ -649,9 +649,12 @@ static const char compile_help[] =
     "                      NAME.mk (NAME_ARCH_FLAGS) and CMakeLists.txt record its\n"
     "                      arm-none-eabi-gcc flags; the int8 GEMM uses SMLAD on cores\n"
     "                      with the DSP extension (all but cortex-m0plus)\n"
+    "  --runtime copy      fxrt/ holds the runtime's headers and the sources NAME.c\n"
+    "                      reaches (the default)\n"
+    "  --runtime full      fxrt/ holds every runtime source\n"
     "  --runtime shared    no fxrt/: NAME.c builds against the installed runtime\n"
     "                      (find_package(fxcc) gives fxcc::runtime; pkg-config\n"
-    "                      fxcc-runtime); --target host only.  Default: copy\n"
+    "                      fxcc-runtime); --target host only\n"
     "  --quiet             print nothing on success\n"
     "  --emit-main         also main.c and fxio.[ch]: a `main` that reads .npy/.pb inputs,\n"
     "                      writes DIR/output_K.npy and times runs with --repeat N\n"
@@ -791,10 +794,12 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
         } else if (strcmp(a, "--emit-main") == 0) {
             co.emit_main = true;
         } else if (strcmp(a, "--runtime") == 0) {
-            if (!next || (strcmp(next, "copy") != 0 && strcmp(next, "shared") != 0))
-                return cli_usage_error("compile", "--runtime is copy or shared, not '%s'",
+            if (!next || (strcmp(next, "copy") != 0 && strcmp(next, "shared") != 0 &&
+                          strcmp(next, "full") != 0))
+                return cli_usage_error("compile", "--runtime is copy, full or shared, not '%s'",
                                        next ? next : "");
-            co.runtime_shared = strcmp(argv[++i], "shared") == 0;
+            co.runtime_shared = strcmp(next, "shared") == 0;
+            co.runtime_full = strcmp(argv[++i], "full") == 0;
         } else if (strcmp(a, "--quiet") == 0) {
             quiet = true;
         } else if (strcmp(a, "--report") == 0) {
