@@ -57,13 +57,13 @@ for spec in examples/seed.onnx:c examples/digits/digits.onnx:c examples/digits/d
 done
 
 # --cpu: NAME.mk records each core's flags; the generated folder (digits,
-# --target cortex-m, and its runtime copy) builds with them, -Werror; the
+# --target cortex-m, and the whole runtime: --runtime full) builds with them, -Werror; the
 # int8 GEMM's tile uses SMLAD where the core has the DSP extension and
 # plain C on the Cortex-M0+ (__ARM_FEATURE_DSP decides).
 for cpu in cortex-m0plus cortex-m4 cortex-m7 cortex-m33 cortex-m55; do
   out="$work/cpu_$cpu"
   "$fxcc" compile "$here/examples/digits/digits.onnx" -o "$out" --name digits --target cortex-m \
-    --cpu "$cpu" > /dev/null
+    --cpu "$cpu" --runtime full > /dev/null
   arch=$(sed -n 's/^digits_ARCH_FLAGS := //p' "$out/digits.mk")
   case $arch in *"-mcpu=$cpu "*) ;; *) echo "FAIL: --cpu $cpu: digits.mk records '$arch'"; exit 1 ;; esac
   grep -q "set(digits_ARCH_FLAGS $arch)" "$out/CMakeLists.txt" ||
