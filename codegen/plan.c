@@ -430,7 +430,11 @@ FxStatus cg_plan_target(const Graph *g, FxTarget target, CgPlan *p, Diag *d)
     for (int k = 0; out && k < out->num_args; k++) {
         CgValue *v = value_of(p, out->args[k]);
         CgValue *r = root_mut(v);
-        if (v == r && r->kind == CG_ARENA) {
+        /* a getitem names all of one output of a multi-output node (Split,
+         * an LSTM's Y_h): that node writes the caller's buffer */
+        bool whole_item = v->kind == CG_ALIAS && !v->slice && v->node->op == &fx_op_getitem &&
+                          v->alias == r;
+        if ((v == r || whole_item) && r->kind == CG_ARENA) {
             r->kind = CG_OUTPUT;
             r->io = k;
         } else {

@@ -64,5 +64,6 @@ void fxrt_store_i64(FxrtDType t, void *base, size_t i, int64_t v);
 #include "fxrt_nn.h"
 #include "fxrt_tensor.h"
 #include "fxrt_reduce.h"
+#include "fxrt_recurrent.h"
 
 #endif

@@ -484,6 +484,9 @@ static const struct {
     {"LayerNormalization", {1, 2, -1}},
     {"GroupNormalization", {1, 2, -1}},
     {"PRelu", {1, -1}},
+    {"RNN", {1, 2, 3, -1}},
+    {"LSTM", {1, 2, 3, 7}},
+    {"GRU", {1, 2, 3, -1}},
 };
 
 /* Marks the graph inputs that feed a weight input; returns how many. */
