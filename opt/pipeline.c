@@ -1,7 +1,8 @@
 /*
  * pipeline.c - the one sequence from a model file to an optimized graph:
- * leaf libraries, load, --const freezes, shape propagation (with the
- * caller's freezing policy when shapes need more constants), lint, a copy
+ * leaf libraries, load, --const freezes, control flow the bindings decide
+ * (Ifs folded, loops unrolled) and the refusals left, shape propagation (with
+ * the caller's freezing policy when shapes need more constants), lint, a copy
  * for the caller's reference run, then the passes.
  */
 #include <string.h>
@@ -54,22 +55,50 @@ static FxStatus freeze_from_file(Graph *g, const char *arg, Diag *d)
     return graph_freeze_input(g, ph, value, d);
 }
 
+static bool has_control_flow(const Graph *g)
+{
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->op == &fx_op_If || n->op == &fx_op_Loop || n->op == &fx_op_Scan)
+            return true;
+    return false;
+}
+
+/* Shapes, with the control flow the bindings decide taken out first: shape
+ * propagation (its errors dropped) computes what it can, Ifs with a known
+ * condition fold and loops unroll (fold_if.c, unroll_loops.c), until nothing
+ * changes; then every op still refused is listed at once, before any other
+ * work, and shapes are propagated for real. */
+static FxStatus shape_graph(const PipelineOptions *o, Graph *g, Diag *d)
+{
+    for (int changed = 1; changed > 0 && has_control_flow(g);) {
+        Diag quiet;
+        diag_init(&quiet);
+        (void)graph_propagate_shapes(g, o->bindings, o->num_bindings, &quiet);
+        diag_free(&quiet);
+        int unrolled = 0;
+        if ((changed = fold_constant_ifs(g, d)) < 0 || (unrolled = unroll_loops(g, d)) < 0)
+            return d && d->count ? d->entries[d->count - 1].status : FX_ERR_INVALID;
+        changed += unrolled;
+    }
+    FxStatus st = refuse_unsupported(g, d);
+    return st != FX_OK ? st : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+}
+
 /* Shape propagation, asking the policy for more constants while a shape
  * depends on an input's data.  The failed tries' errors are dropped; a final
  * failure is reported by running the last try again into d. */
 static FxStatus propagate(const PipelineOptions *o, Graph *g, Diag *d)
 {
     if (!o->freeze_more)
-        return graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+        return shape_graph(o, g, d);
     Diag tries;
     diag_init(&tries);
     FxStatus st;
-    while ((st = graph_propagate_shapes(g, o->bindings, o->num_bindings, &tries)) ==
-               FX_ERR_UNSUPPORTED &&
+    while ((st = shape_graph(o, g, &tries)) == FX_ERR_UNSUPPORTED &&
            o->freeze_more(g, &tries, o->freeze_user, d))
         diag_clear(&tries);
     diag_free(&tries);
-    return st == FX_OK ? FX_OK : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+    return st == FX_OK ? FX_OK : shape_graph(o, g, d);
 }
 
 static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStage *stage,
