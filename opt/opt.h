@@ -401,7 +401,7 @@ FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d);
 FxStatus opt_run_list(Graph *g, const char *list, const PassOptions *o, Diag *d);
 
 /* ------------------------------------------------------------------------- */
-/* Control flow before shapes (fold_if.c, unroll_loops.c)                     */
+/* Control flow (fold_if.c, unroll_loops.c, lower_if.c)                      */
 /* ------------------------------------------------------------------------- */
 
 /* Not table passes: the pipeline runs them between tries of shape
@@ -415,6 +415,11 @@ int fold_constant_ifs(Graph *g, Diag *d);
  * small (the iteration number then is a constant in each copy); returns the
  * number unrolled, -1 with d filled. */
 int unroll_loops(Graph *g, Diag *d);
+/* Lays each If of g out flat for the code generator: both branches'
+ * nodes, each between BranchBegin and BranchEnd (the emitted code skips the
+ * branch not taken), and a Where per output; returns the number lowered,
+ * -1 with d filled (lower_if.c). */
+int lower_runtime_ifs(Graph *g, Diag *d);
 /* Refuses, all at once, every node still standing for an op fxcc does not
  * have (Unsupported), each named by its path through the control-flow
  * bodies ("If_0/then_branch/LSTM_3 (LSTM)") with the flags that help. */

@@ -111,11 +111,8 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
                  ? leaf_libraries_load(o->leaf_libraries, o->leaf_libs[k], d)
                  : diag_error(d, FX_ERR_INVALID, "leaf libraries given without a table to load "
                                                  "them into");
-    if (st == FX_OK && (st = onnx_load(o->model, &o->load, g, d)) == FX_OK) {
+    if (st == FX_OK && (st = onnx_load(o->model, &o->load, g, d)) == FX_OK)
         (*g)->leaf_libraries = o->leaf_libraries;
-        if (o->notes)
-            note_leaves(*g, o->notes);
-    }
     for (int k = 0; k < o->num_const_inputs && st == FX_OK; k++)
         st = freeze_from_file(*g, o->const_inputs[k], d);
     if (st == FX_OK && o->freeze_chosen)
@@ -125,6 +122,9 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
     *stage = PIPELINE_SHAPES;
     if ((st = propagate(o, *g, d)) == FX_OK)
         st = graph_lint(*g, true, d);
+    /* after If folding: a leaf in a branch not taken is gone */
+    if (st == FX_OK && o->notes)
+        note_leaves(*g, o->notes);
     return st;
 }
 
@@ -171,6 +171,10 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
             st = o->passes ? opt_run_list(g, o->passes, &po, d)
                            : opt_run_level(g, o->opt_level, &po, d);
     }
+    if (st == FX_OK && o->for_codegen && lower_runtime_ifs(g, d) < 0)
+        st = d && d->count ? d->entries[d->count - 1].status : FX_ERR_INVALID;
+    if (st == FX_OK && o->for_codegen)
+        st = graph_lint(g, true, d);
     if (st != FX_OK) {
         graph_free(g);
         graph_free(r->reference);

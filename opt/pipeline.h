@@ -59,6 +59,9 @@ typedef struct PipelineOptions {
      * reference is then the pruned graph. */
     const PruneConfig *prune;
     PruneReport *prune_report; /* may be NULL */
+    /* The graph is for the code generator: after the passes, Ifs decided at
+     * run time are laid out flat (lower_runtime_ifs), which it can emit. */
+    bool for_codegen;
     /* Also hand back a copy of the graph as it was before the passes (what
      * `verify` runs as its reference). */
     bool want_reference;

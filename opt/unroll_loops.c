@@ -12,7 +12,8 @@
  * for the interpreter when its condition can end it early (the body returns
  * something other than its condition input or a constant true), when its
  * first condition is not a constant, or when the copies would pass
- * UNROLL_MAX_NODES; so is an opset-8 Scan (batched form) and one not typed.
+ * UNROLL_MAX_NODES; so is a Scan not typed.  An opset-8 Scan (a batch of
+ * sequences) unrolls once per batch entry.
  * The pipeline runs this between tries of shape propagation, with If
  * folding (fold_if.c), before anything is refused.
  */
@@ -24,6 +25,8 @@
 /* Body node copies one unrolled loop may add: beyond, code size outweighs
  * what a static iteration number buys. */
 enum { UNROLL_MAX_NODES = 8192 };
+/* Operands of a Scan it unrolls (states, scan inputs, captures; outputs). */
+enum { SCAN_MAX_OPERANDS = 64 };
 
 static int64_t body_size(const Graph *body)
 {
@@ -180,65 +183,124 @@ static int64_t attr_at(const Node *n, const char *name, int k)
     return k < count ? v[k] : 0;
 }
 
-/* Scan(states..., scan inputs..., captures...), typed, not batched. */
-static int unroll_scan(Node *n, Diag *d)
+/* One Scan's operands: args[first + k] is the body's input k (states, scan
+ * inputs, then captures). */
+typedef struct ScanShape {
+    int first, states, inputs, outputs, num_body_inputs;
+    int64_t trips;
+} ScanShape;
+
+static Node *gather_at(InsertPoint *ip, Node *x, int64_t at, int64_t axis, Diag *d)
 {
-    const Graph *body = n->body;
-    int inputs = (int)node_attr_int(n, "num_scan_inputs", 0);
-    int states = n->num_args - inputs - (int)node_attr_int(n, "captures", 0);
-    int outputs = n->num_outputs - states;
-    if (!body || !n->shapes_known || node_attr_int(n, "batched", 0) || inputs < 1 ||
-        states < 0 || outputs < 0)
-        return 0;
-    const TensorType *x0 = &n->args[states]->out_types[0];
-    int64_t axis0 = attr_at(n, "scan_input_axes", 0);
-    int64_t trips = x0->dims[axis0 < 0 ? axis0 + x0->rank : axis0];
-    if (trips <= 0 || trips > UNROLL_MAX_NODES / (body_size(body) + inputs))
-        return 0;
+    Node *index = scalar_constant(ip->graph, "step", FXRT_DTYPE_INT64, at, d);
+    Node *args[2] = {x, index};
+    return index ? make_op(ip, &fx_op_Gather, x->name, args, 2, axis, d) : NULL;
+}
+
+/* The copies of n's body over one sequence: states and scan inputs from
+ * in[] (ranks: the unbatched ones, in_rank[]), captures from n's arguments;
+ * the scan outputs (ranks out_rank[]) and final states into final[]. */
+static FxStatus scan_copies(InsertPoint *ip, const Node *n, const ScanShape *f, Node *const *in,
+                            const int *in_rank, const int *out_rank, Node **final, Diag *d)
+{
     Unroll u;
-    if (!unroll_alloc(&u, n->num_args, states + outputs, outputs, trips, n->num_outputs)) {
+    if (!unroll_alloc(&u, f->num_body_inputs, f->states + f->outputs, f->outputs, f->trips,
+                      f->states + f->outputs)) {
         unroll_free(&u);
-        diag_error(d, FX_ERR_NOMEM, "out of memory");
-        return -1;
+        return diag_error(d, FX_ERR_NOMEM, "out of memory");
     }
-    InsertPoint ip = insert_before(n);
     FxStatus st = FX_OK;
-    for (int j = 0; j < states; j++)
-        u.final[j] = n->args[j];
-    for (int64_t t = 0; t < trips && st == FX_OK; t++) {
-        for (int j = 0; j < states; j++)
+    for (int j = 0; j < f->states; j++)
+        u.final[j] = in[j];
+    for (int64_t t = 0; t < f->trips && st == FX_OK; t++) {
+        for (int j = 0; j < f->states; j++)
             u.inputs[j] = u.final[j];
-        for (int s = 0; s < inputs && st == FX_OK; s++) {
-            Node *x = n->args[states + s];
+        for (int s = 0; s < f->inputs && st == FX_OK; s++) {
             int64_t axis = attr_at(n, "scan_input_axes", s);
-            axis = axis < 0 ? axis + x->out_types[0].rank : axis;
-            int64_t at = attr_at(n, "scan_input_directions", s) ? trips - 1 - t : t;
-            Node *index = scalar_constant(n->graph, "step", FXRT_DTYPE_INT64, at, d);
-            Node *args[2] = {x, index};
-            if (!index || !(u.inputs[states + s] = make_op(&ip, &fx_op_Gather, x->name, args, 2,
-                                                           axis, d)))
+            axis = axis < 0 ? axis + in_rank[f->states + s] : axis;
+            int64_t at = attr_at(n, "scan_input_directions", s) ? f->trips - 1 - t : t;
+            if (!(u.inputs[f->states + s] = gather_at(ip, in[f->states + s], at, axis, d)))
                 st = FX_ERR_INVALID;
         }
-        for (int k = states + inputs; k < n->num_args; k++)
-            u.inputs[k] = n->args[k];
+        for (int k = f->states + f->inputs; k < f->num_body_inputs; k++)
+            u.inputs[k] = n->args[f->first + k];
         if (st == FX_OK)
-            st = graph_inline_body(&ip, body, u.inputs, u.results, d);
-        for (int j = 0; j < states && st == FX_OK; j++)
+            st = graph_inline_body(ip, n->body, u.inputs, u.results, d);
+        for (int j = 0; j < f->states && st == FX_OK; j++)
             u.final[j] = u.results[j];
-        for (int k = 0; k < outputs && st == FX_OK; k++) {
-            int64_t at = attr_at(n, "scan_output_directions", k) ? trips - 1 - t : t;
-            u.items[k * trips + at] = u.results[states + k];
+        for (int k = 0; k < f->outputs && st == FX_OK; k++) {
+            int64_t at = attr_at(n, "scan_output_directions", k) ? f->trips - 1 - t : t;
+            u.items[k * f->trips + at] = u.results[f->states + k];
         }
     }
-    for (int k = 0; k < outputs && st == FX_OK; k++) {
+    for (int k = 0; k < f->outputs && st == FX_OK; k++) {
         int64_t axis = attr_at(n, "scan_output_axes", k);
-        axis = axis < 0 ? axis + n->out_types[states + k].rank : axis;
-        if (!(u.final[states + k] = stack(&ip, u.items + k * trips, trips, axis, n->name, d)))
+        axis = axis < 0 ? axis + out_rank[k] : axis;
+        if (!(u.final[f->states + k] =
+                  stack(ip, u.items + k * f->trips, f->trips, axis, n->name, d)))
             st = FX_ERR_INVALID;
     }
-    if (st == FX_OK)
-        st = node_replace_outputs(n, u.final, d);
+    for (int k = 0; k < f->states + f->outputs && st == FX_OK; k++)
+        final[k] = u.final[k];
     unroll_free(&u);
+    return st;
+}
+
+/* Scan(states..., scan inputs..., captures...), typed; the batched (opset
+ * 8) form runs the copies once per batch entry, on Gathers of its inputs,
+ * and stacks the entries' results. */
+static int unroll_scan(Node *n, Diag *d)
+{
+    bool batched = node_attr_int(n, "batched", 0) != 0;
+    ScanShape f = {.first = batched, .inputs = (int)node_attr_int(n, "num_scan_inputs", 0)};
+    f.states = n->num_args - f.first - f.inputs - (int)node_attr_int(n, "captures", 0);
+    f.outputs = n->num_outputs - f.states;
+    f.num_body_inputs = n->num_args - f.first;
+    if (!n->body || !n->shapes_known || f.inputs < 1 || f.states < 0 || f.outputs < 0 ||
+        f.num_body_inputs > SCAN_MAX_OPERANDS || n->num_outputs > SCAN_MAX_OPERANDS)
+        return 0;
+    const TensorType *x0 = &n->args[f.first + f.states]->out_types[0];
+    int64_t batch = batched ? x0->dims[0] : 1;
+    int rank0 = x0->rank - batched;
+    int64_t axis0 = attr_at(n, "scan_input_axes", 0);
+    f.trips = x0->dims[batched + (axis0 < 0 ? axis0 + rank0 : axis0)];
+    if (f.trips <= 0 || batch <= 0 ||
+        f.trips * batch > UNROLL_MAX_NODES / (body_size(n->body) + f.inputs))
+        return 0;
+    int in_rank[SCAN_MAX_OPERANDS], out_rank[SCAN_MAX_OPERANDS];
+    for (int k = 0; k < f.states + f.inputs; k++)
+        in_rank[k] = n->args[f.first + k]->out_types[0].rank - batched;
+    for (int k = 0; k < f.outputs; k++)
+        out_rank[k] = n->out_types[f.states + k].rank - batched;
+    Node **in = fx_alloc_array((size_t)f.num_body_inputs + 1, sizeof *in);
+    Node **entry = fx_alloc_array((size_t)n->num_outputs + 1, sizeof *entry);
+    Node **per_batch = fx_alloc_array((size_t)(n->num_outputs * batch) + 1, sizeof *per_batch);
+    Node **final = fx_alloc_array((size_t)n->num_outputs + 1, sizeof *final);
+    FxStatus st = in && entry && per_batch && final
+                      ? FX_OK
+                      : diag_error(d, FX_ERR_NOMEM, "out of memory");
+    InsertPoint ip = insert_before(n);
+    for (int64_t b = 0; b < batch && st == FX_OK; b++) {
+        for (int k = 0; k < f.states + f.inputs && st == FX_OK; k++) {
+            Node *x = n->args[f.first + k];
+            if (batched && !(x = gather_at(&ip, x, b, 0, d)))
+                st = FX_ERR_INVALID;
+            in[k] = x;
+        }
+        if (st == FX_OK)
+            st = scan_copies(&ip, n, &f, in, in_rank, out_rank, batched ? entry : final, d);
+        for (int k = 0; batched && k < n->num_outputs && st == FX_OK; k++)
+            per_batch[k * batch + b] = entry[k];
+    }
+    for (int k = 0; batched && k < n->num_outputs && st == FX_OK; k++)
+        if (!(final[k] = stack(&ip, per_batch + k * batch, batch, 0, n->name, d)))
+            st = FX_ERR_INVALID;
+    if (st == FX_OK)
+        st = node_replace_outputs(n, final, d);
+    free(in);
+    free(entry);
+    free(per_batch);
+    free(final);
     return st == FX_OK ? 1 : -1;
 }
 

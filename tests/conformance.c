@@ -565,7 +565,8 @@ static bool run_test(const Options *o, const char *name, Tier tier, TierRun *run
     PipelineOptions po = {.model = model, .freeze_chosen = freeze_chosen,
                           .freeze_more = freeze_needed, .freeze_user = &freezer,
                           .opt_level = o->opt_level,
-                          .portable = o->compiled && o->target == FX_TARGET_PORTABLE};
+                          .portable = o->compiled && o->target == FX_TARGET_PORTABLE,
+                          .for_codegen = o->compiled};
     PipelineResult pr = {0};
     if (st == FX_OK)
         st = pipeline_load(&po, &pr, &d);

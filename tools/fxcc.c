@@ -313,6 +313,7 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
         .opt_level = c->opt_level, .passes = c->passes,
         .print_after = c->print_after, .dot_after = c->dot_after,
         .check_passes = c->check_passes, .portable = c->portable,
+        .for_codegen = c->for_codegen,
         .want_reference = reference != NULL,
         .quantize = c->quantize ? &c->quant : NULL, .quantize_report = c->quant_report,
         .prune = c->prune ? &prune : NULL, .prune_report = c->prune_report};
@@ -818,6 +819,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     co.name = name;
     co.source = model;
     c.portable = co.target != FX_TARGET_HOST;
+    c.for_codegen = true;
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
@@ -1053,6 +1055,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     vo.build.target = vo.cg.target;
     vo.build.cc = getenv("CC");
     c.portable = vo.cg.target != FX_TARGET_HOST;
+    c.for_codegen = true;
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;

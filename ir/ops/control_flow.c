@@ -21,9 +21,13 @@
  * form (a leading batch axis on every input and output, no sequence_lens)
  * runs the opset-9 scan once per batch entry.
  *
- * The interpreter runs the bodies with interp_run.  The code generator has
- * no emitter for these yet: a model keeps them only when a condition or trip
- * count is known at run time alone, and `compile` refuses it naming the op.
+ * The interpreter runs the bodies with interp_run.  Loops and Scans the
+ * pipeline did not unroll (opt/unroll_loops.c) have no emitter: `compile`
+ * refuses them naming the op.  An If decided at run time reaches the code
+ * generator laid out flat (opt/lower_if.c): BranchBegin(cond) ... BranchEnd
+ * around each branch's nodes, a C goto past them when the branch is not
+ * taken, and a Where choosing each output.  Both branches are planned in the
+ * arena like any other values; only the taken one runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -630,4 +634,73 @@ const OpDef fx_op_Unsupported = {
     .flags = FX_OPF_INTERNAL | FX_OPF_OPAQUE,
     .attrs = unsupported_attrs,
     .infer = unsupported_infer,
+};
+
+/* --- BranchBegin, BranchEnd ------------------------------------------------ */
+
+/* BranchBegin(cond) -> cond (negate: !cond); BranchEnd(begin) -> the same
+ * flag.  The interpreter runs both branches (their ops are pure), so these
+ * only pass the flag on; the emitted code skips a branch not taken. */
+static FxStatus branch_infer(InferCtx *c)
+{
+    if (!is_scalar_of(c->in[0], FXRT_DTYPE_BOOL))
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "needs one bool");
+    c->out[0] = *c->in[0];
+    return FX_OK;
+}
+
+static FxStatus branch_begin_eval(EvalCtx *c)
+{
+    bool taken = tensor_get_int(c->in[0], 0) != 0;
+    if (node_attr_int(c->node, "negate", 0))
+        taken = !taken;
+    *(uint8_t *)c->out[0]->data = taken;
+    return FX_OK;
+}
+
+static FxStatus branch_end_eval(EvalCtx *c)
+{
+    memcpy(c->out[0]->data, c->in[0]->data, tensor_nbytes(c->out[0]));
+    return FX_OK;
+}
+
+/* The label after the branch, named after its BranchBegin (a unique C
+ * identifier), so that the goto finds it: labels have function scope. */
+static FxStatus branch_begin_emit(EmitCtx *c)
+{
+    bool negate = node_attr_int(c->node, "negate", 0) != 0;
+    emit_line(c, "%s[0] = %s%s[0];", c->out[0], negate ? "!" : "", c->in[0]);
+    emit_line(c, "if (!%s[0])", c->out[0]);
+    emit_line(c, "    goto skip_%s; /* the branch is not taken */", c->node->name);
+    return FX_OK;
+}
+
+static FxStatus branch_end_emit(EmitCtx *c)
+{
+    emit_line(c, "skip_%s:", c->node->args[0]->name);
+    emit_line(c, "%s[0] = %s[0];", c->out[0], c->in[0]);
+    return FX_OK;
+}
+
+static const AttrSpec branch_begin_attrs[] = {{"negate", FX_ATTR_INT, "0", false}, {NULL}};
+static const AttrSpec branch_end_attrs[] = {{NULL}};
+
+const OpDef fx_op_BranchBegin = {
+    .name = "BranchBegin",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL | FX_OPF_OPAQUE,
+    .attrs = branch_begin_attrs,
+    .infer = branch_infer,
+    .eval = branch_begin_eval,
+    .emit = branch_begin_emit,
+};
+
+const OpDef fx_op_BranchEnd = {
+    .name = "BranchEnd",
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
+    .flags = FX_OPF_INTERNAL | FX_OPF_OPAQUE,
+    .attrs = branch_end_attrs,
+    .infer = branch_infer,
+    .eval = branch_end_eval,
+    .emit = branch_end_emit,
 };
