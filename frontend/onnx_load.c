@@ -374,7 +374,22 @@ static FxStatus check_supported(Loader *L)
         char why[600];
         if (!*str(np->op_type))
             return proto_node_error(L->d, FX_ERR_FORMAT, np, i, "node has no op_type");
-        if (!refusal_reason(L, np, &L->as_leaf[i], why, sizeof why))
+        bool refused = refusal_reason(L, np, &L->as_leaf[i], why, sizeof why);
+        /* a leaf in a body that could not be loaded waits, like a refusal,
+         * for its If to be folded away */
+        size_t named = np->n_output;
+        while (named > 0 && !*np->output[named - 1])
+            named--;
+        for (size_t j = 0; L->parent && L->as_leaf[i] && j < named; j++)
+            if (!*np->output[j] && !refused) {
+                snprintf(why, sizeof why,
+                         "op '%.100s' is not implemented by fxcc, and as a leaf op its output "
+                         "%zu would need a name (a leaf's outputs are all computed and typed)",
+                         str(np->op_type), j);
+                refused = true;
+                L->as_leaf[i] = false;
+            }
+        if (!refused)
             continue;
         if (L->parent) {
             if (!(L->refused[i] = dup_malloc(why)))

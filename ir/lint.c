@@ -136,7 +136,9 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
     for (Node *n = g->root.next; n != &g->root; n = n->next)
         n->pass_data = NULL;
     /* Control-flow bodies are graphs of their own, held to the same rules,
-     * and read outer values only through their placeholders. */
+     * and read outer values only through their placeholders.  Their shapes
+     * are the node's to infer: a branch an If with a known condition never
+     * takes stays untyped. */
     for (Node *n = g->root.next; n != &g->root; n = n->next) {
         if (n->opcode == FX_OPCODE_CALL_MODULE)
             continue;
@@ -147,7 +149,7 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
             if (graph_num_placeholders(bodies[b]) <
                 n->num_args - (n->op == &fx_op_If) - node_attr_int(n, "batched", 0))
                 LINT_FAIL(n, "body has fewer placeholders than the node has arguments");
-            if (graph_lint(bodies[b], require_shapes, d) != FX_OK)
+            if (graph_lint(bodies[b], false, d) != FX_OK)
                 st = FX_ERR_INVALID;
         }
     }

@@ -84,6 +84,37 @@ static FxStatus shape_graph(const PipelineOptions *o, Graph *g, Diag *d)
     return st != FX_OK ? st : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
 }
 
+/* Symbolic dims of input k that no --shape names take the dims of the value
+ * given for it (`fxcc run x.npy`), so a model exported with "any" dims runs
+ * on what it is fed. */
+static FxStatus bind_from_values(const PipelineOptions *o, Graph *g, Diag *d)
+{
+    for (int k = 0; k < o->num_input_values && k < graph_num_placeholders(g); k++) {
+        Node *ph = graph_placeholder(g, k);
+        TensorType *t = &ph->out_types[0];
+        const TensorType *v = &o->input_values[k]->type;
+        bool named = false;
+        for (int b = 0; b < o->num_bindings && !named; b++) {
+            size_t len = (size_t)(strrchr(o->bindings[b].input, '=') - o->bindings[b].input);
+            named = (strlen(ph->target) == len && !strncmp(ph->target, o->bindings[b].input, len)) ||
+                    (strlen(ph->name) == len && !strncmp(ph->name, o->bindings[b].input, len));
+        }
+        bool symbolic = false;
+        for (int i = 0; i < t->rank; i++)
+            symbolic |= t->dims[i] < 0;
+        if (named || !symbolic)
+            continue;
+        if (v->rank != t->rank)
+            return diag_node_error(d, FX_ERR_SHAPE, ph,
+                                   "input '%s' has rank %d but the value given for it has rank "
+                                   "%d", ph->target, t->rank, v->rank);
+        for (int i = 0; i < t->rank; i++)
+            if (t->dims[i] < 0)
+                t->dims[i] = v->dims[i];
+    }
+    return FX_OK;
+}
+
 /* Shape propagation, asking the policy for more constants while a shape
  * depends on an input's data.  The failed tries' errors are dropped; a final
  * failure is reported by running the last try again into d. */
@@ -117,6 +148,8 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
         st = freeze_from_file(*g, o->const_inputs[k], d);
     if (st == FX_OK && o->freeze_chosen)
         st = o->freeze_chosen(*g, o->freeze_user, d);
+    if (st == FX_OK)
+        st = bind_from_values(o, *g, d);
     if (st != FX_OK)
         return st;
     *stage = PIPELINE_SHAPES;
