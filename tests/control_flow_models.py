@@ -107,7 +107,8 @@ def check_run(path, inputs, want, what, *flags):
 
 
 def check_verify(path, inputs, what, *flags, targets=("host",)):
-    """verify builds the whole runtime each time: portable only where it adds"""
+    """verify builds the whole runtime each time (minutes on a loaded machine):
+    a few cases only, the others compile"""
     for target in targets:
         rc, err = fxcc("verify", path, *inputs, "--target", target, *flags)
         check(rc == 0, "%s: compiled for %s agrees with the interpreter (%s)"
@@ -300,7 +301,6 @@ for rate in (16000, 8000):
               "sr_if: compile --const sr=16000 drops the LSTM branch (%s)" % err.strip()[:200])
         rc, out = fxcc("inspect", path, "--const", "sr=" + sr_file)
         check(rc == 0, "sr_if: inspect --const sr=16000 (%s)" % out.strip()[:200])
-        check_verify(path, [x_path], "sr_if --const sr=16000", "--const", "sr=" + sr_file)
 
 # --- If decided at run time --------------------------------------------------
 path = runtime_if_model()
@@ -309,7 +309,7 @@ for c in (True, False):
     inputs = save_inputs("rif_%d" % c, [x, np.array(c)])
     want = ort_run(path, {"x": x, "c": np.array(c)})
     check_run(path, inputs, want, "runtime_if c=%s" % c)
-    check_verify(path, inputs, "runtime_if c=%s" % c, targets=("host", "portable"))
+    check_verify(path, inputs, "runtime_if c=%s" % c, targets=("host" if c else "portable",))
 rc, _ = fxcc("compile", path, "-o", os.path.join(WORK, "runtime_if_c"))
 source = ""
 if rc == 0:
@@ -326,7 +326,7 @@ for a in (True, False):
         inputs = save_inputs("nif_%d%d" % (a, b), [x, np.array(a), np.array(b)])
         want = ort_run(path, {"x": x, "a": np.array(a), "b": np.array(b)})
         check_run(path, inputs, want, "nested_if a=%s b=%s" % (a, b))
-        if a:
+        if a and not b:
             check_verify(path, inputs, "nested_if a=%s b=%s" % (a, b))
 a_file = os.path.join(WORK, "a_true.npy")
 np.save(a_file, np.array(True))
@@ -342,7 +342,7 @@ scale = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
 inputs = save_inputs("loop", [x, y0, scale])
 want = ort_run(path, {"x": x, "y0": y0, "scale": scale})
 check_run(path, inputs, want, "loop (carried value and scan output)")
-check_verify(path, inputs, "loop (carried value and scan output)", targets=("host", "portable"))
+check_verify(path, inputs, "loop (carried value and scan output)")
 
 path = early_exit_model()
 for limit in (5.0, 1e9, -1.0):
@@ -373,7 +373,6 @@ want = ort_run(path, {"x": x})
 check_run(path, inputs, want, "any_dim: run binds x_dim0 from x.npy")
 rc, err = fxcc("compile", path, "-o", os.path.join(WORK, "any_dim_c"), "--shape", "x=3x4")
 check(rc == 0, "any_dim: compile --shape x=3x4 (%s)" % err.strip()[:200])
-check_verify(path, inputs, "any_dim --shape x=3x4", "--shape", "x=3x4")
 rc, err = fxcc("compile", path, "-o", os.path.join(WORK, "any_dim_no"))
 check(rc == 1 and "--shape x=" in err and "x_dim0" in err
       and not os.path.exists(os.path.join(WORK, "any_dim_no")),
