@@ -123,7 +123,7 @@ static int refuse_in(const Graph *g, const char *prefix, Diag *d)
             snprintf(path, sizeof path, "%s%s (%s)", prefix, label_of(n),
                      node_attr_string(n, "onnx_op", "?"));
             size_t before = d ? d->count : 0;
-            diag_error(d, FX_ERR_UNSUPPORTED, "%s%s",
+            diag_error_at(d, FX_ERR_UNSUPPORTED, g->source, -1, "%s%s",
                        node_attr_string(n, "reason", "not supported"),
                        *prefix ? "; it is inside a control-flow body: give the inputs an If's "
                                  "condition depends on with --const NAME=FILE or --shape "

@@ -289,6 +289,15 @@ for rate in (16000, 8000):
     sr_file = os.path.join(WORK, "sr_%d.npy" % rate)
     np.save(sr_file, np.array(rate, np.int64))
     want = ort_run(path, {"x": x, "sr": np.array(rate, np.int64)})
+    if rate == 8000:
+        # the LSTM branch: ORT's numbers once fxcc has LSTM, until then a
+        # clean refusal naming it, the file and no path (the If is gone)
+        got, err = run_outputs(path, [x_path], "--const", "sr=" + sr_file)
+        check(close(got, want) or (got is None and "sr_if.onnx" in err and
+                                   "node LSTM_3 (LSTM)" in err and "If_0" not in err),
+              "sr_if --const sr=8000: ORT's numbers or a clean refusal of the LSTM (%s)"
+              % err.strip()[:300])
+        continue
     err = check_run(path, [x_path], want, "sr_if --const sr=%d" % rate,
                     "--const", "sr=" + sr_file)
     if rate == 16000:
