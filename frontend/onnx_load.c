@@ -130,7 +130,14 @@ static void strmap_free(StrMap *m)
 
 /* --- loader state and messages -------------------------------------------- */
 
+/* Names in order of first use (a body's captured outer values). */
+typedef struct NameList {
+    const char **names;
+    size_t count, cap;
+} NameList;
+
 typedef struct Loader {
+    struct Loader *parent; /* the enclosing graph's loader, for a control-flow body */
     Graph *g;
     const Onnx__GraphProto *gp;
     const char *base_dir; /* NULL: external data refused */
@@ -141,6 +148,10 @@ typedef struct Loader {
     StrMap frozen_inputs; /* IR-3 input frozen to its initializer -> its ValueInfoProto */
     StrMap producers; /* node output name -> (void *)(node index + 1) */
     bool *as_leaf;    /* by node index: becomes a Leaf node */
+    /* A body's refusals, by node index (malloc'd reasons, NULL: supported):
+     * they become Unsupported nodes, refused only if their If is not folded. */
+    char **refused;
+    NameList captures; /* a body: the outer values it reads */
     TensorType *leaf_types; /* parsed opt->leaf_types */
     bool *leaf_type_used;
 } Loader;
@@ -246,73 +257,155 @@ static bool leaf_named(const Loader *L, const Onnx__NodeProto *np)
     return false;
 }
 
-static FxStatus check_supported(Loader *L)
+/* Why node np cannot be loaded as an op (into why; false: it can), or
+ * *as_leaf when the caller's leaf options make it a Leaf node. */
+static bool refusal_reason(const Loader *L, const Onnx__NodeProto *np, bool *as_leaf, char *why,
+                           size_t cap)
 {
-    static const char *const control_flow[] = {"If", "Loop", "Scan", NULL};
     static const char *const data_dependent[] = {"NonZero", "Unique", "NonMaxSuppression",
                                                  "Compress", "StringSplit", NULL};
     static const char *const sequences[] = {
         "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
         "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
         "OptionalGetElement", "OptionalHasElement", NULL};
-    const Onnx__GraphProto *gp = L->gp;
+    const char *type = str(np->op_type), *domain = str(np->domain);
     bool unknown_as_leaves = L->opt && L->opt->unknown_ops_as_leaves;
-    if (!(L->as_leaf = fx_alloc_array(gp->n_node + 1, sizeof *L->as_leaf)))
+    bool microsoft_quant = is_microsoft_quant_op(np);
+    *as_leaf = false;
+    if (leaf_named(L, np) ||
+        (unknown_as_leaves && !is_default_domain(domain) && !microsoft_quant)) {
+        *as_leaf = true;
+    } else if (microsoft_quant) {
+        /* an op of quant.c */
+    } else if (!is_default_domain(domain)) {
+        snprintf(why, cap,
+                 "op '%.100s' of domain '%.100s' is not supported (fxcc implements the default "
+                 "ONNX domain and the com.microsoft quantized ops; --leaf %.100s.%.100s makes it "
+                 "a call to your C function)",
+                 type, domain, domain, type);
+        return true;
+    } else if (strcmp(type, "Constant") == 0) {
+        for (size_t a = 0; a < np->n_attribute; a++) {
+            const char *an = str(np->attribute[a]->name);
+            if (strcmp(an, "sparse_value") == 0 || strcmp(an, "value_string") == 0 ||
+                strcmp(an, "value_strings") == 0) {
+                snprintf(why, cap,
+                         "Constant with a %s is not supported (sparse and string tensors are "
+                         "not)", an);
+                return true;
+            }
+        }
+    } else if (!op_lookup(type) || name_in(type, microsoft_quant_ops)) {
+        if (name_in(type, data_dependent))
+            snprintf(why, cap,
+                     "%s is not supported: its output shape depends on the input data, and fxcc "
+                     "needs static shapes (--leaf %s makes it a call to your C function)",
+                     type, type);
+        else if (name_in(type, sequences))
+            snprintf(why, cap,
+                     "%s is not supported: sequence and optional values are not supported", type);
+        else if (unknown_as_leaves)
+            return (*as_leaf = true), false;
+        else
+            snprintf(why, cap,
+                     "op type '%.100s' is not supported (--leaf %.100s makes it a call to your "
+                     "C function)", type, type);
+        return !*as_leaf;
+    }
+    return false;
+}
+
+/* "name (Op)", or "#idx (Op)" for a node without a name. */
+static void proto_node_label(const Onnx__NodeProto *np, size_t idx, char *buf, size_t cap)
+{
+    if (*str(np->name))
+        snprintf(buf, cap, "%.200s (%.100s)", np->name, str(np->op_type));
+    else
+        snprintf(buf, cap, "#%zu (%.100s)", idx, str(np->op_type));
+}
+
+/* Lists the refusals inside the bodies of gp's nodes, each by its path
+ * ("If_0/then_branch/LSTM_3 (LSTM)"): with a refusal at the top level the
+ * model fails at once, and the user sees everything still to fix. */
+static int list_body_refusals(const Loader *L, const Onnx__GraphProto *gp, const char *prefix,
+                              int depth)
+{
+    int bad = 0;
+    for (size_t i = 0; i < gp->n_node && depth < 16; i++) {
+        const Onnx__NodeProto *np = gp->node[i];
+        for (size_t a = 0; a < np->n_attribute; a++) {
+            const Onnx__AttributeProto *ap = np->attribute[a];
+            if (!ap->g)
+                continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s%s/%s/", prefix,
+                     *str(np->name) ? np->name : str(np->op_type), str(ap->name));
+            for (size_t j = 0; j < ap->g->n_node; j++) {
+                const Onnx__NodeProto *bp = ap->g->node[j];
+                char why[600], label[400], full[1100];
+                bool leaf;
+                if (!refusal_reason(L, bp, &leaf, why, sizeof why))
+                    continue;
+                proto_node_label(bp, j, label, sizeof label);
+                snprintf(full, sizeof full, "%s%s", path, label);
+                size_t before = L->d ? L->d->count : 0;
+                diag_error(L->d, FX_ERR_UNSUPPORTED, "%s", why);
+                if (L->d && L->d->count > before)
+                    L->d->entries[L->d->count - 1].node = dup_malloc(full);
+                bad++;
+            }
+            bad += list_body_refusals(L, ap->g, path, depth + 1);
+        }
+    }
+    return bad;
+}
+
+/* The top level refuses every node it cannot load, at once, with the
+ * refusals inside bodies; a body only records them (L->refused). */
+static FxStatus check_supported(Loader *L)
+{
+    const Onnx__GraphProto *gp = L->gp;
+    if (!(L->as_leaf = fx_alloc_array(gp->n_node + 1, sizeof *L->as_leaf)) ||
+        !(L->refused = fx_alloc_array(gp->n_node + 1, sizeof *L->refused)))
         return nomem(L);
     int bad = 0;
     for (size_t i = 0; i < gp->n_node; i++) {
         const Onnx__NodeProto *np = gp->node[i];
-        const char *type = str(np->op_type), *domain = str(np->domain);
-        FxStatus st = FX_OK;
-        if (!*type)
+        char why[600];
+        if (!*str(np->op_type))
             return proto_node_error(L->d, FX_ERR_FORMAT, np, i, "node has no op_type");
-        bool microsoft_quant = is_microsoft_quant_op(np);
-        if (leaf_named(L, np) ||
-            (unknown_as_leaves && !is_default_domain(domain) && !microsoft_quant)) {
-            L->as_leaf[i] = true;
-        } else if (microsoft_quant) {
-            /* an op of quant.c */
-        } else if (!is_default_domain(domain)) {
-            st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                  "op '%.100s' of domain '%.100s' is not supported (fxcc "
-                                  "implements the default ONNX domain and the com.microsoft "
-                                  "quantized ops)",
-                                  type, domain);
-        } else if (strcmp(type, "Constant") == 0) {
-            for (size_t a = 0; a < np->n_attribute; a++) {
-                const char *an = str(np->attribute[a]->name);
-                if (strcmp(an, "sparse_value") == 0 || strcmp(an, "value_string") == 0 ||
-                    strcmp(an, "value_strings") == 0)
-                    st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                          "Constant with a %s is not supported (sparse and "
-                                          "string tensors are not)", an);
+        bool refused = refusal_reason(L, np, &L->as_leaf[i], why, sizeof why);
+        /* a leaf in a body that could not be loaded waits, like a refusal,
+         * for its If to be folded away */
+        size_t named = np->n_output;
+        while (named > 0 && !*np->output[named - 1])
+            named--;
+        for (size_t j = 0; L->parent && L->as_leaf[i] && j < named; j++)
+            if (!*np->output[j] && !refused) {
+                snprintf(why, sizeof why,
+                         "op '%.100s' is not implemented by fxcc, and as a leaf op its output "
+                         "%zu would need a name (a leaf's outputs are all computed and typed)",
+                         str(np->op_type), j);
+                refused = true;
+                L->as_leaf[i] = false;
             }
-        } else if (name_in(type, control_flow)) {
-            st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                  "control flow is not supported: an FX graph is straight-line "
-                                  "code, and fxcc refuses data-dependent control flow");
-        } else if (!op_lookup(type) || name_in(type, microsoft_quant_ops)) {
-            if (name_in(type, data_dependent))
-                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                      "%s is not supported: its output shape depends on the "
-                                      "input data, and fxcc needs static shapes", type);
-            else if (name_in(type, sequences))
-                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                      "%s is not supported: sequence and optional values are "
-                                      "not supported", type);
-            else if (unknown_as_leaves)
-                L->as_leaf[i] = true;
-            else
-                st = proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i,
-                                      "op type '%.100s' is not supported", type);
+        if (!refused)
+            continue;
+        if (L->parent) {
+            if (!(L->refused[i] = dup_malloc(why)))
+                return nomem(L);
+            continue;
         }
-        bad += st != FX_OK;
+        proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, i, "%s", why);
+        bad++;
     }
     if (gp->n_sparse_initializer) {
         diag_error(L->d, FX_ERR_UNSUPPORTED, "the graph has %zu sparse initializers; sparse "
                    "tensors are not supported", gp->n_sparse_initializer);
         bad++;
     }
+    if (bad && !L->parent)
+        list_body_refusals(L, gp, "", 0);
     return bad ? FX_ERR_UNSUPPORTED : FX_OK;
 }
 
@@ -354,18 +447,24 @@ static FxStatus input_type(Loader *L, const Onnx__ValueInfoProto *vi, TensorType
     t->rank = (int)tt->shape->n_dim;
     for (int i = 0; i < t->rank; i++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
-        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-            if (dim->dim_value < 0)
-                return diag_error(L->d, FX_ERR_FORMAT,
-                                  "graph input '%.200s': dimension %d is negative (%lld)", name,
-                                  i, (long long)dim->dim_value);
+        /* -1 (Paddle's "any", which ORT accepts) and a missing value are
+         * symbolic dims named after the input, for --shape to bind */
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+            dim->dim_value >= 0) {
             t->dims[i] = dim->dim_value;
+        } else if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                   dim->dim_value != -1) {
+            return diag_error(L->d, FX_ERR_FORMAT,
+                              "graph input '%.200s': dimension %d is negative (%lld)", name, i,
+                              (long long)dim->dim_value);
         } else {
             const char *param =
                 dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
                     ? str(dim->dim_param) : "";
+            char own[300];
+            snprintf(own, sizeof own, "%.200s_dim%d", name, i);
             t->dims[i] = -1;
-            dim_params[i] = arena_strdup(&L->g->arena, *param ? param : "?");
+            dim_params[i] = arena_strdup(&L->g->arena, *param ? param : own);
             if (!dim_params[i])
                 return nomem(L);
         }
@@ -706,6 +805,62 @@ static FxStatus undefined_input(Loader *L, const Onnx__NodeProto *np, size_t idx
                             "input", input);
 }
 
+/* --- values of enclosing graphs ------------------------------------------- */
+
+static bool name_list_add(NameList *l, const char *name)
+{
+    for (size_t i = 0; i < l->count; i++)
+        if (strcmp(l->names[i], name) == 0)
+            return true;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        const char **v = fx_realloc_array(l->names, cap, sizeof *v);
+        if (!v)
+            return false;
+        l->names = v;
+        l->cap = cap;
+    }
+    l->names[l->count++] = name;
+    return true;
+}
+
+/* The first node of g that is not a placeholder (the sentinel if none). */
+static Node *after_placeholders(Graph *g)
+{
+    Node *n = g->root.next;
+    while (n != &g->root && n->opcode == FX_OPCODE_PLACEHOLDER)
+        n = n->next;
+    return n;
+}
+
+/* A placeholder named after outer value `name`, after g's other ones. */
+static Node *capture_placeholder(Graph *g, const char *name)
+{
+    Node *ph = graph_create_node(g, after_placeholders(g), FX_OPCODE_PLACEHOLDER, name, name,
+                                 NULL, 0);
+    if (!ph || !node_set_num_outputs(ph, 1) || !(ph->onnx_outputs = arena_names(g, &name, 1)))
+        return NULL;
+    return ph;
+}
+
+/* The node giving value `name` (*out NULL when nothing does).  In a body, a
+ * value of an enclosing graph is read through a placeholder of its own,
+ * made on first use and recorded in L->captures: the control-flow node
+ * passes it in as an argument (FX.md: a body reads nothing from outside). */
+static FxStatus lookup_value(Loader *L, const char *name, Node **out)
+{
+    if ((*out = strmap_get(&L->values, name)) || !L->parent)
+        return FX_OK;
+    Node *outer;
+    FxStatus st = lookup_value(L->parent, name, &outer);
+    if (st != FX_OK || !outer)
+        return st;
+    if (!(*out = capture_placeholder(L->g, name)) || !strmap_put(&L->values, name, *out) ||
+        !name_list_add(&L->captures, name))
+        return nomem(L);
+    return FX_OK;
+}
+
 /* --- leaf ops ------------------------------------------------------------- */
 
 /* A value_info's type when it is a tensor of a supported element type with
@@ -816,10 +971,18 @@ static FxStatus check_leaf_types_used(Loader *L)
 
 /* --- step 4b (continued): computing nodes ---------------------------------- */
 
+static FxStatus build_bodies(Loader *L, Node *n, const Onnx__NodeProto *np, size_t idx);
+
+static bool is_graph_attr(const Onnx__AttributeProto *ap)
+{
+    return ap->has_type && ap->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+}
+
 static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
 {
     bool leaf = L->as_leaf[idx];
-    const OpDef *op = leaf ? &fx_op_Leaf : op_lookup(np->op_type);
+    const char *refused = L->refused[idx];
+    const OpDef *op = leaf ? &fx_op_Leaf : refused ? &fx_op_Unsupported : op_lookup(np->op_type);
     if (!op) /* check_supported ran first */
         return proto_node_error(L->d, FX_ERR_UNSUPPORTED, np, idx, "unsupported op");
     bool variadic = op->max_inputs < 0;
@@ -850,7 +1013,7 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
                                       "input %zu is required but its name is empty", j);
             continue;
         }
-        if (!(args[j] = strmap_get(&L->values, in)))
+        if ((st = lookup_value(L, in, &args[j])) == FX_OK && !args[j])
             st = undefined_input(L, np, idx, in);
     }
     if (st != FX_OK) {
@@ -904,14 +1067,21 @@ static FxStatus op_node(Loader *L, const Onnx__NodeProto *np, size_t idx)
         !(n->onnx_outputs = arena_names(L->g, (const char *const *)np->output, nout)))
         return nomem(L);
 
+    bool has_bodies = op == &fx_op_If || op == &fx_op_Loop || op == &fx_op_Scan;
     if (leaf)
         st = set_leaf_attrs(L, n, np, idx, nout);
-    for (size_t a = 0; a < np->n_attribute && st == FX_OK; a++)
-        st = convert_attr(L, n, np->attribute[a]);
+    else if (refused && (!node_set_attr_string(n, "onnx_op", str(np->op_type)) ||
+                         !node_set_attr_string(n, "reason", refused)))
+        st = nomem(L);
+    for (size_t a = 0; a < np->n_attribute && st == FX_OK && !refused; a++)
+        if (!has_bodies || !is_graph_attr(np->attribute[a]))
+            st = convert_attr(L, n, np->attribute[a]);
     if (st == FX_OK && !leaf) /* a leaf's attributes stay as the model wrote them */
         st = op_apply_attr_specs(op, n, L->d);
     if (st == FX_OK && op->canonicalize)
         st = op->canonicalize(n, L->g->opset, L->d);
+    if (st == FX_OK && has_bodies)
+        st = build_bodies(L, n, np, idx);
     if (st != FX_OK)
         return st;
 
@@ -982,7 +1152,7 @@ static FxStatus build_output(Loader *L)
         names[i] = name;
         if (!*name)
             st = diag_error(L->d, FX_ERR_FORMAT, "graph output %zu has no name", i);
-        else if (!(args[i] = strmap_get(&L->values, name)))
+        else if ((st = lookup_value(L, name, &args[i])) == FX_OK && !args[i])
             st = diag_error(L->d, FX_ERR_FORMAT,
                             "graph output '%.200s' is not produced by any node, initializer or "
                             "graph input", name);
@@ -996,6 +1166,155 @@ static FxStatus build_output(Loader *L)
     free(args);
     free(names);
     return st;
+}
+
+/* --- control-flow bodies ------------------------------------------------- */
+
+static void loader_free(Loader *L)
+{
+    strmap_free(&L->values);
+    strmap_free(&L->inits);
+    strmap_free(&L->frozen_inputs);
+    strmap_free(&L->producers);
+    for (size_t i = 0; L->refused && L->gp && i < L->gp->n_node; i++)
+        free(L->refused[i]);
+    free(L->refused);
+    free(L->as_leaf);
+    free(L->leaf_types);
+    free(L->leaf_type_used);
+    free(L->captures.names);
+}
+
+/* A body's own inputs: untyped placeholders (the node's arguments type
+ * them), then its initializers as constants. */
+static FxStatus build_body_inputs(Loader *B)
+{
+    const Onnx__GraphProto *gp = B->gp;
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const char *name = str(gp->input[i]->name);
+        if (!*name || strmap_get(&B->values, name))
+            return diag_error(B->d, FX_ERR_FORMAT, "body input %zu ('%.200s') is unnamed or "
+                              "listed twice", i, name);
+        Node *ph = capture_placeholder(B->g, name);
+        if (!ph || !strmap_put(&B->values, name, ph))
+            return nomem(B);
+    }
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const char *name = str(gp->initializer[i]->name);
+        char what[300];
+        snprintf(what, sizeof what, "initializer '%.200s'", name);
+        Tensor *t;
+        FxStatus st = onnx_tensor_decode(gp->initializer[i], what, B->base_dir, &t, B->d);
+        if (st != FX_OK)
+            return st;
+        if (!*name || strmap_get(&B->values, name)) {
+            tensor_free(t);
+            return diag_error(B->d, FX_ERR_FORMAT, "body initializer '%.200s' is unnamed or "
+                              "defined twice", name);
+        }
+        if (!add_constant(B, name, t))
+            return FX_ERR_NOMEM;
+    }
+    return FX_OK;
+}
+
+/* Reads body gp of node n, which gives it `formal` inputs, into *out; the
+ * outer values it reads are added to caps. */
+static FxStatus load_body(Loader *L, const Onnx__NodeProto *np, size_t idx,
+                          const Onnx__GraphProto *gp, const char *role, int formal, Graph **out,
+                          NameList *caps)
+{
+    *out = NULL;
+    if (gp->n_input != (size_t)formal)
+        return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                "its %s has %zu inputs; the node gives it %d", role, gp->n_input,
+                                formal);
+    Loader B = {.parent = L, .gp = gp, .base_dir = L->base_dir, .opt = L->opt, .d = L->d,
+                .leaf_types = L->leaf_types, .leaf_type_used = L->leaf_type_used};
+    FxStatus st = (B.g = graph_new_like(L->g)) ? FX_OK : nomem(L);
+    if (st == FX_OK && (st = check_supported(&B)) == FX_OK &&
+        (st = build_body_inputs(&B)) == FX_OK && (st = build_nodes(&B)) == FX_OK)
+        st = build_output(&B);
+    for (size_t k = 0; k < B.captures.count && st == FX_OK; k++)
+        if (!name_list_add(caps, B.captures.names[k]))
+            st = nomem(L);
+    if (st == FX_OK)
+        *out = B.g;
+    else
+        graph_free(B.g);
+    B.leaf_types = NULL; /* the top level's */
+    B.leaf_type_used = NULL;
+    loader_free(&B);
+    return st;
+}
+
+/* Puts body's placeholders for caps after its `formal` own ones, in caps'
+ * order (a branch that does not read one still takes it). */
+static FxStatus order_captures(Loader *L, Graph *body, int formal, const NameList *caps)
+{
+    Node *end = after_placeholders(body);
+    for (size_t k = 0; k < caps->count; k++) {
+        Node *ph = NULL;
+        int pos = 0;
+        for (Node *p = body->root.next; p != end && !ph; p = p->next, pos++)
+            if (pos >= formal && strcmp(p->target, caps->names[k]) == 0)
+                ph = p;
+        if (!ph && !(ph = capture_placeholder(body, caps->names[k])))
+            return nomem(L);
+        graph_move_before(body, ph, end);
+    }
+    return FX_OK;
+}
+
+/* If's then_branch and else_branch, Loop's and Scan's body: nested graphs
+ * (Node.body, Node.else_body) whose outer reads become the node's last
+ * arguments ("captures" of them). */
+static FxStatus build_bodies(Loader *L, Node *n, const Onnx__NodeProto *np, size_t idx)
+{
+    bool is_if = n->op == &fx_op_If;
+    const char *roles[2] = {is_if ? "then_branch" : "body", is_if ? "else_branch" : NULL};
+    const Onnx__GraphProto *gps[2] = {NULL, NULL};
+    for (size_t a = 0; a < np->n_attribute; a++) {
+        const Onnx__AttributeProto *ap = np->attribute[a];
+        if (!is_graph_attr(ap))
+            continue;
+        int r = strcmp(str(ap->name), roles[0]) == 0 ? 0
+                : roles[1] && strcmp(str(ap->name), roles[1]) == 0 ? 1 : -1;
+        if (r < 0 || !ap->g)
+            return proto_node_error(L->d, FX_ERR_FORMAT, np, idx,
+                                    "graph attribute '%.100s' is not one of %s", str(ap->name),
+                                    is_if ? "then_branch, else_branch" : "body");
+        gps[r] = ap->g;
+    }
+    if (n->op == &fx_op_Loop)
+        while (n->num_args < 2)
+            if (node_append_arg(n, NULL) < 0)
+                return nomem(L);
+    int formal = is_if ? 0 : n->num_args - (int)node_attr_int(n, "batched", 0);
+    NameList caps = {0};
+    Graph *bodies[2] = {NULL, NULL};
+    FxStatus st = FX_OK;
+    for (int r = 0; r < 1 + is_if && st == FX_OK; r++)
+        st = gps[r] ? load_body(L, np, idx, gps[r], roles[r], formal, &bodies[r], &caps)
+                    : proto_node_error(L->d, FX_ERR_FORMAT, np, idx, "has no %s", roles[r]);
+    for (int r = 0; r < 1 + is_if && st == FX_OK; r++)
+        st = order_captures(L, bodies[r], formal, &caps);
+    for (size_t k = 0; k < caps.count && st == FX_OK; k++) {
+        Node *v;
+        if ((st = lookup_value(L, caps.names[k], &v)) == FX_OK && node_append_arg(n, v) < 0)
+            st = nomem(L);
+    }
+    if (st == FX_OK && !node_set_attr_int(n, "captures", (int64_t)caps.count))
+        st = nomem(L);
+    free(caps.names);
+    if (st != FX_OK) {
+        graph_free(bodies[0]);
+        graph_free(bodies[1]);
+        return st;
+    }
+    n->body = bodies[0];
+    n->else_body = bodies[1];
+    return FX_OK;
 }
 
 /* --- entry points --------------------------------------------------------- */
@@ -1084,13 +1403,7 @@ static FxStatus load_message(ProtobufCMessage *msg, OnnxAllocator *alloc, const 
         *out = L.g;
     else
         graph_free(L.g);
-    strmap_free(&L.values);
-    strmap_free(&L.inits);
-    strmap_free(&L.frozen_inputs);
-    strmap_free(&L.producers);
-    free(L.as_leaf);
-    free(L.leaf_types);
-    free(L.leaf_type_used);
+    loader_free(&L);
     onnx_message_free(msg, alloc);
     return st;
 }

@@ -56,6 +56,9 @@ static const char *refusal(const Node *n, int opset)
         return "it has no op";
     if (n->op == &fx_op_Leaf)
         return "it is a leaf op, whose ONNX form is not kept";
+    if (n->body)
+        return "its control-flow bodies are not written (fold the If or unroll the loop: --const, "
+               "--shape)";
     if (strcmp(n->op->name, "getitem") == 0)
         return NULL;
     if ((n->op->flags & (FX_OPF_INTERNAL | FX_OPF_MODULE)) || op_lookup(n->op->name) != n->op)

@@ -77,6 +77,8 @@ static void node_release(Node *n)
     n->value = NULL;
     graph_free(n->body);
     n->body = NULL;
+    graph_free(n->else_body);
+    n->else_body = NULL;
     for (int i = 0; i < n->num_attrs; i++) {
         tensor_free(n->attrs[i].t);
         n->attrs[i].t = NULL;

@@ -261,8 +261,12 @@ typedef struct Node {
     int index;
     /* call_module: the module's own sub-graph when its kind has one (a fused
      * elementwise loop nest); its placeholders are the node's args in order.
-     * Owned by the node. */
+     * Owned by the node.  Control flow (If, Loop, Scan; ir/ops/control_flow.c):
+     * the then_branch or loop body, whose placeholders after the op's own
+     * body inputs are the node's arguments of the same position (values it
+     * reads from outside). */
     struct Graph *body;
+    struct Graph *else_body; /* If: the else_branch, placeholders as body's */
     /* ONNX names of this node's outputs (graph inputs: the input's name). */
     const char **onnx_outputs;
     const char *onnx_name; /* the ONNX node name, may be "" */

@@ -135,6 +135,24 @@ FxStatus graph_lint(const Graph *g, bool require_shapes, Diag *d)
     free(names);
     for (Node *n = g->root.next; n != &g->root; n = n->next)
         n->pass_data = NULL;
+    /* Control-flow bodies are graphs of their own, held to the same rules,
+     * and read outer values only through their placeholders.  Their shapes
+     * are the node's to infer: a branch an If with a known condition never
+     * takes stays untyped. */
+    for (Node *n = g->root.next; n != &g->root; n = n->next) {
+        if (n->opcode == FX_OPCODE_CALL_MODULE)
+            continue;
+        Graph *bodies[2] = {n->body, n->else_body};
+        for (int b = 0; b < 2; b++) {
+            if (!bodies[b])
+                continue;
+            if (graph_num_placeholders(bodies[b]) <
+                n->num_args - (n->op == &fx_op_If) - node_attr_int(n, "batched", 0))
+                LINT_FAIL(n, "body has fewer placeholders than the node has arguments");
+            if (graph_lint(bodies[b], false, d) != FX_OK)
+                st = FX_ERR_INVALID;
+        }
+    }
     return st;
 #undef LINT_FAIL
 }

@@ -150,10 +150,17 @@ void graph_print(const Graph *g, FILE *out)
     /* Module bodies after the graph, as FX prints a GraphModule's
      * submodules: one block per call_module that has one. */
     for (const Node *n = g->root.next; n != &g->root; n = n->next) {
-        if (n->opcode != FX_OPCODE_CALL_MODULE || !n->body)
-            continue;
-        fprintf(out, "\n%s = ", n->target);
-        graph_print(n->body, out);
+        if (n->opcode == FX_OPCODE_CALL_MODULE && n->body) {
+            fprintf(out, "\n%s = ", n->target);
+            graph_print(n->body, out);
+        } else if (n->body) { /* control flow: the bodies under the node's name */
+            fprintf(out, "\n%s.%s = ", n->name, n->else_body ? "then_branch" : "body");
+            graph_print(n->body, out);
+            if (n->else_body) {
+                fprintf(out, "\n%s.else_branch = ", n->name);
+                graph_print(n->else_body, out);
+            }
+        }
     }
 }
 

@@ -105,7 +105,9 @@ const Tensor *node_const_value(const Node *a)
         return NULL;
     if (a->opcode == FX_OPCODE_GET_ATTR)
         return a->value;
-    if (a->opcode == FX_OPCODE_PLACEHOLDER || !a->const_values || a->num_outputs != 1)
+    /* a placeholder has one only in a control-flow body, which reads a
+     * constant of the enclosing graph */
+    if (!a->const_values || a->num_outputs != 1)
         return NULL;
     return a->const_values[0];
 }

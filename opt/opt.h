@@ -96,6 +96,16 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d);
 FxStatus graph_copy(Graph *dst, const Graph *src, ValueMap *m, Node ***results,
                     int *num_results, Diag *d);
 
+/* Copies the nodes of control-flow body `body` to ip, its placeholders
+ * reading inputs[k] in order; results[k] gets the copy of the value it
+ * returns as output k.  Copies of nodes the body never typed stay untyped
+ * (shape propagation types them, or refuses them, in their new place). */
+FxStatus graph_inline_body(InsertPoint *ip, const Graph *body, Node *const *inputs,
+                           Node **results, Diag *d);
+/* Makes the readers of control-flow node n's outputs read results[k] instead
+ * (through n's getitems when it has several) and erases n. */
+FxStatus node_replace_outputs(Node *n, Node *const *results, Diag *d);
+
 /* A whole copy of src, output node included, through graph_copy: the same
  * node names, types, constants and module bodies (a call_module's body, or
  * verify's unoptimized reference).  NULL with d filled on failure. */
@@ -389,6 +399,31 @@ typedef struct PassOptions {
 FxStatus opt_run_level(Graph *g, int level, const PassOptions *o, Diag *d);
 /* Runs a comma-separated list ("const-fold,dce"), in the order given. */
 FxStatus opt_run_list(Graph *g, const char *list, const PassOptions *o, Diag *d);
+
+/* ------------------------------------------------------------------------- */
+/* Control flow (fold_if.c, unroll_loops.c, lower_if.c)                      */
+/* ------------------------------------------------------------------------- */
+
+/* Not table passes: the pipeline runs them between tries of shape
+ * propagation, before anything refuses the model, so that what the bindings
+ * decide (--const, --shape) is gone before it could be refused. */
+/* Replaces each If of g whose condition has a compile-time value by the nodes
+ * of its taken branch; returns the number folded, -1 with d filled. */
+int fold_constant_ifs(Graph *g, Diag *d);
+/* Unrolls each Loop of g with a compile-time trip count that its condition
+ * cannot end early, and each Scan of static length, when the copies stay
+ * small (the iteration number then is a constant in each copy); returns the
+ * number unrolled, -1 with d filled. */
+int unroll_loops(Graph *g, Diag *d);
+/* Lays each If of g out flat for the code generator: both branches'
+ * nodes, each between BranchBegin and BranchEnd (the emitted code skips the
+ * branch not taken), and a Where per output; returns the number lowered,
+ * -1 with d filled (lower_if.c). */
+int lower_runtime_ifs(Graph *g, Diag *d);
+/* Refuses, all at once, every node still standing for an op fxcc does not
+ * have (Unsupported), each named by its path through the control-flow
+ * bodies ("If_0/then_branch/LSTM_3 (LSTM)") with the flags that help. */
+FxStatus refuse_unsupported(const Graph *g, Diag *d);
 
 /* ------------------------------------------------------------------------- */
 /* Post-training int8 quantization (calibrate.c, pass_quantize.c,            */

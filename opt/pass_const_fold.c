@@ -112,6 +112,8 @@ static FxStatus become_constant(Graph *g, Node *n, Tensor *value, Diag *d)
     n->num_attrs = 0;
     graph_free(n->body);
     n->body = NULL;
+    graph_free(n->else_body);
+    n->else_body = NULL;
     n->opcode = FX_OPCODE_GET_ATTR;
     n->op = NULL;
     n->target = n->name;

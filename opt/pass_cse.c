@@ -14,7 +14,8 @@
  * result does not depend on pointer or hash order.
  *
  * Never merged: call_module nodes (a fused kernel owns its parameters and
- * body), opaque ops (FX_OPF_OPAQUE: a leaf may have side effects), nodes
+ * body), control flow (its bodies are not compared), opaque ops (FX_OPF_OPAQUE:
+ * a leaf may have side effects), nodes
  * without arguments, and values that were not typed by shape propagation.
  * (The op table has no ops with random outputs; any added later must be
  * refused in mergeable().)
@@ -169,7 +170,7 @@ static bool mergeable(const Node *n)
 {
     /* two calls of an opaque user function may differ (state, I/O) */
     return (n->opcode == FX_OPCODE_CALL_FUNCTION || n->opcode == FX_OPCODE_CALL_METHOD) && n->op &&
-           !(n->op->flags & FX_OPF_OPAQUE) && n->shapes_known && first_arg(n);
+           !(n->op->flags & FX_OPF_OPAQUE) && !n->body && n->shapes_known && first_arg(n);
 }
 
 static bool same_computation(const Node *a, const Node *b)

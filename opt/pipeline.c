@@ -1,7 +1,8 @@
 /*
  * pipeline.c - the one sequence from a model file to an optimized graph:
- * leaf libraries, load, --const freezes, shape propagation (with the
- * caller's freezing policy when shapes need more constants), lint, a copy
+ * leaf libraries, load, --const freezes, control flow the bindings decide
+ * (Ifs folded, loops unrolled) and the refusals left, shape propagation (with
+ * the caller's freezing policy when shapes need more constants), lint, a copy
  * for the caller's reference run, then the passes.
  */
 #include <string.h>
@@ -54,22 +55,81 @@ static FxStatus freeze_from_file(Graph *g, const char *arg, Diag *d)
     return graph_freeze_input(g, ph, value, d);
 }
 
+static bool has_control_flow(const Graph *g)
+{
+    for (const Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->op == &fx_op_If || n->op == &fx_op_Loop || n->op == &fx_op_Scan)
+            return true;
+    return false;
+}
+
+/* Shapes, with the control flow the bindings decide taken out first: shape
+ * propagation (its errors dropped) computes what it can, Ifs with a known
+ * condition fold and loops unroll (fold_if.c, unroll_loops.c), until nothing
+ * changes; then every op still refused is listed at once, before any other
+ * work, and shapes are propagated for real. */
+static FxStatus shape_graph(const PipelineOptions *o, Graph *g, Diag *d)
+{
+    for (int changed = 1; changed > 0 && has_control_flow(g);) {
+        Diag quiet;
+        diag_init(&quiet);
+        (void)graph_propagate_shapes(g, o->bindings, o->num_bindings, &quiet);
+        diag_free(&quiet);
+        int unrolled = 0;
+        if ((changed = fold_constant_ifs(g, d)) < 0 || (unrolled = unroll_loops(g, d)) < 0)
+            return d && d->count ? d->entries[d->count - 1].status : FX_ERR_INVALID;
+        changed += unrolled;
+    }
+    FxStatus st = refuse_unsupported(g, d);
+    return st != FX_OK ? st : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+}
+
+/* Symbolic dims of input k that no --shape names take the dims of the value
+ * given for it (`fxcc run x.npy`), so a model exported with "any" dims runs
+ * on what it is fed. */
+static FxStatus bind_from_values(const PipelineOptions *o, Graph *g, Diag *d)
+{
+    for (int k = 0; k < o->num_input_values && k < graph_num_placeholders(g); k++) {
+        Node *ph = graph_placeholder(g, k);
+        TensorType *t = &ph->out_types[0];
+        const TensorType *v = &o->input_values[k]->type;
+        bool named = false;
+        for (int b = 0; b < o->num_bindings && !named; b++) {
+            size_t len = (size_t)(strrchr(o->bindings[b].input, '=') - o->bindings[b].input);
+            named = (strlen(ph->target) == len && !strncmp(ph->target, o->bindings[b].input, len)) ||
+                    (strlen(ph->name) == len && !strncmp(ph->name, o->bindings[b].input, len));
+        }
+        bool symbolic = false;
+        for (int i = 0; i < t->rank; i++)
+            symbolic |= t->dims[i] < 0;
+        if (named || !symbolic)
+            continue;
+        if (v->rank != t->rank)
+            return diag_node_error(d, FX_ERR_SHAPE, ph,
+                                   "input '%s' has rank %d but the value given for it has rank "
+                                   "%d", ph->target, t->rank, v->rank);
+        for (int i = 0; i < t->rank; i++)
+            if (t->dims[i] < 0)
+                t->dims[i] = v->dims[i];
+    }
+    return FX_OK;
+}
+
 /* Shape propagation, asking the policy for more constants while a shape
  * depends on an input's data.  The failed tries' errors are dropped; a final
  * failure is reported by running the last try again into d. */
 static FxStatus propagate(const PipelineOptions *o, Graph *g, Diag *d)
 {
     if (!o->freeze_more)
-        return graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+        return shape_graph(o, g, d);
     Diag tries;
     diag_init(&tries);
     FxStatus st;
-    while ((st = graph_propagate_shapes(g, o->bindings, o->num_bindings, &tries)) ==
-               FX_ERR_UNSUPPORTED &&
+    while ((st = shape_graph(o, g, &tries)) == FX_ERR_UNSUPPORTED &&
            o->freeze_more(g, &tries, o->freeze_user, d))
         diag_clear(&tries);
     diag_free(&tries);
-    return st == FX_OK ? FX_OK : graph_propagate_shapes(g, o->bindings, o->num_bindings, d);
+    return st == FX_OK ? FX_OK : shape_graph(o, g, d);
 }
 
 static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStage *stage,
@@ -82,20 +142,22 @@ static FxStatus load_and_shape(const PipelineOptions *o, Graph **g, PipelineStag
                  ? leaf_libraries_load(o->leaf_libraries, o->leaf_libs[k], d)
                  : diag_error(d, FX_ERR_INVALID, "leaf libraries given without a table to load "
                                                  "them into");
-    if (st == FX_OK && (st = onnx_load(o->model, &o->load, g, d)) == FX_OK) {
+    if (st == FX_OK && (st = onnx_load(o->model, &o->load, g, d)) == FX_OK)
         (*g)->leaf_libraries = o->leaf_libraries;
-        if (o->notes)
-            note_leaves(*g, o->notes);
-    }
     for (int k = 0; k < o->num_const_inputs && st == FX_OK; k++)
         st = freeze_from_file(*g, o->const_inputs[k], d);
     if (st == FX_OK && o->freeze_chosen)
         st = o->freeze_chosen(*g, o->freeze_user, d);
+    if (st == FX_OK)
+        st = bind_from_values(o, *g, d);
     if (st != FX_OK)
         return st;
     *stage = PIPELINE_SHAPES;
     if ((st = propagate(o, *g, d)) == FX_OK)
         st = graph_lint(*g, true, d);
+    /* after If folding: a leaf in a branch not taken is gone */
+    if (st == FX_OK && o->notes)
+        note_leaves(*g, o->notes);
     return st;
 }
 
@@ -142,6 +204,10 @@ FxStatus pipeline_load(const PipelineOptions *o, PipelineResult *r, Diag *d)
             st = o->passes ? opt_run_list(g, o->passes, &po, d)
                            : opt_run_level(g, o->opt_level, &po, d);
     }
+    if (st == FX_OK && o->for_codegen && lower_runtime_ifs(g, d) < 0)
+        st = d && d->count ? d->entries[d->count - 1].status : FX_ERR_INVALID;
+    if (st == FX_OK && o->for_codegen)
+        st = graph_lint(g, true, d);
     if (st != FX_OK) {
         graph_free(g);
         graph_free(r->reference);

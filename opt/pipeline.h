@@ -34,6 +34,11 @@ typedef struct PipelineOptions {
     void *freeze_user;          /* passed to both */
     const ShapeBinding *bindings; /* symbolic dims, as graph_propagate_shapes takes them */
     int num_bindings;
+    /* The values `run` will feed, in graph-input order (after the --const
+     * ones are taken out): the symbolic dims no binding names take their
+     * dims.  May be NULL. */
+    const Tensor *const *input_values;
+    int num_input_values;
     /* Shared libraries loaded into `leaf_libraries` (the caller's, closed by
      * it after the graph is freed), which the graph's interpreter runs use. */
     const char *const *leaf_libs;
@@ -59,6 +64,9 @@ typedef struct PipelineOptions {
      * reference is then the pruned graph. */
     const PruneConfig *prune;
     PruneReport *prune_report; /* may be NULL */
+    /* The graph is for the code generator: after the passes, Ifs decided at
+     * run time are laid out flat (lower_runtime_ifs), which it can emit. */
+    bool for_codegen;
     /* Also hand back a copy of the graph as it was before the passes (what
      * `verify` runs as its reference). */
     bool want_reference;

@@ -91,6 +91,12 @@ int node_eliminate_if_dead(Node *n)
 int graph_eliminate_dead_code(Graph *g)
 {
     int erased = 0;
+    /* A control-flow body's values are read by its output or not at all;
+     * its placeholders stay, matching the node's arguments. */
+    for (Node *n = g->root.next; n != &g->root; n = n->next)
+        if (n->opcode != FX_OPCODE_CALL_MODULE && n->body)
+            erased += graph_eliminate_dead_code(n->body) +
+                      (n->else_body ? graph_eliminate_dead_code(n->else_body) : 0);
     /* Users come after their arguments, so one backward walk sees a node only
      * once all its users have been decided. */
     for (Node *n = g->root.prev, *prev; n != &g->root; n = prev) {
@@ -202,7 +208,8 @@ static FxStatus copy_metadata(Node *dst, const Node *src, Diag *d)
         dst->onnx_outputs = names;
     }
     dst->onnx_name = arena_strdup(&g->arena, src->onnx_name ? src->onnx_name : "");
-    if (src->body && !(dst->body = graph_clone(src->body, d)))
+    if ((src->body && !(dst->body = graph_clone(src->body, d))) ||
+        (src->else_body && !(dst->else_body = graph_clone(src->else_body, d))))
         return FX_ERR_NOMEM;
     return FX_OK;
 }
@@ -266,7 +273,9 @@ Node *node_copy(InsertPoint *ip, const Node *src, ValueMap *m, Diag *d)
         graph_erase_node(g, n);
         return NULL;
     }
-    if (node_is_call(n) && all_args_typed(n) && node_infer_shapes(n, d) != FX_OK) {
+    /* an untyped source (a body node its If never typed) stays untyped */
+    if (node_is_call(n) && src->shapes_known && all_args_typed(n) &&
+        node_infer_shapes(n, d) != FX_OK) {
         graph_erase_node(g, n);
         return NULL;
     }

@@ -389,11 +389,11 @@ static bool error_needs_constant(const Diag *why)
     return false;
 }
 
-/* Whether freezing input k, on top of those frozen already, gets the node
- * named `failed` through shape propagation.  Tried on a fresh load of the
- * model, so the pipeline's graph stays as it is (a clone would need the
- * shapes this search is after). */
-static bool freezing_unblocks(const Freezer *f, int k, const char *failed)
+/* Whether freezing the inputs `trying`, on top of those frozen already, gets
+ * the node named `failed` through shape propagation.  Tried on a fresh load
+ * of the model, so the pipeline's graph stays as it is (a clone would need
+ * the shapes this search is after). */
+static bool freezing_unblocks(const Freezer *f, const bool *trying, const char *failed)
 {
     Diag quiet;
     diag_init(&quiet);
@@ -401,7 +401,7 @@ static bool freezing_unblocks(const Freezer *f, int k, const char *failed)
     OnnxLoadOptions lo = {0};
     FxStatus st = onnx_load(f->model, &lo, &trial, &quiet);
     for (int i = 0; i < f->num_inputs && st == FX_OK; i++) {
-        if (i != k && !f->frozen[i])
+        if (!trying[i] && !f->frozen[i])
             continue;
         Node *input = graph_find(trial, f->inputs[i]->name);
         Tensor *copy = input ? tensor_clone(f->in->per_set[0][i], &quiet) : NULL;
@@ -419,17 +419,18 @@ static bool freezing_unblocks(const Freezer *f, int k, const char *failed)
 }
 
 /* When the refused input is computed from graph inputs rather than being
- * one, the input to freeze is the one whose value gets the refusing node
- * through propagation: each input the node depends on is tried, the
- * smallest first. */
-static int input_that_unblocks(const Graph *g, const Freezer *f)
+ * one, the inputs to freeze (into `chosen`) are those whose values get the
+ * refusing node through propagation: each input the node depends on is
+ * tried, the smallest first, then all of them together (a Loop's trip count
+ * computed from Range's start, limit and delta needs the three). */
+static bool inputs_that_unblock(const Graph *g, const Freezer *f, bool *chosen)
 {
     Node *failed = NULL;
     for (Node *n = g->root.next; !failed && n != &g->root; n = n->next)
         if (!n->shapes_known)
             failed = n;
     if (!failed)
-        return -1;
+        return false;
     bool tried[MAX_FROZEN] = {false};
     for (;;) {
         int pick = -1;
@@ -440,11 +441,17 @@ static int input_that_unblocks(const Graph *g, const Freezer *f)
                                  tensor_numel(f->in->per_set[0][pick])))
                 pick = k;
         if (pick < 0)
-            return -1;
+            break;
         tried[pick] = true;
-        if (freezing_unblocks(f, pick, failed->name))
-            return pick;
+        memset(chosen, 0, MAX_FROZEN * sizeof *chosen);
+        chosen[pick] = true;
+        if (freezing_unblocks(f, chosen, failed->name))
+            return true;
     }
+    int count = 0;
+    for (int k = 0; k < MAX_FROZEN; k++)
+        count += chosen[k] = tried[k];
+    return count > 1 && freezing_unblocks(f, chosen, failed->name);
 }
 
 /* The pipeline's FreezePolicy.  Many backend tests feed shape-like data
@@ -462,9 +469,15 @@ static bool freeze_needed(Graph *g, const Diag *why, void *user, Diag *d)
     if (!error_needs_constant(why))
         return false;
     int k = input_named_by_error(f, why);
-    if (k < 0 || f->frozen[k] || !freezable(f->in, k))
-        k = input_that_unblocks(g, f);
-    return k >= 0 && freeze(g, f, k, d) == FX_OK;
+    if (k >= 0 && !f->frozen[k] && freezable(f->in, k))
+        return freeze(g, f, k, d) == FX_OK;
+    bool chosen[MAX_FROZEN] = {false};
+    if (!inputs_that_unblock(g, f, chosen))
+        return false;
+    for (k = 0; k < f->num_inputs; k++)
+        if (chosen[k] && freeze(g, f, k, d) != FX_OK)
+            return false;
+    return true;
 }
 
 /* The inputs that real models hold as initializers, by op type and input
@@ -558,7 +571,8 @@ static bool run_test(const Options *o, const char *name, Tier tier, TierRun *run
     PipelineOptions po = {.model = model, .freeze_chosen = freeze_chosen,
                           .freeze_more = freeze_needed, .freeze_user = &freezer,
                           .opt_level = o->opt_level,
-                          .portable = o->compiled && o->target == FX_TARGET_PORTABLE};
+                          .portable = o->compiled && o->target == FX_TARGET_PORTABLE,
+                          .for_codegen = o->compiled};
     PipelineResult pr = {0};
     if (st == FX_OK)
         st = pipeline_load(&po, &pr, &d);

@@ -1198,7 +1198,7 @@ done:
 
 int cmd_bench(int argc, char **argv, LeafLibraries *leaf_libraries)
 {
-    CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries};
+    CommonArgs c = {.opt_level = 2, .leaf_libraries = leaf_libraries, .for_codegen = true};
     BenchOptions o = {.repeat = 20, .min_round_ms = 200, .warmup = 3, .rounds = 3, .rtol = 1e-3,
                       .common = &c};
     const char **paths = fx_alloc_array((size_t)argc, sizeof *paths);

@@ -25,6 +25,10 @@ typedef struct CommonArgs {
     const char *print_after, *dot_after;
     bool check_passes;
     bool portable; /* --target portable: the levels leave out the host-only passes */
+    bool for_codegen; /* compile, verify: the graph goes to the code generator */
+    /* run: the values it feeds, which bind the inputs' symbolic dims */
+    const Tensor *const *input_values;
+    int num_input_values;
     /* Leaf ops: --leaf OP, --leaf-type VALUE=TYPE, --leaf-lib LIB.so */
     const char *leaf_ops[MAX_BINDINGS], *leaf_types[MAX_BINDINGS], *leaf_libs[MAX_BINDINGS];
     int num_leaf_ops, num_leaf_types, num_leaf_libs;

@@ -313,6 +313,8 @@ FxStatus cli_load_model(const char *path, const CommonArgs *c, Graph **g, Graph 
         .opt_level = c->opt_level, .passes = c->passes,
         .print_after = c->print_after, .dot_after = c->dot_after,
         .check_passes = c->check_passes, .portable = c->portable,
+        .for_codegen = c->for_codegen,
+        .input_values = c->input_values, .num_input_values = c->num_input_values,
         .want_reference = reference != NULL,
         .quantize = c->quantize ? &c->quant : NULL, .quantize_report = c->quant_report,
         .prune = c->prune ? &prune : NULL, .prune_report = c->prune_report};
@@ -435,7 +437,8 @@ static const char run_help[] =
     "  -o DIR              output folder (created if missing)\n"
     "  --repeat N          then run N more times and print ms_per_run=X (the median)\n"
     "                      on stderr\n"
-    "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable)\n"
+    "  --shape NAME=DIMS   bind symbolic dimensions of input NAME (repeatable); an\n"
+    "                      input without one takes them from the INPUT given for it\n"
     "  --const NAME=FILE   input NAME becomes a constant holding FILE; it is then\n"
     "                      not given among the INPUTs (repeatable)\n"
     "  --keep-input-defaults\n"
@@ -552,6 +555,12 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
     int num_outputs = 0;
     if (!inputs)
         goto done;
+    /* read first: their shapes bind the model's symbolic dims */
+    for (int k = 0; k < num_inputs; k++)
+        if (tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK)
+            goto done;
+    c.input_values = (const Tensor *const *)inputs;
+    c.num_input_values = num_inputs;
     if (cli_load_model(model, &c, &g, NULL, &d) != FX_OK)
         goto done;
     int want = graph_num_placeholders(g);
@@ -559,9 +568,6 @@ static int cmd_run(int argc, char **argv, LeafLibraries *leaf_libraries)
         diag_error(&d, FX_ERR_INVALID, "%s takes %d inputs, %d given", model, want, num_inputs);
         goto done;
     }
-    for (int k = 0; k < num_inputs; k++)
-        if (tensor_file_read(input_paths[k], &inputs[k], &d) != FX_OK)
-            goto done;
     num_outputs = graph_num_outputs(g);
     outputs = fx_alloc_array((size_t)num_outputs + 1, sizeof *outputs);
     blobs = fx_alloc_array((size_t)num_outputs + 1, sizeof *blobs);
@@ -838,6 +844,7 @@ static int cmd_compile(int argc, char **argv, LeafLibraries *leaf_libraries)
     co.name = name;
     co.source = model;
     c.portable = co.target != FX_TARGET_HOST;
+    c.for_codegen = true;
     Graph *g = NULL;
     int rc = 1;
     CgPlan plan;
@@ -1073,6 +1080,7 @@ static int cmd_verify(int argc, char **argv, LeafLibraries *leaf_libraries)
     vo.build.target = vo.cg.target;
     vo.build.cc = getenv("CC");
     c.portable = vo.cg.target != FX_TARGET_HOST;
+    c.for_codegen = true;
     Graph *g = NULL, *reference = NULL;
     Tensor **inputs = NULL;
     int num_inputs = 0;

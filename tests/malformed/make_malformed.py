@@ -227,8 +227,10 @@ def main():
          helper.make_node("FrobnicateTensor", ["x"], ["c"]),
          helper.make_node("LabelEncoder", ["x"], ["d"], domain="ai.onnx.ml")],
         [f32_input("x", [2])], [f32_input("a", None)], domains=["ai.onnx.ml"]))
+    # an If decided at run time whose branches give different shapes
     then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [f32_input("t", [2])])
-    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [f32_input("e", [2])])
+    else_g = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], axis=0)], "else", [],
+                               [f32_input("e", [4])])
     write("control_flow_if.onnx", model_bytes(
         [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
         [helper.make_tensor_value_info("c", TensorProto.BOOL, []), f32_input("x", [2])],
