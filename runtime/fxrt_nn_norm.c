@@ -437,7 +437,8 @@ void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const flo
                 s += p == 1 ? fabsf(v) : v * v;
             }
             float norm = p == 1 ? s : sqrtf(s);
+            /* a zero vector stays zero (ONNX's reference), not 0/0 */
             for (int64_t l = 0; l < len; l++)
-                yp[l * inner] = xp[l * inner] / norm;
+                yp[l * inner] = norm == 0.0f ? 0.0f : xp[l * inner] / norm;
         }
 }

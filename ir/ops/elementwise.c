@@ -17,7 +17,7 @@
  *
  * Refusals: float16/bfloat16/string inputs (FX_ERR_UNSUPPORTED); element
  * types ONNX does not allow for the op, mismatched operand types, shapes
- * that do not broadcast, Mod with fmod=0 on floats, a BitShift direction
+ * that do not broadcast, Mod with fmod=0 on floats before opset 28, a BitShift direction
  * other than LEFT/RIGHT, PRelu slopes that do not broadcast to X, Clip
  * bounds that are not single elements (FX_ERR_INVALID / FX_ERR_SHAPE);
  * integer division or remainder by zero at eval time (FX_ERR_RUNTIME).
@@ -462,14 +462,19 @@ static FxStatus binary_infer(InferCtx *c)
     const Node *n = c->node;
     const EwInfo *e = info_of(n);
     FxStatus st;
+    if (n->op == &fx_op_BitShift && n->graph && n->graph->opset >= 28 &&
+        type_class(c->in[0]->dtype) == TC_SINT)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "BitShift on signed integers (opset 28) is not supported");
     if ((st = check_input(c, 0, e->types)) != FX_OK ||
         (st = check_input(c, 1, e->types)) != FX_OK)
         return st;
     /* Pow alone lets the exponent have its own type. */
     if (n->op != &fx_op_Pow && (st = check_same_dtype(c, 0, 1)) != FX_OK)
         return st;
+    /* opset 28 defines fmod=0 on floats as Python's %, the runtime's MOD */
     if (n->op == &fx_op_Mod && type_class(c->in[0]->dtype) == TC_FLOAT &&
-        node_attr_int(n, "fmod", 0) == 0)
+        node_attr_int(n, "fmod", 0) == 0 && n->graph && n->graph->opset < 28)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                "Mod on %s needs fmod=1 (fmod=0 is for integers)",
                                dtype_name(c->in[0]->dtype));
