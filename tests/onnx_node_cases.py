@@ -9,11 +9,12 @@ OUT/NAME/test_data_set_K/{input,output}_J.pb.  Only tensor values are
 written: a case with a sequence, map or optional input or output keeps its
 model and gets no data set, so the runner reports the model's refusal.
 
-OUT/.stamp records the onnx version the folder was written from; a folder
-already written from the same version is kept (the cases take a minute).
+OUT/.stamp records the onnx version and this script's digest; a folder
+already written by the same pair is kept (the cases take a minute).
 
 usage: python onnx_node_cases.py OUT   (exit 77: onnx is not installed)
 """
+import hashlib
 import os
 import shutil
 import sys
@@ -58,7 +59,9 @@ def main():
         return 2
     out = sys.argv[1]
     stamp = os.path.join(out, ".stamp")
-    want = "onnx %s\n" % onnx.__version__
+    with open(__file__, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    want = "onnx %s, onnx_node_cases.py %s\n" % (onnx.__version__, digest)
     if os.path.exists(stamp) and open(stamp).read() == want:
         print("%s: already written from %s" % (out, want.strip()))
         return 0
