@@ -18,9 +18,15 @@
  * Cast's string `to`), which the attribute check refuses by name; the others
  * (Elu, Not, GlobalAveragePool...) mean the same at every opset. */
 #define FX_MIN_OPSET 1
-/* Newest IR version read (ONNX 1.17). */
-#define FX_MAX_IR_VERSION 11
-int onnx_max_opset(void);
+/* Newest default-domain opset accepted: the newest fxcc has been checked
+ * against (onnx 1.23), not the compiled schema's.  Most op versions after 18
+ * only add element types, which the type checks refuse by name; a new
+ * attribute or input is refused by name unless the op's canonicalize takes
+ * it; an op whose meaning changed refuses its newer forms in canonicalize. */
+#define FX_MAX_OPSET 28
+/* Newest IR version read (onnx 1.23).  Newer IR versions add fields, which
+ * protobuf-c skips, and element types, which are refused by name. */
+#define FX_MAX_IR_VERSION 14
 
 typedef struct OnnxLoadOptions {
     /* IR-3 models list initializers as graph inputs too.  By default such an

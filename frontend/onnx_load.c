@@ -4,8 +4,8 @@
  * The loader runs in fixed steps, and each step refuses before the next
  * builds anything:
  *   1. decode the protobuf (onnx_wire.c guards depth and memory);
- *   2. check the IR version (3 .. the system schema's) and the default-domain
- *      opset (FX_MIN_OPSET .. onnx_max_opset());
+ *   2. check the IR version (3 .. FX_MAX_IR_VERSION) and the default-domain
+ *      opset (FX_MIN_OPSET .. FX_MAX_OPSET);
  *   3. scan every node for ops fxcc cannot run and report all of them at once
  *      (node name, op type, domain), with a reason for the usual suspects:
  *      control flow (If/Loop/Scan), ops whose output shape depends on data
@@ -34,25 +34,6 @@
 #include "onnx_internal.h"
 
 /* --- versions ------------------------------------------------------------- */
-
-/* The newest default-domain opset released with each IR version (ONNX's
- * versioning table: IR 7 covered ONNX 1.7-1.9 = opsets 12-14, IR 8 covered
- * 1.10-1.13 = opsets 15-18, IR 9 1.14-1.15 = 19-20, IR 10 1.16-1.17 = 21-22).
- * The schema compiled in fixes the IR version; the opset follows from it. */
-static const struct {
-    int ir, opset;
-} ir_newest_opset[] = {
-    {3, 8}, {4, 9}, {5, 10}, {6, 11}, {7, 14}, {8, 18}, {9, 20}, {10, 22}, {11, 23},
-};
-
-int onnx_max_opset(void)
-{
-    int best = ir_newest_opset[0].opset;
-    for (size_t i = 0; i < sizeof ir_newest_opset / sizeof ir_newest_opset[0]; i++)
-        if (ir_newest_opset[i].ir <= ONNX__VERSION__IR_VERSION)
-            best = ir_newest_opset[i].opset;
-    return best;
-}
 
 /* --- a string map for ONNX value names ------------------------------------ */
 
@@ -1355,10 +1336,10 @@ static FxStatus check_versions(const Onnx__ModelProto *mp, int *opset, Diag *d)
         *opset = 0;
         return FX_OK;
     }
-    if (version < FX_MIN_OPSET || version > onnx_max_opset())
+    if (version < FX_MIN_OPSET || version > FX_MAX_OPSET)
         return diag_error(d, FX_ERR_UNSUPPORTED,
                           "opset %lld is not supported: fxcc supports opsets %d to %d",
-                          (long long)version, FX_MIN_OPSET, onnx_max_opset());
+                          (long long)version, FX_MIN_OPSET, FX_MAX_OPSET);
     *opset = (int)version;
     return FX_OK;
 }
@@ -1377,7 +1358,7 @@ static FxStatus load_model(Loader *L, const Onnx__ModelProto *mp, const char *na
     if (opset == 0) {
         if (L->gp->n_node > 0)
             return diag_error(L->d, FX_ERR_FORMAT, "the model imports no default-domain opset");
-        opset = onnx_max_opset(); /* no nodes: any opset reads the same */
+        opset = FX_MAX_OPSET; /* no nodes: any opset reads the same */
     }
     if (!(L->g = graph_new()))
         return nomem(L);

@@ -32,6 +32,10 @@ const char *onnx_dtype_name(int32_t onnx_type)
     case 20: return "float8e5m2fnuz";
     case 21: return "uint4";
     case 22: return "int4";
+    case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
     default:
         if (onnx_type >= 1 && onnx_type <= 13)
             return dtype_name((DType)onnx_type);

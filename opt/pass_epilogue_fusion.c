@@ -16,7 +16,8 @@
  *   2. residual: Add of another value of exactly the output's type;
  *   3. activation: Relu, Clip (constant bounds), LeakyRelu, Sigmoid,
  *                HardSwish, HardSigmoid, Tanh, SiLU written as
- *                x * Sigmoid(x), or exact GELU written as
+ *                x * Sigmoid(x), exact GELU as the Gelu op (opset 20,
+ *                approximate "none") or written as
  *                x * (1 + erf(x / sqrt 2)) * 0.5 (the form exporters write
  *                before opset 20; the final scale is any scalar, or absent
  *                when linear-fold moved it into the next layer);
@@ -241,6 +242,12 @@ static bool take_activation(Chain *c)
     case FX_OP_Sigmoid: act = FXRT_ACT_SIGMOID; break;
     case FX_OP_Tanh: act = FXRT_ACT_TANH; break;
     case FX_OP_HardSwish: act = FXRT_ACT_HARD_SWISH; break;
+    case FX_OP_Gelu:
+        if (strcmp(node_attr_string(u, "approximate", "none"), "none") != 0)
+            return false;
+        act = FXRT_ACT_GELU;
+        alpha = 0.5f; /* the epilogue's GELU is alpha x (1 + erf(x / sqrt 2)) */
+        break;
     case FX_OP_LeakyRelu:
         act = FXRT_ACT_LEAKY_RELU;
         alpha = node_attr_float(u, "alpha", 0.01f);

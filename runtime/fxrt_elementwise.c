@@ -131,6 +131,10 @@ FXRT_NO_TRAPPING_MATH void fxrt_unary_f32(FxrtUnaryOp op, const float *x, float 
     case FXRT_UNARY_ASINH: MAP(asinhf(v));
     case FXRT_UNARY_ACOSH: MAP(acoshf(v));
     case FXRT_UNARY_ATANH: MAP(atanhf(v));
+    case FXRT_UNARY_GELU: MAP(0.5f * v * (1.0f + erff(v * 0.70710678f)));
+    case FXRT_UNARY_GELU_TANH:
+        MAP(0.5f * v * (1.0f + tanhf(0.79788456f * (v + 0.044715f * v * v * v))));
+    case FXRT_UNARY_MISH: MAP(v * tanhf(softplus_f32(v)));
     case FXRT_UNARY_COUNT_: break;
     }
 }
@@ -200,6 +204,10 @@ void fxrt_unary_f64(FxrtUnaryOp op, const double *x, double *y, size_t n,
     case FXRT_UNARY_ASINH: MAP(asinh(v));
     case FXRT_UNARY_ACOSH: MAP(acosh(v));
     case FXRT_UNARY_ATANH: MAP(atanh(v));
+    case FXRT_UNARY_GELU: MAP(0.5 * v * (1.0 + erf(v * 0.70710678118654752)));
+    case FXRT_UNARY_GELU_TANH:
+        MAP(0.5 * v * (1.0 + tanh(0.79788456080286536 * (v + 0.044715 * v * v * v))));
+    case FXRT_UNARY_MISH: MAP(v * tanh(softplus_f64(v)));
     case FXRT_UNARY_COUNT_: break;
     }
 }

@@ -80,6 +80,9 @@ typedef enum FxrtUnaryOp {
     FXRT_UNARY_ASINH,
     FXRT_UNARY_ACOSH,
     FXRT_UNARY_ATANH,
+    FXRT_UNARY_GELU,             /* x/2 (1 + erf(x / sqrt 2)) */
+    FXRT_UNARY_GELU_TANH,        /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    FXRT_UNARY_MISH,             /* x tanh(softplus(x)) */
     FXRT_UNARY_COUNT_
 } FxrtUnaryOp;
 

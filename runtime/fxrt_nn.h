@@ -819,6 +819,14 @@ void fxrt_batchnorm_f32(int64_t n, int64_t c, int64_t inner, const float *x, con
 /* InstanceNormalization: mean and variance per (n, c) over inner. */
 void fxrt_instancenorm_f32(int64_t n, int64_t c, int64_t inner, const float *x,
                            const float *scale, const float *bias, float eps, float *y);
+/* GroupNormalization: x of shape n x c x inner in `groups` groups of
+ * c / groups channels, mean and variance per (n, group) over its channels'
+ * inner elements; channel ch is then scaled by scale[ch / per_scale] and
+ * shifted by bias[ch / per_scale] (per_scale: 1 for opset 21's per-channel
+ * scale, c / groups for opset 18's per-group one). */
+void fxrt_groupnorm_f32(int64_t n, int64_t c, int64_t groups, int64_t inner, const float *x,
+                        const float *scale, const float *bias, int64_t per_scale, float eps,
+                        float *y);
 /* LayerNormalization over rows x cols (cols = the normalized dims):
  * y = (x - mean) / sqrt(var + eps) * scale + bias, scale and bias (NULL:
  * none) of length cols.  mean and inv_std (each NULL or `rows` floats)

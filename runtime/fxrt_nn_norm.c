@@ -97,6 +97,26 @@ void fxrt_instancenorm_f32(int64_t n, int64_t c, int64_t inner, const float *x,
     }
 }
 
+void fxrt_groupnorm_f32(int64_t n, int64_t c, int64_t groups, int64_t inner, const float *x,
+                        const float *scale, const float *bias, int64_t per_scale, float eps,
+                        float *y)
+{
+    int64_t group_channels = c / groups, len = group_channels * inner;
+    for (int64_t i = 0; i < n * groups; i++) {
+        const float *xg = x + i * len;
+        float *yg = y + i * len;
+        float m, v;
+        row_stats(xg, len, &m, &v);
+        float inv = 1.0f / sqrtf(v + eps);
+        for (int64_t k = 0; k < group_channels; k++) {
+            int64_t ch = (i % groups) * group_channels + k;
+            float a = scale[ch / per_scale] * inv, b = bias[ch / per_scale];
+            for (int64_t j = 0; j < inner; j++)
+                yg[k * inner + j] = (xg[k * inner + j] - m) * a + b;
+        }
+    }
+}
+
 void fxrt_layernorm_f32(int64_t rows, int64_t cols, const float *x, const float *scale,
                         const float *bias, float eps, float *y, float *mean, float *inv_std)
 {
@@ -437,7 +457,8 @@ void fxrt_lpnorm_f32(int64_t outer, int64_t len, int64_t inner, int p, const flo
                 s += p == 1 ? fabsf(v) : v * v;
             }
             float norm = p == 1 ? s : sqrtf(s);
+            /* a zero vector stays zero (ONNX's reference), not 0/0 */
             for (int64_t l = 0; l < len; l++)
-                yp[l * inner] = xp[l * inner] / norm;
+                yp[l * inner] = norm == 0.0f ? 0.0f : xp[l * inner] / norm;
         }
 }

@@ -181,6 +181,41 @@ START_TEST(test_transformer_ffn)
 }
 END_TEST
 
+/* The Gelu op (opset 20): x [1, 6, 8] -> MatMul(W1) + b1 -> Gelu, exact,
+ * becomes one FusedGemm with the GELU epilogue; the same product with the
+ * tanh form keeps its Gelu (the epilogue computes the exact form only). */
+static Graph *build_gelu_op(void)
+{
+    Graph *g = graph_new();
+    int64_t xd[3] = {1, 6, 8};
+    Node *x = tu_input(g, "x", FXRT_DTYPE_FLOAT32, 3, xd);
+    Node *outs[2];
+    for (int i = 0; i < 2; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        Node *h = tu_op3(g, "MatMul", x, tu_weights_f32(g, name, 2, 8, 16, 0, 0, 0.3f), NULL);
+        snprintf(name, sizeof name, "b%d", i);
+        h = tu_op3(g, "Add", h, tu_weights_f32(g, name, 1, 16, 0, 0, 0, 0.2f), NULL);
+        outs[i] = tu_op3(g, "Gelu", h, NULL, NULL);
+        if (i == 1)
+            node_set_attr_string(outs[i], "approximate", "tanh");
+    }
+    tu_finish(g, outs, 2);
+    return g;
+}
+
+START_TEST(test_gelu_op)
+{
+    Graph *g = run_case(build_gelu_op, "gelu_op", 2);
+    ck_assert_int_eq(tu_count_op(g, "FusedGemm"), 2);
+    ck_assert_int_eq(tu_count_op(g, "Gelu"), 1);
+    graph_for_each(g, n) if (n->op && strcmp(n->op->name, "FusedGemm") == 0 &&
+                             n->num_users == 1 && n->users[0]->opcode == FX_OPCODE_OUTPUT)
+        ck_assert_str_eq(node_attr_string(n, "activation", "?"), "gelu");
+    graph_free(g);
+}
+END_TEST
+
 /* Every activation after a bias, one branch each, over the three conv
  * algorithms (implicit GEMM, depthwise, 1x1), a Gemm, and a MatMul with an
  * unscaled GELU and no bias. */
@@ -352,6 +387,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_conv_relu_residual);
     tcase_add_test(t, test_gemm_clip);
     tcase_add_test(t, test_transformer_ffn);
+    tcase_add_test(t, test_gelu_op);
     tcase_add_test(t, test_activations);
     tcase_add_test(t, test_used_twice);
     tcase_add_test(t, test_not_a_bias);

@@ -17,6 +17,14 @@
  * needing constant weights (the NCHWc layout at -O2) are tested too; its
  * compiled tests go into the same batched build.
  *
+ * Every reason a test did not pass is counted and printed, most frequent
+ * first, with the place it names taken out (node and tensor names), so that
+ * a suite's remaining work reads as one list.
+ *
+ * With --compiled-elsewhere DIR, the compiled run leaves out the tests
+ * whose model is byte for byte DIR's test of the same name (the current
+ * onnx suite shares 480 of them with Debian's, which compiles them).
+ *
  * With --expected FILE, the run fails when a test listed there does not pass
  * in a tier it runs in (a regression); --write-expected FILE records the
  * tests that pass with runtime inputs.
@@ -76,6 +84,7 @@ typedef struct Options {
     int jobs;
     const char *expected;
     const char *write_expected;
+    const char *compiled_elsewhere; /* --compiled-elsewhere DIR */
     bool verbose;
     int opt_level; /* --opt N: the passes of -ON run on every test graph first */
     bool weights_tier; /* --weights-tier: also the frozen-weights tier */
@@ -626,6 +635,38 @@ static bool selected(const Options *o, const char *name)
     return false;
 }
 
+/* Whether path's bytes equal other's (both readable). */
+static bool same_file(const char *path, const char *other)
+{
+    FILE *a = fopen(path, "rb"), *b = fopen(other, "rb");
+    bool same = a && b;
+    while (same) {
+        char x[4096], y[4096];
+        size_t nx = fread(x, 1, sizeof x, a), ny = fread(y, 1, sizeof y, b);
+        same = nx == ny && memcmp(x, y, nx) == 0;
+        if (nx < sizeof x)
+            break;
+    }
+    if (a)
+        fclose(a);
+    if (b)
+        fclose(b);
+    return same;
+}
+
+/* With --compiled-elsewhere DIR, a test whose model.onnx is byte for byte
+ * DIR's test of the same name is compiled by that suite's run: the compiled
+ * tiers leave it out, so two suites that share tests build them once. */
+static bool compiled_elsewhere(const Options *o, const char *name)
+{
+    if (!o->compiled || !o->compiled_elsewhere)
+        return false;
+    char mine[4300], theirs[4300];
+    snprintf(mine, sizeof mine, "%s/%s/model.onnx", o->data_dir, name);
+    snprintf(theirs, sizeof theirs, "%s/%s/model.onnx", o->compiled_elsewhere, name);
+    return same_file(mine, theirs);
+}
+
 static char **read_lines(const char *path, int *count)
 {
     FILE *f = fopen(path, "r");
@@ -844,6 +885,71 @@ static int report(const Options *o, char **tests, int num_tests, TierRun (*runs)
     return regressions;
 }
 
+/* A refusal or failure without what names its place: a node's "NAME (OP): "
+ * becomes "OP: ", a tensor's "tensor 'NAME': " becomes "tensor: ", so that
+ * the tests refused for one reason count together. */
+static void reason_key(const char *why, char *key, size_t cap)
+{
+    const char *open = strstr(why, " ("), *close = strstr(why, "): ");
+    if (open && close && open < close && !memchr(why, ' ', (size_t)(open - why)))
+        snprintf(key, cap, "%.*s:%s", (int)(close - open - 2), open + 2, close + 2);
+    else if (strncmp(why, "tensor '", 8) == 0 && (close = strstr(why, "': ")))
+        snprintf(key, cap, "tensor:%s", close + 2);
+    else
+        snprintf(key, cap, "%s", why[0] ? why : "(no reason given)");
+}
+
+typedef struct ReasonCount {
+    char key[300];
+    int count;
+    Result result;
+} ReasonCount;
+
+static int by_key(const void *a, const void *b)
+{
+    const ReasonCount *x = a, *y = b;
+    return x->result != y->result ? (int)x->result - (int)y->result : strcmp(x->key, y->key);
+}
+
+static int by_count(const void *a, const void *b)
+{
+    const ReasonCount *x = a, *y = b;
+    return x->count != y->count ? y->count - x->count : by_key(a, b);
+}
+
+/* Every reason a test of the runtime-inputs tier did not pass, with how many
+ * tests it stopped, most frequent first: the list of what is left to do. */
+static void print_reasons(TierRun (*runs)[NUM_TIERS], int num_tests)
+{
+    ReasonCount *reasons = num_tests > 0 ? calloc((size_t)num_tests, sizeof *reasons) : NULL;
+    if (!reasons)
+        return;
+    int n = 0;
+    for (int t = 0; t < num_tests; t++) {
+        const TierRun *run = &runs[t][TIER_RUNTIME];
+        if (!run->ran || run->result == RESULT_PASS)
+            continue;
+        reason_key(run->why, reasons[n].key, sizeof reasons[n].key);
+        reasons[n].result = run->result;
+        reasons[n++].count = 1;
+    }
+    qsort(reasons, (size_t)n, sizeof *reasons, by_key);
+    int distinct = 0;
+    for (int r = 0; r < n; r++) {
+        if (distinct && by_key(&reasons[distinct - 1], &reasons[r]) == 0)
+            reasons[distinct - 1].count++;
+        else
+            reasons[distinct++] = reasons[r];
+    }
+    qsort(reasons, (size_t)distinct, sizeof *reasons, by_count);
+    if (distinct)
+        printf("reasons the tests with runtime inputs did not pass (tests, result, reason):\n");
+    for (int r = 0; r < distinct; r++)
+        printf("%6d  %-11s %s\n", reasons[r].count, result_names[reasons[r].result],
+               reasons[r].key);
+    free(reasons);
+}
+
 /* The frozen-weights tier exists to reach the NCHWc kernels: prints how
  * many of its convolution tests did, and returns 1 if none did. */
 static int nchwc_missed(TierRun (*runs)[NUM_TIERS], int num_tests)
@@ -873,6 +979,7 @@ static void usage(FILE *out)
             "usage: fxcc_conformance [--data DIR] [--expected FILE] [--write-expected FILE]\n"
             "                        [--compiled host|portable] [--work DIR] [--cflags FLAGS]\n"
             "                        [--cc CC] [--jobs N] [--opt 0|1|2] [--weights-tier]\n"
+            "                        [--compiled-elsewhere DIR]\n"
             "                        [--verbose] [PATTERN...]\n"
             "Runs the ONNX backend node tests (default %s) through the interpreter.\n"
             "--opt N first runs the optimization passes of -ON on every test graph.\n"
@@ -883,7 +990,9 @@ static void usage(FILE *out)
             "runtime inputs.  --weights-tier also runs every test whose weights, biases or\n"
             "normalization statistics are graph inputs with those frozen, as initializers\n"
             "are in real models (tier 'frozen weights', work folder NAME.weights); with\n"
-            "--opt 2 it fails if no convolution test reaches ConvNCHWc.\n",
+            "--opt 2 it fails if no convolution test reaches ConvNCHWc.\n"
+            "--compiled-elsewhere DIR leaves out of the compiled run every test whose\n"
+            "model.onnx is the same file as DIR's test of that name.\n",
             DEFAULT_DATA_DIR);
 }
 
@@ -898,6 +1007,8 @@ int main(int argc, char **argv)
             o.expected = argv[++i];
         else if (strcmp(argv[i], "--write-expected") == 0 && i + 1 < argc)
             o.write_expected = argv[++i];
+        else if (strcmp(argv[i], "--compiled-elsewhere") == 0 && i + 1 < argc)
+            o.compiled_elsewhere = argv[++i];
         else if (strcmp(argv[i], "--compiled") == 0 && i + 1 < argc) {
             o.compiled = true;
             const char *t = argv[++i];
@@ -959,9 +1070,16 @@ int main(int argc, char **argv)
         return 2;
     }
     int num_tiers = o.weights_tier ? NUM_TIERS : 1;
-    for (int t = 0; t < num_tests; t++)
-        for (int tier = 0; tier < num_tiers && selected(&o, tests[t]); tier++)
+    int left_out = 0;
+    for (int t = 0; t < num_tests; t++) {
+        bool elsewhere = selected(&o, tests[t]) && compiled_elsewhere(&o, tests[t]);
+        left_out += elsewhere;
+        for (int tier = 0; tier < num_tiers && selected(&o, tests[t]) && !elsewhere; tier++)
             runs[t][tier].ran = run_test(&o, tests[t], (Tier)tier, &runs[t][tier]);
+    }
+    if (left_out)
+        printf("%d tests left out: their models are those of %s, compiled there\n", left_out,
+               o.compiled_elsewhere);
     if (o.compiled) {
         build_compiled(&o, runs, num_tests);
         for (int t = 0; t < num_tests; t++)
@@ -971,6 +1089,7 @@ int main(int argc, char **argv)
                     run->result = run_compiled(&o, tests[t], run, run->why, sizeof run->why);
             }
     }
+    print_reasons(runs, num_tests);
     int regressions = report(&o, tests, num_tests, runs, num_tiers, expected, num_expected);
     if (o.write_expected) {
         FILE *f = fopen(o.write_expected, "w");

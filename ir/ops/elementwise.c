@@ -17,7 +17,7 @@
  *
  * Refusals: float16/bfloat16/string inputs (FX_ERR_UNSUPPORTED); element
  * types ONNX does not allow for the op, mismatched operand types, shapes
- * that do not broadcast, Mod with fmod=0 on floats, a BitShift direction
+ * that do not broadcast, Mod with fmod=0 on floats before opset 28, a BitShift direction
  * other than LEFT/RIGHT, PRelu slopes that do not broadcast to X, Clip
  * bounds that are not single elements (FX_ERR_INVALID / FX_ERR_SHAPE);
  * integer division or remainder by zero at eval time (FX_ERR_RUNTIME).
@@ -210,6 +210,9 @@ static const char *const unary_names[FXRT_UNARY_COUNT_] = {
     [FXRT_UNARY_ASINH] = "FXRT_UNARY_ASINH",
     [FXRT_UNARY_ACOSH] = "FXRT_UNARY_ACOSH",
     [FXRT_UNARY_ATANH] = "FXRT_UNARY_ATANH",
+    [FXRT_UNARY_GELU] = "FXRT_UNARY_GELU",
+    [FXRT_UNARY_GELU_TANH] = "FXRT_UNARY_GELU_TANH",
+    [FXRT_UNARY_MISH] = "FXRT_UNARY_MISH",
 };
 
 static const char *const binary_names[FXRT_BINARY_COUNT_] = {
@@ -276,6 +279,8 @@ static const EwInfo ew_info[FX_OP_COUNT_] = {
     [FX_OP_HardSigmoid] = UN2(TC_FLOAT, HARD_SIGMOID, "alpha", "beta"),
     [FX_OP_HardSwish] = UN(TC_FLOAT, HARD_SWISH),
     [FX_OP_Softplus] = UN(TC_FLOAT, SOFTPLUS),
+    [FX_OP_Gelu] = UN(TC_FLOAT, GELU),
+    [FX_OP_Mish] = UN(TC_FLOAT, MISH),
     [FX_OP_Softsign] = UN(TC_FLOAT, SOFTSIGN),
     [FX_OP_ThresholdedRelu] = UN1(TC_FLOAT, THRESHOLDED_RELU, "alpha"),
     [FX_OP_Shrink] = UN2(TC_NUM, SHRINK, "bias", "lambd"),
@@ -334,6 +339,25 @@ static FxrtBinaryOp binary_op_of(const Node *n)
 
 /* --- unary ----------------------------------------------------------------- */
 
+/* The runtime op a unary node runs: Gelu picks its form from `approximate`
+ * (canonicalize has refused values other than "none" and "tanh"). */
+static FxrtUnaryOp unary_op_of(const Node *n)
+{
+    if (n->op == &fx_op_Gelu && strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0)
+        return FXRT_UNARY_GELU_TANH;
+    return (FxrtUnaryOp)info_of(n)->rt_op;
+}
+
+static FxStatus gelu_canonicalize(Node *n, int opset, Diag *d)
+{
+    (void)opset;
+    const char *form = node_attr_string(n, "approximate", "none");
+    if (strcmp(form, "none") != 0 && strcmp(form, "tanh") != 0)
+        return diag_node_error(d, FX_ERR_INVALID, n,
+                               "approximate must be \"none\" or \"tanh\", not \"%s\"", form);
+    return FX_OK;
+}
+
 static FxStatus unary_infer(InferCtx *c)
 {
     FxStatus st = check_input(c, 0, info_of(c->node)->types);
@@ -350,30 +374,29 @@ static int unary_params(const Node *n, float params[2])
     const EwInfo *e = info_of(n);
     params[0] = e->p0 ? node_attr_float(n, e->p0, 0.0f) : 0.0f;
     params[1] = e->p1 ? node_attr_float(n, e->p1, 0.0f) : 0.0f;
-    return fxrt_unary_num_params((FxrtUnaryOp)e->rt_op);
+    return fxrt_unary_num_params(unary_op_of(n));
 }
 
 static FxStatus unary_eval(EvalCtx *c)
 {
-    const EwInfo *e = info_of(c->node);
+    FxrtUnaryOp op = unary_op_of(c->node);
     float p[2];
     unary_params(c->node, p);
     const Tensor *x = c->in[0];
     size_t n = (size_t)tensor_numel(x);
     if (x->type.dtype == FXRT_DTYPE_FLOAT32) {
-        fxrt_unary_f32((FxrtUnaryOp)e->rt_op, x->data, c->out[0]->data, n, p);
+        fxrt_unary_f32(op, x->data, c->out[0]->data, n, p);
         return FX_OK;
     }
     double pd[2] = {p[0], p[1]};
-    return runtime_status(c, fxrt_unary((FxrtUnaryOp)e->rt_op, x->type.dtype, x->data,
+    return runtime_status(c, fxrt_unary(op, x->type.dtype, x->data,
                                         c->out[0]->data, n, pd));
 }
 
 static FxStatus unary_emit(EmitCtx *c)
 {
     const Node *n = c->node;
-    const EwInfo *e = info_of(n);
-    const char *opname = unary_names[e->rt_op];
+    const char *opname = unary_names[unary_op_of(n)];
     DType dt = node_input_type(n, 0)->dtype;
     long long count = (long long)type_numel(&n->out_types[0]);
     float p[2];
@@ -462,14 +485,19 @@ static FxStatus binary_infer(InferCtx *c)
     const Node *n = c->node;
     const EwInfo *e = info_of(n);
     FxStatus st;
+    if (n->op == &fx_op_BitShift && n->graph && n->graph->opset >= 28 &&
+        type_class(c->in[0]->dtype) == TC_SINT)
+        return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
+                               "BitShift on signed integers (opset 28) is not supported");
     if ((st = check_input(c, 0, e->types)) != FX_OK ||
         (st = check_input(c, 1, e->types)) != FX_OK)
         return st;
     /* Pow alone lets the exponent have its own type. */
     if (n->op != &fx_op_Pow && (st = check_same_dtype(c, 0, 1)) != FX_OK)
         return st;
+    /* opset 28 defines fmod=0 on floats as Python's %, the runtime's MOD */
     if (n->op == &fx_op_Mod && type_class(c->in[0]->dtype) == TC_FLOAT &&
-        node_attr_int(n, "fmod", 0) == 0)
+        node_attr_int(n, "fmod", 0) == 0 && n->graph && n->graph->opset < 28)
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                "Mod on %s needs fmod=1 (fmod=0 is for integers)",
                                dtype_name(c->in[0]->dtype));
@@ -954,6 +982,9 @@ UNARY_DEF(Celu, alpha_1);
 UNARY_DEF(HardSigmoid, hard_sigmoid_attrs);
 UNARY_DEF(HardSwish, no_attrs);
 UNARY_DEF(Softplus, no_attrs);
+static const AttrSpec gelu_attrs[] = {{"approximate", FX_ATTR_STRING, "none", false}, {NULL}};
+EW_DEF(Gelu, 1, 1, 0, gelu_attrs, gelu_canonicalize, unary_infer, unary_eval, unary_emit);
+UNARY_DEF(Mish, no_attrs);
 UNARY_DEF(Softsign, no_attrs);
 UNARY_DEF(ThresholdedRelu, alpha_1);
 UNARY_DEF(Shrink, shrink_attrs);

@@ -5,8 +5,8 @@
  * (fxrt_cast, fxrt_quantize_linear, fxrt_dequantize_linear in
  * runtime/fxrt_elementwise_cast.c); this file checks types and shapes.
  *
- * Refusals: casts from or to string, float16 or bfloat16, and quantization
- * to anything but uint8/int8 (float8 arrived in opset 19), are
+ * Refusals: casts from or to string, float16, bfloat16, float8, 4- and 2-bit
+ * types, and quantization to anything but uint8/int8, are
  * FX_ERR_UNSUPPORTED; an unknown `to`, a non-float32 scale, a zero point
  * whose type or shape does not match, a per-axis scale whose length is not
  * the axis' size are FX_ERR_INVALID / FX_ERR_SHAPE.
@@ -38,23 +38,25 @@ static bool cast_type_ok(DType t)
     }
 }
 
-/* ONNX TensorProto.DataType values that exist but fxcc does not compute on:
- * string (8), float16 (10), complex64/128 (14, 15), bfloat16 (16). */
+/* ONNX TensorProto.DataType values that exist (through opset 28) but fxcc
+ * does not compute on, by name. */
+static const char *const unsupported_type_names[] = {
+    [8] = "string", [10] = "float16", [14] = "complex64", [15] = "complex128",
+    [16] = "bfloat16", [17] = "float8e4m3fn", [18] = "float8e4m3fnuz", [19] = "float8e5m2",
+    [20] = "float8e5m2fnuz", [21] = "uint4", [22] = "int4", [23] = "float4e2m1",
+    [24] = "float8e8m0", [25] = "uint2", [26] = "int2"};
+
 static bool type_known_unsupported(int64_t t)
 {
-    return t == 8 || t == 10 || t == 14 || t == 15 || t == 16;
+    return t >= 0 && t < (int64_t)(sizeof unsupported_type_names / sizeof *unsupported_type_names) &&
+           unsupported_type_names[t];
 }
 
 static const char *type_text(int64_t t)
 {
-    switch (t) {
-    case 8: return "string";
-    case 10: return "float16";
-    case 14: return "complex64";
-    case 15: return "complex128";
-    case 16: return "bfloat16";
-    default: return cast_type_ok((DType)t) ? dtype_name((DType)t) : "unknown";
-    }
+    if (type_known_unsupported(t))
+        return unsupported_type_names[t];
+    return cast_type_ok((DType)t) ? dtype_name((DType)t) : "unknown";
 }
 
 static FxStatus check_cast_type(InferCtx *c, int64_t t, const char *what)
@@ -188,7 +190,13 @@ static FxStatus quantize_infer(InferCtx *c)
                                              "the input must be float32 or int32, not %s",
                                              dtype_name(x->dtype));
     }
-    DType yt = z ? z->dtype : FXRT_DTYPE_UINT8;
+    /* opset 21: without a zero point, output_dtype (0: uint8) is the type */
+    int64_t wanted = node_attr_int(c->node, "output_dtype", 0);
+    if (z && wanted && wanted != z->dtype)
+        return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
+                               "output_dtype %s disagrees with the zero point's %s",
+                               type_text(wanted), dtype_name(z->dtype));
+    DType yt = z ? z->dtype : wanted ? (DType)wanted : FXRT_DTYPE_UINT8;
     if (yt != FXRT_DTYPE_UINT8 && yt != FXRT_DTYPE_INT8)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                "quantizing to %s is not supported (uint8 and int8 are)",
@@ -221,6 +229,26 @@ static FxStatus dequantize_infer(InferCtx *c)
         return st;
     c->out[0] = *x;
     c->out[0].dtype = FXRT_DTYPE_FLOAT32;
+    return FX_OK;
+}
+
+/* Opset 21 added blocked scales (block_size), 23 DequantizeLinear's
+ * output_dtype and QuantizeLinear's precision: only their defaults, the
+ * opset-13 behaviour, are implemented (a float32 result, computed in
+ * float32).  QuantizeLinear's output_dtype is read by infer. */
+static FxStatus quant_canonicalize(Node *n, int opset, Diag *d)
+{
+    (void)opset;
+    if (node_attr_int(n, "block_size", 0) != 0)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "blocked quantization (block_size "
+                               "%lld) is not supported", (long long)node_attr_int(n, "block_size", 0));
+    if (node_attr_int(n, "precision", 0) != 0)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "precision %s is not supported",
+                               type_text(node_attr_int(n, "precision", 0)));
+    int64_t out = node_attr_int(n, "output_dtype", 0);
+    if (n->op == &fx_op_DequantizeLinear && out != 0 && out != FXRT_DTYPE_FLOAT32)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "dequantizing to %s is not supported "
+                               "(float32 is)", type_text(out));
     return FX_OK;
 }
 
@@ -295,9 +323,33 @@ static FxStatus quant_emit(EmitCtx *c)
 
 /* --- op definitions --------------------------------------------------------- */
 
-static const AttrSpec cast_attrs[] = {{"to", FX_ATTR_INT, NULL, true}, {NULL}};
-static const AttrSpec no_attrs[] = {{NULL}};
-static const AttrSpec axis_attrs[] = {{"axis", FX_ATTR_INT, "1", false}, {NULL}};
+/* saturate (opset 19) and round_mode (24) only change casts to float8 and
+ * float4 types, which fxcc refuses; any value is accepted for the others. */
+static const AttrSpec cast_attrs[] = {
+    {"to", FX_ATTR_INT, NULL, true},
+    {"saturate", FX_ATTR_INT, NULL, false},
+    {"round_mode", FX_ATTR_STRING, NULL, false},
+    {NULL},
+};
+static const AttrSpec castlike_attrs[] = {
+    {"saturate", FX_ATTR_INT, NULL, false},
+    {"round_mode", FX_ATTR_STRING, NULL, false},
+    {NULL},
+};
+static const AttrSpec quantize_attrs[] = {
+    {"axis", FX_ATTR_INT, "1", false},
+    {"saturate", FX_ATTR_INT, NULL, false}, /* opset 19, float8 outputs only */
+    {"block_size", FX_ATTR_INT, NULL, false},
+    {"output_dtype", FX_ATTR_INT, NULL, false},
+    {"precision", FX_ATTR_INT, NULL, false},
+    {NULL},
+};
+static const AttrSpec dequantize_attrs[] = {
+    {"axis", FX_ATTR_INT, "1", false},
+    {"block_size", FX_ATTR_INT, NULL, false},
+    {"output_dtype", FX_ATTR_INT, NULL, false},
+    {NULL},
+};
 
 const OpDef fx_op_Cast = {
     .name = "Cast",
@@ -313,7 +365,7 @@ const OpDef fx_op_CastLike = {
     .name = "CastLike",
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
     .flags = FX_OPF_ELEMENTWISE,
-    .attrs = no_attrs,
+    .attrs = castlike_attrs,
     .infer = cast_infer,
     .eval = cast_eval,
     .emit = cast_emit,
@@ -322,7 +374,8 @@ const OpDef fx_op_CastLike = {
 const OpDef fx_op_QuantizeLinear = {
     .name = "QuantizeLinear",
     .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-    .attrs = axis_attrs,
+    .attrs = quantize_attrs,
+    .canonicalize = quant_canonicalize,
     .infer = quantize_infer,
     .eval = quantize_eval,
     .emit = quant_emit,
@@ -331,7 +384,8 @@ const OpDef fx_op_QuantizeLinear = {
 const OpDef fx_op_DequantizeLinear = {
     .name = "DequantizeLinear",
     .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
-    .attrs = axis_attrs,
+    .attrs = dequantize_attrs,
+    .canonicalize = quant_canonicalize,
     .infer = dequantize_infer,
     .eval = dequantize_eval,
     .emit = quant_emit,

@@ -83,6 +83,17 @@ bool fused_scalar_expr(const Node *n, const char *const *x, char *buf, size_t ca
     case FX_OP_Softplus:
         snprintf(buf, cap, "(%s > 0.0f ? %s : 0.0f) + log1pf(expf(-fabsf(%s)))", a, a, a);
         return true;
+    case FX_OP_Gelu:
+        if (strcmp(node_attr_string(n, "approximate", "none"), "tanh") == 0)
+            snprintf(buf, cap, "0.5f * %s * (1.0f + tanhf(0.79788456f * (%s + 0.044715f * %s * %s "
+                     "* %s)))", a, a, a, a, a);
+        else
+            snprintf(buf, cap, "0.5f * %s * (1.0f + erff(%s * 0.70710678f))", a, a);
+        return true;
+    case FX_OP_Mish:
+        snprintf(buf, cap, "%s * tanhf((%s > 0.0f ? %s : 0.0f) + log1pf(expf(-fabsf(%s))))", a, a,
+                 a, a);
+        return true;
     case FX_OP_Softsign: snprintf(buf, cap, "%s / (1.0f + fabsf(%s))", a, a); return true;
     case FX_OP_ThresholdedRelu:
         snprintf(buf, cap, "%s > %s ? %s : 0.0f", a, F("alpha", 1.0f, p0), a);

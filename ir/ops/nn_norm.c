@@ -1,6 +1,6 @@
 /*
  * nn_norm.c - normalizations and the softmax family: BatchNormalization
- * (inference), InstanceNormalization, LayerNormalization, LRN,
+ * (inference), InstanceNormalization, GroupNormalization, LayerNormalization, LRN,
  * MeanVarianceNormalization, LpNormalization, Softmax, LogSoftmax, Hardmax.
  *
  * Each op folds its tensor into the (outer, len, inner) or (n, c, inner)
@@ -20,7 +20,12 @@
  *    absent (or 0) means opset-13 semantics.  The shape function drops the
  *    mark when the two meanings coincide (axis is the last axis).
  *
- * Refused: float16, LayerNormalization stash_type other than 1 (float),
+ *  - GroupNormalization keeps the opset it was read at: before 21 scale and
+ *    bias hold one value per group, from 21 one per channel (the kernel
+ *    takes either through its per_scale).
+ *
+ * Refused: float16, LayerNormalization and GroupNormalization stash_type
+ * other than 1 (float),
  * LpNormalization p other than 1 or 2; by the code generator, float64.
  */
 #include <stdlib.h>
@@ -323,6 +328,103 @@ const OpDef fx_op_InstanceNormalization = {
     .infer = instancenorm_infer,
     .eval = instancenorm_eval,
     .emit = instancenorm_emit,
+};
+
+/* --- GroupNormalization ------------------------------------------------------- */
+
+static FxStatus groupnorm_canonicalize(Node *n, int opset, Diag *d)
+{
+    (void)opset;
+    if (node_attr_int(n, "stash_type", 1) != 1)
+        return diag_node_error(d, FX_ERR_UNSUPPORTED, n, "stash_type %lld is not supported "
+                               "(1, float32, is)", (long long)node_attr_int(n, "stash_type", 1));
+    return FX_OK;
+}
+
+/* Channels per scale and bias entry: opset 18-20 scale a group, 21 a channel. */
+static int64_t groupnorm_per_scale(const Node *n, int64_t channels)
+{
+    int64_t groups = node_attr_int(n, "num_groups", 1);
+    return n->graph && n->graph->opset < 21 ? channels / groups : 1;
+}
+
+static FxStatus groupnorm_infer(InferCtx *c)
+{
+    const TensorType *x = c->in[0];
+    FxStatus st = check_float(c->node, c->diag, x, "input");
+    if (st != FX_OK)
+        return st;
+    if (x->rank < 2)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "input must be [N, C, ...]");
+    int64_t groups = node_attr_int(c->node, "num_groups", 0), channels = x->dims[1];
+    if (groups <= 0 || channels % groups != 0)
+        return diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
+                               "num_groups %lld does not divide the %lld channels",
+                               (long long)groups, (long long)channels);
+    int64_t entries = channels / groupnorm_per_scale(c->node, channels);
+    for (int i = 1; i < 3; i++) {
+        const TensorType *t = c->in[i];
+        if ((st = check_float(c->node, c->diag, t, i == 1 ? "scale" : "bias")) != FX_OK)
+            return st;
+        if (t->rank != 1 || t->dims[0] != entries)
+            return diag_node_error(c->diag, FX_ERR_SHAPE, c->node, "%s must be [%lld] (one per "
+                                   "%s at opset %d)", i == 1 ? "scale" : "bias",
+                                   (long long)entries, entries == channels ? "channel" : "group",
+                                   c->node->graph ? c->node->graph->opset : 0);
+    }
+    c->out[0] = *x;
+    return FX_OK;
+}
+
+static FxStatus groupnorm_eval(EvalCtx *c)
+{
+    const Tensor *x = c->in[0];
+    const int64_t *dims = x->type.dims;
+    F32Bufs b = {0};
+    const float *fx = bufs_in(&b, x), *scale = bufs_in(&b, c->in[1]);
+    const float *bias = bufs_in(&b, c->in[2]);
+    float *fy = bufs_out(&b, c->out[0]);
+    if (!b.nomem)
+        fxrt_groupnorm_f32(dims[0], dims[1], node_attr_int(c->node, "num_groups", 1),
+                           dims_numel(dims, 2, x->type.rank), fx, scale, bias,
+                           groupnorm_per_scale(c->node, dims[1]),
+                           node_attr_float(c->node, "epsilon", 1e-5f), fy);
+    return bufs_finish(&b, c, c->out, &fy, 1);
+}
+
+static FxStatus groupnorm_emit(EmitCtx *c)
+{
+    FxStatus st = emit_check_f32(c);
+    if (st != FX_OK)
+        return st;
+    const TensorType *x = node_input_type(c->node, 0);
+    char eps[48];
+    emit_line(c,
+              "fxrt_groupnorm_f32(/*n=*/%lld, /*c=*/%lld, /*groups=*/%lld, /*inner=*/%lld, %s, "
+              "%s, %s, /*per_scale=*/%lld, /*eps=*/%s, %s);",
+              (long long)x->dims[0], (long long)x->dims[1],
+              (long long)node_attr_int(c->node, "num_groups", 1),
+              (long long)dims_numel(x->dims, 2, x->rank), c->in[0], c->in[1], c->in[2],
+              (long long)groupnorm_per_scale(c->node, x->dims[1]),
+              float_lit(node_attr_float(c->node, "epsilon", 1e-5f), eps, sizeof eps), c->out[0]);
+    return FX_OK;
+}
+
+static const AttrSpec groupnorm_attrs[] = {
+    {"epsilon", FX_ATTR_FLOAT, "1e-05", false},
+    {"num_groups", FX_ATTR_INT, NULL, true},
+    {"stash_type", FX_ATTR_INT, "1", false}, /* opset 21 */
+    {NULL},
+};
+
+const OpDef fx_op_GroupNormalization = {
+    .name = "GroupNormalization",
+    .min_inputs = 3, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .attrs = groupnorm_attrs,
+    .canonicalize = groupnorm_canonicalize,
+    .infer = groupnorm_infer,
+    .eval = groupnorm_eval,
+    .emit = groupnorm_emit,
 };
 
 /* --- LayerNormalization -------------------------------------------------------- */

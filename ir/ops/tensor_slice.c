@@ -8,8 +8,9 @@
  * shape, Tile's repeats and Pad's pads must be compile-time constants,
  * otherwise infer refuses the node with FX_ERR_UNSUPPORTED naming the input.
  * Older opset forms (Slice before 10, Pad before 11, Split before 13 took
- * attributes) become constant inputs in canonicalize.  Pad supports the
- * modes constant, reflect and edge; anything else is refused.  Eval checks
+ * attributes) become constant inputs in canonicalize; Split's num_outputs
+ * (opset 18) and Pad's axes input (18) are read where the shapes are.  Pad
+ * supports the modes constant, reflect, edge and wrap (19).  Eval checks
  * the lists it reads against the inferred output type, so a mismatch is an
  * error, never an out-of-bounds copy.
  */
@@ -223,6 +224,17 @@ static FxStatus split_infer(InferCtx *c)
             st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
                                  "split sums to %lld, the axis has %lld", (long long)sum,
                                  (long long)dim);
+    } else if (node_attr(c->node, "num_outputs")) {
+        /* opset 18: parts of ceil(dim / k), the last one smaller */
+        int64_t parts = node_attr_int(c->node, "num_outputs", 0), chunk = (dim + k - 1) / k;
+        if (parts != k)
+            st = diag_node_error(c->diag, FX_ERR_INVALID, c->node,
+                                 "num_outputs is %lld, the node has %d outputs",
+                                 (long long)parts, k);
+        for (int i = 0; i < k && st == FX_OK; i++) {
+            int64_t left = dim - i * chunk;
+            split[i] = left < 0 ? 0 : left < chunk ? left : chunk;
+        }
     } else if (dim % k != 0) {
         st = diag_node_error(c->diag, FX_ERR_SHAPE, c->node,
                              "axis of size %lld does not split into %d equal parts",
@@ -299,6 +311,7 @@ static FxStatus split_emit(EmitCtx *c)
 static const AttrSpec split_attrs[] = {
     {"axis", FX_ATTR_INT, "0", false},
     {"split", FX_ATTR_INTS, NULL, false}, /* opset < 13; becomes input 1 */
+    {"num_outputs", FX_ATTR_INT, NULL, false}, /* opset 18, without input 1 */
     {NULL},
 };
 
@@ -640,6 +653,8 @@ static bool pad_mode(const Node *n, FxrtPadMode *mode)
         *mode = FXRT_PAD_REFLECT;
     else if (strcmp(m, "edge") == 0)
         *mode = FXRT_PAD_EDGE;
+    else if (strcmp(m, "wrap") == 0) /* opset 19 */
+        *mode = FXRT_PAD_WRAP;
     else
         return false;
     return true;
@@ -679,6 +694,37 @@ static FxStatus pad_canonicalize(Node *n, int opset, Diag *d)
         return FX_ERR_NOMEM;
     memcpy(v->data, &value, sizeof value);
     return node_set_const_input(n, n->num_args, "value", v, d);
+}
+
+/* Opset 18's optional input 3, axes, names the axes that pads (begins then
+ * ends, one per named axis) covers; the other axes are not padded.  Spreads
+ * pads over all `rank` axes in place, so the rest of Pad reads one form.
+ * naxes < 0: no axes input, pads already covers every axis. */
+static FxStatus pad_spread_axes(Diag *d, const Node *n, int rank, int64_t *pads,
+                                int64_t *count, const int64_t *axes, int64_t naxes)
+{
+    if (naxes < 0)
+        return FX_OK;
+    if (*count != 2 * naxes)
+        return diag_node_error(d, FX_ERR_SHAPE, n, "pads has %lld values for %lld axes",
+                               (long long)*count, (long long)naxes);
+    int64_t spread[2 * FX_MAX_RANK] = {0};
+    bool seen[FX_MAX_RANK] = {false};
+    for (int64_t i = 0; i < naxes; i++) {
+        int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+        if (ax < 0 || ax >= rank)
+            return diag_node_error(d, FX_ERR_SHAPE, n, "axis %lld is out of range for rank %d",
+                                   (long long)axes[i], rank);
+        if (seen[ax])
+            return diag_node_error(d, FX_ERR_INVALID, n, "axis %lld is repeated",
+                                   (long long)axes[i]);
+        seen[ax] = true;
+        spread[ax] = pads[i];
+        spread[rank + ax] = pads[naxes + i];
+    }
+    memcpy(pads, spread, 2 * (size_t)rank * sizeof *pads);
+    *count = 2 * rank;
+    return FX_OK;
 }
 
 /* Output dims from the pads list (begins then ends), with overflow checks. */
@@ -721,7 +767,13 @@ static FxStatus pad_infer(InferCtx *c)
                     (value->dtype == FXRT_DTYPE_FLOAT32 && fxrt_dtype_is_float(x->dtype)))))
         return diag_node_error(c->diag, FX_ERR_INVALID, c->node,
                                "constant_value must be one %s value", dtype_name(x->dtype));
+    int64_t axes[FX_MAX_RANK], naxes = -1;
     if ((st = const_int_list(c, 1, "pads", false, pads, 2 * FX_MAX_RANK, &n)) != FX_OK)
+        return st;
+    if (layout_input_type(c, 3) &&
+        (st = const_int_list(c, 3, "axes", false, axes, FX_MAX_RANK, &naxes)) != FX_OK)
+        return st;
+    if ((st = pad_spread_axes(c->diag, c->node, x->rank, pads, &n, axes, naxes)) != FX_OK)
         return st;
     TensorType out = {.dtype = x->dtype, .rank = x->rank};
     if ((st = pad_out_dims(c->diag, c->node, x, pads, n, mode, out.dims)) != FX_OK)
@@ -752,7 +804,12 @@ static FxStatus pad_eval(EvalCtx *c)
     FxrtPadMode mode = FXRT_PAD_CONSTANT;
     DType t = x->type.dtype;
     pad_mode(c->node, &mode);
+    int64_t axes[FX_MAX_RANK], naxes = -1;
     FxStatus st = eval_int_list(c, 1, "pads", false, pads, 2 * FX_MAX_RANK, &n);
+    if (st == FX_OK && layout_eval_input(c, 3))
+        st = eval_int_list(c, 3, "axes", false, axes, FX_MAX_RANK, &naxes);
+    if (st == FX_OK)
+        st = pad_spread_axes(c->diag, c->node, x->type.rank, pads, &n, axes, naxes);
     if (st == FX_OK)
         st = pad_out_dims(c->diag, c->node, &x->type, pads, n, mode, dims);
     if (st == FX_OK)
@@ -788,7 +845,12 @@ static FxStatus pad_emit(EmitCtx *c)
         return diag_node_error(c->diag, FX_ERR_UNSUPPORTED, c->node,
                                "pad mode '%s' is not supported",
                                node_attr_string(c->node, "mode", ""));
+    int64_t axes[FX_MAX_RANK], naxes = -1;
     FxStatus st = emit_int_list(c, 1, "pads", pads, 2 * FX_MAX_RANK, &n);
+    if (st == FX_OK && layout_emit_in_type(c, 3))
+        st = emit_int_list(c, 3, "axes", axes, FX_MAX_RANK, &naxes);
+    if (st == FX_OK)
+        st = pad_spread_axes(c->diag, c->node, x->rank, pads, &n, axes, naxes);
     if (st == FX_OK)
         st = pad_out_dims(c->diag, c->node, x, pads, n, mode, dims);
     if (st != FX_OK || layout_emit_if_empty(c))
@@ -820,7 +882,7 @@ static const AttrSpec pad_attrs[] = {
 
 const OpDef fx_op_Pad = {
     .name = "Pad",
-    .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
+    .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1,
     .attrs = pad_attrs,
     .canonicalize = pad_canonicalize,
     .infer = pad_infer,

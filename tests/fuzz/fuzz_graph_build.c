@@ -246,14 +246,12 @@ enum { MAX_VALUES = 24 };
 
 static Buf build_model(Src *s)
 {
-    static const int opsets[] = {7, 9, 10, 11, 12, 13, 13, 14, 15, 16, 17, 18};
+    static const int opsets[] = {7, 9, 10, 11, 12, 13, 13, 14, 15, 16, 17, 18, 19, 21, 23, 28};
     Buf model = {0}, graph = {0}, tmp = {0};
     char names[MAX_VALUES][8];
     int nvals = 0;
 
     int opset = opsets[pick(s, sizeof opsets / sizeof opsets[0])];
-    if (opset > onnx_max_opset())
-        opset = onnx_max_opset();
     pb_varint(&model, 1, 8); /* ir_version */
     pb_varint(&tmp, 2, (uint64_t)opset);
     pb_msg(&model, 8, &tmp);
