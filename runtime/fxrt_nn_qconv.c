@@ -287,10 +287,19 @@ static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
 }
 #endif
 
+/* The small path's depthwise scratch also holds the int32 sums of a
+ * channel for the DSP kernel (dw_channel_dsp: each output row rounded up
+ * to pairs), on every build, so that fxcc's plan on the host sizes the
+ * firmware's arena. */
+static int64_t dw_dsp_sums_bytes(const FxrtConvParams *p)
+{
+    return p->out_size[1] * ((p->out_size[2] + 1) / 2 * 2) * (int64_t)sizeof(int32_t);
+}
+
 int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
     if (fxrt_qconv_is_depthwise(p))
-        return depthwise_scratch_bytes(p, q);
+        return depthwise_scratch_bytes(p, q) + dw_dsp_sums_bytes(p);
     return align64(PIXELS * k_packed(p)) + PIXELS * p->out_channels * y_bytes(q);
 }
 
@@ -776,24 +785,23 @@ static void dw_channel_portable(const DwChannel *d)
 }
 
 #if FXRT_ARM_DSP
-/* 3x3 kernels at stride 1 with undilated columns on the DSP extension: two
+/* Undilated 3x3 kernels at stride 1 on the DSP extension (the small path): two
  * neighbouring outputs of a row per step.  Kernel row r reads the word of
  * bytes x0..x3 under them; UXTB16 (SXTB16 for int8) splits it into the
- * halfword pairs (x0, x2) and (x1, x3), and with the row's taps arranged
- * as the pairs (w0, w2), (w1, 0) and (0, w1) four SMLADs give both
+ * halfword pairs (x0, x2) and (x1, x3), and with the row's taps as the
+ * pairs (w0, w2) and (w1, w1), SMLAD, SMLABB and SMLATB give both
  * w0 x0 + w1 x1 + w2 x2 and w0 x1 + w1 x2 + w2 x3: 7 instructions for 6
- * products.  Only the image's columns are computed (the flat loop computes
- * Wq - OW more a row); an odd row's last pair writes one stage column past
- * the row, inside the stage's Wq. */
-#define SXTB16(v) __sxtb16(v)
-#define SXTB16_ror8(v) fxrt_sxtb16_ror8(v)
-#define UXTB16(v) __uxtb16(v)
-#define UXTB16_ror8(v) fxrt_uxtb16_ror8(v)
-
+ * products, 6 weight registers for the kernel.  Two passes a channel, so
+ * that neither spills on the Cortex-M4's 13 registers: the sums into int32
+ * scratch (dw_dsp_sums_bytes), then their requantization, its constants in
+ * registers.  Only the image's columns are computed (the flat loop computes
+ * Wq - OW more a row); an odd row's last pair writes one sum past the
+ * row. */
 static int dw_dsp_applies(const FxrtConvParams *p, const FxrtQConv *q)
 {
-    return p->kernel[1] == 3 && p->kernel[2] == 3 && p->stride[1] == 1 && p->stride[2] == 1 &&
-           p->dilation[2] == 1 && q->y_type != FXRT_DTYPE_INT32;
+    return FXRT_SMALL_KERNELS && p->kernel[1] == 3 && p->kernel[2] == 3 && p->stride[1] == 1 &&
+           p->stride[2] == 1 && p->dilation[1] == 1 && p->dilation[2] == 1 &&
+           q->y_type != FXRT_DTYPE_INT32;
 }
 
 static inline uint32_t dw_word(const uint8_t *at)
@@ -809,46 +817,55 @@ static inline int16x2_t dw_pair(int32_t lo, int32_t hi)
     return (int16x2_t)(((uint32_t)lo & 0xFFFFu) | (uint32_t)hi << 16);
 }
 
-static inline void dw_store_dsp(const DwChannel *d, ptrdiff_t i, int32_t acc)
-{
-    const FxrtQConv *q = d->q;
-    int32_t v = fxrt_rescale32_apply(acc, &d->rescale) + q->y_zp;
-    v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
-    d->stage[i] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
-}
+#define SXTB16(v) __sxtb16(v)
+#define SXTB16_ror8(v) fxrt_sxtb16_ror8(v)
+#define UXTB16(v) __uxtb16(v)
+#define UXTB16_ror8(v) fxrt_uxtb16_ror8(v)
 
-#define DW_DSP_ROW(src, ke, km, kn, extend)                                       \
+#define DW_DSP_ROW(src, k_outer, k_mid, extend)                                   \
     do {                                                                          \
         uint32_t word = dw_word(src);                                             \
         int16x2_t even = extend(word), odd = extend##_ror8(word);                 \
-        acc_a = __smlad(even, ke, __smlad(odd, km, acc_a));                       \
-        acc_b = __smlad(odd, ke, __smlad(even, kn, acc_b));                       \
+        acc_a = __smlabb(odd, k_mid, __smlad(even, k_outer, acc_a));              \
+        acc_b = __smlatb(even, k_mid, __smlad(odd, k_outer, acc_b));              \
     } while (0)
 #define DW_DSP_LOOP(extend)                                                       \
-    for (int oy = 0; oy < oh; oy++)                                               \
-        for (int ox = 0; ox < ow; ox += 2) {                                      \
-            ptrdiff_t i = (ptrdiff_t)oy * wq + ox;                                \
-            int32_t acc_a = d->seed, acc_b = d->seed;                             \
-            DW_DSP_ROW(row0 + i, k0e, k0m, k0n, extend);                          \
-            DW_DSP_ROW(row1 + i, k1e, k1m, k1n, extend);                          \
-            DW_DSP_ROW(row2 + i, k2e, k2m, k2n, extend);                          \
-            dw_store_dsp(d, i, acc_a);                                            \
-            dw_store_dsp(d, i + 1, acc_b);                                        \
-        }
+    for (int oy = 0; oy < oh; oy++) {                                             \
+        const uint8_t *src = row0 + oy * wq;                                      \
+        for (int ox = 0; ox < ow; ox += 2, sums += 2) {                           \
+            int32_t acc_a = seed, acc_b = seed;                                   \
+            DW_DSP_ROW(src + ox, k0, k0_mid, extend);                             \
+            DW_DSP_ROW(src + ox + wq, k1, k1_mid, extend);                        \
+            DW_DSP_ROW(src + ox + 2 * wq, k2, k2_mid, extend);                    \
+            sums[0] = acc_a;                                                      \
+            sums[1] = acc_b;                                                      \
+        }                                                                         \
+    }
 
-static void dw_channel_dsp(const DwChannel *d)
+static void dw_channel_dsp(const DwChannel *d, int32_t *sums)
 {
     int oh = (int)d->p->out_size[1], ow = (int)d->p->out_size[2], wq = (int)d->f->wq;
-    const uint8_t *row0 = d->planes + d->tap_at[0], *row1 = d->planes + d->tap_at[3];
-    const uint8_t *row2 = d->planes + d->tap_at[6];
+    const uint8_t *row0 = d->planes + d->tap_at[0];
     const int8_t *w = d->taps;
-    int16x2_t k0e = dw_pair(w[0], w[2]), k0m = dw_pair(w[1], 0), k0n = dw_pair(0, w[1]);
-    int16x2_t k1e = dw_pair(w[3], w[5]), k1m = dw_pair(w[4], 0), k1n = dw_pair(0, w[4]);
-    int16x2_t k2e = dw_pair(w[6], w[8]), k2m = dw_pair(w[7], 0), k2n = dw_pair(0, w[7]);
+    int16x2_t k0 = dw_pair(w[0], w[2]), k1 = dw_pair(w[3], w[5]), k2 = dw_pair(w[6], w[8]);
+    int16x2_t k0_mid = dw_pair(w[1], w[1]), k1_mid = dw_pair(w[4], w[4]);
+    int16x2_t k2_mid = dw_pair(w[7], w[7]);
+    int32_t seed = d->seed, *first = sums;
     if (d->q->x_type == FXRT_DTYPE_INT8) {
         DW_DSP_LOOP(SXTB16)
     } else {
         DW_DSP_LOOP(UXTB16)
+    }
+    FxrtRescale32 rescale = d->rescale;
+    int32_t y_zp = d->q->y_zp, y_min = d->q->y_min, y_max = d->q->y_max;
+    int pairs = (ow + 1) / 2 * 2;
+    for (int oy = 0; oy < oh; oy++) {
+        uint8_t *out = d->stage + oy * wq;
+        const int32_t *from = first + oy * pairs;
+        for (int ox = 0; ox < ow; ox++) {
+            int32_t v = fxrt_rescale32_apply(from[ox], &rescale) + y_zp;
+            out[ox] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
+        }
     }
 }
 #endif
@@ -991,7 +1008,7 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
 #endif
 #if FXRT_ARM_DSP
         if (dsp)
-            dw_channel_dsp(&d);
+            dw_channel_dsp(&d, (int32_t *)(void *)(d.stage + f.stage_bytes));
         else
 #endif
             dw_channel_portable(&d);

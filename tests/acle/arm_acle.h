@@ -37,4 +37,15 @@ static inline int32_t __smlad(int16x2_t x, int16x2_t y, int32_t acc)
     return (int32_t)sum;
 }
 
+/* acc + x.lo * y.lo (SMLABB) and acc + x.hi * y.lo (SMLATB), modulo 2^32. */
+static inline int32_t __smlabb(int32_t x, int32_t y, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(acle_low((uint32_t)x) * acle_low((uint32_t)y)));
+}
+
+static inline int32_t __smlatb(int32_t x, int32_t y, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(acle_high((uint32_t)x) * acle_low((uint32_t)y)));
+}
+
 #endif
