@@ -634,10 +634,14 @@ static inline int32_t fxrt_rescale32_apply(int32_t v, const FxrtRescale32 *r)
     int64_t product = (int64_t)v * r->multiplier;
     uint32_t lo = (uint32_t)product, hi = (uint32_t)((uint64_t)product >> 32);
     uint32_t sum_lo = lo + r->half_lo, sum_hi = hi + r->half_hi + (sum_lo < lo);
+    /* the usual case first: no tie possible (low word not 0), quotient in
+     * the high word */
+    if (sum_lo != 0 && r->shift >= 32)
+        return (int32_t)sum_hi >> (r->shift - 32);
     int32_t q;
     if (r->shift >= 32) {
         q = (int32_t)sum_hi >> (r->shift - 32);
-        if (sum_lo == 0 && (sum_hi & r->tie_mask_hi) == 0) /* a tie: to even */
+        if ((sum_hi & r->tie_mask_hi) == 0) /* a tie: to even */
             q &= ~1;
     } else { /* shift 30 or 31 (scales from 0.5 to 1): the quotient spans both words */
         q = (int32_t)(sum_hi << (32 - r->shift) | sum_lo >> r->shift);

@@ -794,9 +794,10 @@ static void dw_channel_portable(const DwChannel *d)
  * products, 6 weight registers for the kernel.  Two passes a channel, so
  * that neither spills on the Cortex-M4's 13 registers: the sums into int32
  * scratch (dw_dsp_sums_bytes), then their requantization, its constants in
- * registers.  Only the image's columns are computed (the flat loop computes
- * Wq - OW more a row); an odd row's last pair writes one sum past the
- * row. */
+ * registers, stored straight into the output plane (the input's
+ * channel plane is in the phase planes by then, so in place works).  Only
+ * the image's columns are computed (the flat loop computes Wq - OW more a
+ * row); an odd row's last pair computes one sum past the row. */
 static int dw_dsp_applies(const FxrtConvParams *p, const FxrtQConv *q)
 {
     return FXRT_SMALL_KERNELS && p->kernel[1] == 3 && p->kernel[2] == 3 && p->stride[1] == 1 &&
@@ -842,7 +843,7 @@ static inline int16x2_t dw_pair(int32_t lo, int32_t hi)
         }                                                                         \
     }
 
-static void dw_channel_dsp(const DwChannel *d, int32_t *sums)
+static void dw_channel_dsp(const DwChannel *d, int32_t *sums, uint8_t *y)
 {
     int oh = (int)d->p->out_size[1], ow = (int)d->p->out_size[2], wq = (int)d->f->wq;
     const uint8_t *row0 = d->planes + d->tap_at[0];
@@ -859,12 +860,11 @@ static void dw_channel_dsp(const DwChannel *d, int32_t *sums)
     FxrtRescale32 rescale = d->rescale;
     int32_t y_zp = d->q->y_zp, y_min = d->q->y_min, y_max = d->q->y_max;
     int pairs = (ow + 1) / 2 * 2;
-    for (int oy = 0; oy < oh; oy++) {
-        uint8_t *out = d->stage + oy * wq;
+    for (int oy = 0; oy < oh; oy++, y += ow) {
         const int32_t *from = first + oy * pairs;
         for (int ox = 0; ox < ow; ox++) {
             int32_t v = fxrt_rescale32_apply(from[ox], &rescale) + y_zp;
-            out[ox] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
+            y[ox] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
         }
     }
 }
@@ -999,6 +999,13 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
         d.mult = columns[c + ch];
         d.shift = columns[2 * c + ch];
         d.rescale = fxrt_rescale32_make(d.mult, (int)d.shift);
+        uint8_t *dst = y + plane * oh * ow * size;
+#if FXRT_ARM_DSP
+        if (dsp) {
+            dw_channel_dsp(&d, (int32_t *)(void *)(d.stage + f.stage_bytes), dst);
+            continue;
+        }
+#endif
 #ifdef FXRT_QCONV_X86
         if (isa == 2)
             dw_channel_avx512(&d);
@@ -1006,13 +1013,7 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
             dw_channel_avx2(&d);
         else
 #endif
-#if FXRT_ARM_DSP
-        if (dsp)
-            dw_channel_dsp(&d, (int32_t *)(void *)(d.stage + f.stage_bytes));
-        else
-#endif
             dw_channel_portable(&d);
-        uint8_t *dst = y + plane * oh * ow * size;
         for (int64_t oy = 0; oy < oh; oy++)
             copy_bytes(dst + oy * ow * size, d.stage + oy * f.wq * size, ow * size);
     }
