@@ -589,6 +589,10 @@ static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const 
     int plane = (int)(p->out_size[1] * p->out_size[2]), in_plane = ih * iw;
     int64_t m = p->out_channels, k = k_packed(p), row_k = k_row(p), size = y_bytes(q);
     uint8_t *rows = scratch, *out = scratch + align64(PIXELS * k);
+    /* 1x1, stride 1, unpadded: pixel i reads pixel i of each channel plane */
+    int pointwise = kh_count == 1 && kw_count == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+                    p->pad_begin[1] == 0 && p->pad_begin[2] == 0 && p->out_size[2] == iw &&
+                    p->out_size[1] == ih;
     FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
                    .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
     for (int64_t n = 0; n < p->batch; n++) {
@@ -598,8 +602,19 @@ static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const 
         for (int px0 = 0; px0 < plane; px0 += PIXELS) {
             int count = plane - px0 < PIXELS ? plane - px0 : PIXELS;
             /* Row r, column kh * k_row + kw * C + ch: the packed B's k
-             * order; padding reads as the input zero point. */
-            for (int r = 0; r < count; r++) {
+             * order; padding reads as the input zero point.  A pointwise
+             * layer's four pixels are a run of each channel plane: a
+             * channel at a time, unrolled over the PIXELS (4) pixels. */
+            if (pointwise && count == PIXELS) {
+                const uint8_t *from = xn + px0;
+                for (int ch = 0; ch < c; ch++, from += in_plane) {
+                    rows[ch] = from[0];
+                    rows[k + ch] = from[1];
+                    rows[2 * k + ch] = from[2];
+                    rows[3 * k + ch] = from[3];
+                }
+            }
+            for (int r = 0; r < count && !(pointwise && count == PIXELS); r++) {
                 uint8_t *row = rows + r * k;
                 if (row_k != (int64_t)kw_count * c) /* the kernel rows' ends */
                     memset(row, 0, (size_t)k);
@@ -623,11 +638,29 @@ static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const 
                     oy++;
                 }
             }
+            if (pointwise && count == PIXELS) { /* the rows' (oy, ox) stepped too */
+                ox += PIXELS;
+                while (ox >= ow) {
+                    ox -= ow;
+                    oy++;
+                }
+            }
             fxrt_qgemm(&g, count, rows, k, packed, out, m);
-            if (size == 1) {
-                for (int r = 0; r < count; r++)
-                    for (int64_t o = 0; o < m; o++)
-                        yn[o * plane + px0 + r] = out[r * m + o];
+            if (size == 1 && count == PIXELS) {
+                uint8_t *to = yn + px0;
+                for (int64_t o = 0; o < m; o++, to += plane) {
+                    to[0] = out[o];
+                    to[1] = out[m + o];
+                    to[2] = out[2 * m + o];
+                    to[3] = out[3 * m + o];
+                }
+            } else if (size == 1) {
+                for (int r = 0; r < count; r++) {
+                    uint8_t *to = yn + px0 + r;
+                    const uint8_t *from = out + r * m, *end = from + m;
+                    for (; from < end; from++, to += plane)
+                        *to = *from;
+                }
             } else {
                 for (int r = 0; r < count; r++)
                     for (int64_t o = 0; o < m; o++)

@@ -192,7 +192,7 @@ enum { MR_PORTABLE = 4 };
  * loads and 8 extensions; 2 x 4 spilled on the Cortex-M4's 13 registers),
  * walked over the panel's columns and the call's rows; an odd last row or
  * column is computed on a duplicate and not stored.  The rescale is
- * fxrt_quant_rescale32, 32-bit words only. */
+ * fxrt_rescale32_apply, 32-bit words only. */
 /* Four bytes as a word, any alignment (LDR on the Cortex-M4). */
 static inline uint32_t load_word(const uint8_t *at)
 {
@@ -215,24 +215,12 @@ static inline uint32_t load_word(const uint8_t *at)
         acc11 = __smlad(x1e, c1e, __smlad(x1o, c1o, acc11));                     \
     } while (0)
 
-/* The rescaled, offset and clamped byte of accumulator acc (locals, not
- * the structs: every byte stored may alias them, so GCC would reload). */
-#define DSP_OUT(acc, rescale) \
-    (uint8_t)clamp_i32(fxrt_rescale32_apply(acc, rescale) + y_zp, y_min, y_max)
-
-static inline int32_t clamp_i32(int32_t v, int32_t lo, int32_t hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 static void tile_dsp(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
     const int8_t *panel = g->w + col0 * g->k_groups * KGROUP;
     uint32_t flip = g->flip * 0x01010101u;
     int whole = (int)(g->q->k / KGROUP);
-    int wide = g->q->y_type == FXRT_DTYPE_INT32;
-    int32_t y_zp = g->q->y_zp, y_min = g->q->y_min, y_max = g->q->y_max;
-    ptrdiff_t ldy = (ptrdiff_t)g->ldy;
+    int32_t acc[MR_PORTABLE + 1][PANEL]; /* + 1: an odd last row's duplicate */
     for (int r = 0; r < rows; r += 2) {
         const uint8_t *a0 = g->a + (row0 + r) * g->lda;
         const uint8_t *a1 = r + 1 < rows ? a0 + g->lda : a0;
@@ -245,8 +233,6 @@ static void tile_dsp(const QGemm *g, int64_t row0, int rows, int64_t col0, int c
                 load_group(g, row0 + r + 1, whole, v);
             memcpy(&tail1, v, sizeof tail1);
         }
-        uint8_t *y = g->y + ((row0 + r) * ldy + col0) * (wide ? 4 : 1);
-        ptrdiff_t y_next = r + 1 < rows ? ldy * (wide ? 4 : 1) : 0; /* row r + 1 */
         for (int j = 0; j < cols; j += 2) {
             const uint8_t *w = (const uint8_t *)(panel + j * KGROUP);
             int32_t acc00 = g->col_bias[col0 + j], acc01 = g->col_bias[col0 + j + 1];
@@ -261,30 +247,31 @@ static void tile_dsp(const QGemm *g, int64_t row0, int rows, int64_t col0, int c
                     DSP_2X2(load_word(x0), load_word(x1), load_word(w), load_word(w + KGROUP));
             if (whole < g->k_groups)
                 DSP_2X2(tail0, tail1, load_word(w), load_word(w + KGROUP));
-            /* A duplicate row (rows odd) is stored over the real one, with
-             * the same value; a padding column is not stored. */
-            int second = j + 1 < cols;
-            if (wide) {
-                int32_t out[4] = {acc00, acc01, acc10, acc11};
-                memcpy(y + j * 4, &out[0], 4);
-                memcpy(y + j * 4 + y_next, &out[2], 4);
-                if (second) {
-                    memcpy(y + j * 4 + 4, &out[1], 4);
-                    memcpy(y + j * 4 + 4 + y_next, &out[3], 4);
-                }
-                continue;
-            }
-            FxrtRescale32 r0 = fxrt_rescale32_make(g->col_mult[col0 + j], g->col_shift[col0 + j]);
-            uint8_t out00 = DSP_OUT(acc00, &r0), out10 = DSP_OUT(acc10, &r0);
-            y[j] = out00;
-            y[j + y_next] = out10;
-            if (second) {
-                FxrtRescale32 r1 =
-                    fxrt_rescale32_make(g->col_mult[col0 + j + 1], g->col_shift[col0 + j + 1]);
-                uint8_t out01 = DSP_OUT(acc01, &r1), out11 = DSP_OUT(acc11, &r1);
-                y[j + 1] = out01;
-                y[j + 1 + y_next] = out11;
-            }
+            /* the panel has 16 columns: j + 1 is one even past cols */
+            acc[r][j] = acc00;
+            acc[r][j + 1] = acc01;
+            acc[r + 1][j] = acc10;
+            acc[r + 1][j + 1] = acc11;
+        }
+    }
+    /* Requantized a column at a time after the products, so that neither
+     * loop spills on the Cortex-M4's 13 registers: the column's rescale
+     * constants, zero point and bounds stay in registers (a byte store
+     * may alias the structs, so they are locals). */
+    ptrdiff_t ldy = (ptrdiff_t)g->ldy;
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
+        for (int r = 0; r < rows; r++)
+            memcpy(g->y + ((row0 + r) * ldy + col0) * (int64_t)sizeof(int32_t), acc[r],
+                   (size_t)cols * sizeof(int32_t));
+        return;
+    }
+    int32_t y_zp = g->q->y_zp, y_min = g->q->y_min, y_max = g->q->y_max;
+    uint8_t *y = g->y + row0 * ldy + col0;
+    for (int j = 0; j < cols; j++) {
+        FxrtRescale32 rescale = fxrt_rescale32_make(g->col_mult[col0 + j], g->col_shift[col0 + j]);
+        for (int r = 0; r < rows; r++) {
+            int32_t v = fxrt_rescale32_apply(acc[r][j], &rescale) + y_zp;
+            y[r * ldy + j] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
         }
     }
 }
