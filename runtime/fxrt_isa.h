@@ -9,6 +9,42 @@
 #ifndef FXRT_ISA_H
 #define FXRT_ISA_H
 
+/* 1: the int8 kernels' Armv7E-M DSP forms (SMLAD on SXTB16/UXTB16 pairs:
+ * fxrt_nn_qgemm.c's tile, fxrt_nn_qconv.c's 3-wide depthwise rows), which
+ * a compiler targeting a core with the DSP extension (Cortex-M4, M7, M33,
+ * M55) turns on by itself.  FXRT_EMULATE_ARM_DSP builds them on any host
+ * against the plain-C arm_acle.h of tests/acle/, so that the host's test
+ * suites check the same source bit-exact. */
+#if (defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP) || defined(FXRT_EMULATE_ARM_DSP)
+#define FXRT_ARM_DSP 1
+#else
+#define FXRT_ARM_DSP 0
+#endif
+
+#if FXRT_ARM_DSP
+#include <arm_acle.h>
+/* SXTB16 and UXTB16 of the operand rotated right by 8 bits (bytes 1 and 3
+ * into the halfwords): one instruction with the rotate in its operand;
+ * GCC 12 would not fold a separate rotate into it. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+static inline int16x2_t fxrt_sxtb16_ror8(uint32_t v)
+{
+    int16x2_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
+static inline uint16x2_t fxrt_uxtb16_ror8(uint32_t v)
+{
+    uint16x2_t r;
+    __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
+#else
+static inline int16x2_t fxrt_sxtb16_ror8(uint32_t v) { return __sxtb16(v >> 8 | v << 24); }
+static inline uint16x2_t fxrt_uxtb16_ror8(uint32_t v) { return __uxtb16(v >> 8 | v << 24); }
+#endif
+#endif
+
 /* 2: AVX-512 where the CPU has it (the default), 1: AVX2 at most, 0: the
  * portable C tiles.  A no-op in builds without the x86 tiles. */
 void fxrt_nchwc_conv_limit_isa(int level);

@@ -602,6 +602,60 @@ int fxrt_quant_multiplier(double real_scale, int32_t *multiplier, int *shift);
  * product can move a value within about 1e-16 relative of a .5 tie to the
  * other side, so the two differ there by one. */
 int64_t fxrt_quant_rescale(int32_t v, int32_t multiplier, int shift);
+/* fxrt_quant_rescale in 32-bit words, the same value for every v and every
+ * pair fxrt_quant_multiplier makes (shift 30 to 62), for 32-bit cores: one
+ * 32 x 32 -> 64 multiply (SMULL on Arm), the half added to the two words
+ * with a carry and the high word shifted, no 64-bit shift, division or
+ * libgcc helper.  A tie (the bits shifted out exactly the half) is rare, so
+ * it costs a compare and a branch not taken.  The per-channel constants are
+ * made once (fxrt_rescale32_make) and applied per value
+ * (fxrt_rescale32_apply: about 6 instructions on a Cortex-M4).  Signed >>
+ * is arithmetic (GCC, Clang; implementation-defined in C99). */
+typedef struct FxrtRescale32 {
+    int32_t multiplier;
+    int32_t shift;             /* 30 to 62 */
+    uint32_t half_lo, half_hi; /* 2^(shift - 1) in two words */
+    uint32_t tie_mask_hi;      /* the high word's bits shifted out (shift >= 32) */
+} FxrtRescale32;
+
+static inline FxrtRescale32 fxrt_rescale32_make(int32_t multiplier, int shift)
+{
+    FxrtRescale32 r;
+    r.multiplier = multiplier;
+    r.shift = shift;
+    r.half_lo = shift <= 32 ? 1u << (shift - 1) : 0u;
+    r.half_hi = shift <= 32 ? 0u : 1u << (shift - 33);
+    r.tie_mask_hi = shift <= 32 ? 0u : (1u << (shift - 32)) - 1u;
+    return r;
+}
+
+static inline int32_t fxrt_rescale32_apply(int32_t v, const FxrtRescale32 *r)
+{
+    int64_t product = (int64_t)v * r->multiplier;
+    uint32_t lo = (uint32_t)product, hi = (uint32_t)((uint64_t)product >> 32);
+    uint32_t sum_lo = lo + r->half_lo, sum_hi = hi + r->half_hi + (sum_lo < lo);
+    /* the usual case first: no tie possible (low word not 0), quotient in
+     * the high word */
+    if (sum_lo != 0 && r->shift >= 32)
+        return (int32_t)sum_hi >> (r->shift - 32);
+    int32_t q;
+    if (r->shift >= 32) {
+        q = (int32_t)sum_hi >> (r->shift - 32);
+        if ((sum_hi & r->tie_mask_hi) == 0) /* a tie: to even */
+            q &= ~1;
+    } else { /* shift 30 or 31 (scales from 0.5 to 1): the quotient spans both words */
+        q = (int32_t)(sum_hi << (32 - r->shift) | sum_lo >> r->shift);
+        if ((sum_lo & ((1u << r->shift) - 1u)) == 0)
+            q &= ~1;
+    }
+    return q;
+}
+
+static inline int32_t fxrt_quant_rescale32(int32_t v, int32_t multiplier, int shift)
+{
+    FxrtRescale32 r = fxrt_rescale32_make(multiplier, shift);
+    return fxrt_rescale32_apply(v, &r);
+}
 
 /* Y = requantize((A - a_zp) x B + bias) for A m x k (UINT8 or INT8, row
  * stride lda) and B k x n INT8 with zero point 0 (symmetric weights, per

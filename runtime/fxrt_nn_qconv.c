@@ -229,8 +229,9 @@ typedef struct Phases {
 static Phases phase_plan(const FxrtConvParams *p, const FxrtQConv *q)
 {
     Phases f;
-    f.hq = p->out_size[1] + (p->kernel[1] - 1) * p->dilation[1] / p->stride[1];
-    f.wq = p->out_size[2] + (p->kernel[2] - 1) * p->dilation[2] / p->stride[2];
+    /* int quotients: a 32-bit core divides 64-bit ones through libgcc */
+    f.hq = p->out_size[1] + (int)((p->kernel[1] - 1) * p->dilation[1]) / (int)p->stride[1];
+    f.wq = p->out_size[2] + (int)((p->kernel[2] - 1) * p->dilation[2]) / (int)p->stride[2];
     f.plane_bytes = align64(f.hq * f.wq + SLACK);
     f.stage_bytes = align64((p->out_size[1] * f.wq + SLACK) * y_bytes(q));
     return f;
@@ -286,10 +287,19 @@ static int64_t dw_nhwc_tables_bytes(const FxrtConvParams *p)
 }
 #endif
 
+/* The small path's depthwise scratch also holds the int32 sums of a
+ * channel for the DSP kernel (dw_channel_dsp: each output row rounded up
+ * to pairs), on every build, so that fxcc's plan on the host sizes the
+ * firmware's arena. */
+static int64_t dw_dsp_sums_bytes(const FxrtConvParams *p)
+{
+    return p->out_size[1] * ((p->out_size[2] + 1) / 2 * 2) * (int64_t)sizeof(int32_t);
+}
+
 int64_t fxrt_qconv_small_scratch_bytes(const FxrtConvParams *p, const FxrtQConv *q)
 {
     if (fxrt_qconv_is_depthwise(p))
-        return depthwise_scratch_bytes(p, q);
+        return depthwise_scratch_bytes(p, q) + dw_dsp_sums_bytes(p);
     return align64(PIXELS * k_packed(p)) + PIXELS * p->out_channels * y_bytes(q);
 }
 
@@ -573,40 +583,90 @@ static void qconv_gemm(const FxrtConvParams *p, const FxrtQConv *q, const uint8_
 static void qconv_gemm_small(const FxrtConvParams *p, const FxrtQConv *q, const uint8_t *x,
                              const void *packed, uint8_t *y, uint8_t *scratch)
 {
-    int64_t c = p->in_channels, m = p->out_channels, taps = kernel_taps(p);
-    int64_t ih = p->in_size[1], iw = p->in_size[2], oh = p->out_size[1], ow = p->out_size[2];
-    int64_t k = k_packed(p), row_k = k_row(p), plane = oh * ow, size = y_bytes(q);
+    /* int indices: a 32-bit core divides 64-bit ones through libgcc */
+    int c = (int)p->in_channels, ih = (int)p->in_size[1], iw = (int)p->in_size[2];
+    int ow = (int)p->out_size[2], kh_count = (int)p->kernel[1], kw_count = (int)p->kernel[2];
+    int plane = (int)(p->out_size[1] * p->out_size[2]), in_plane = ih * iw;
+    int64_t m = p->out_channels, k = k_packed(p), row_k = k_row(p), size = y_bytes(q);
     uint8_t *rows = scratch, *out = scratch + align64(PIXELS * k);
+    /* 1x1, stride 1, unpadded: pixel i reads pixel i of each channel plane */
+    int pointwise = kh_count == 1 && kw_count == 1 && p->stride[1] == 1 && p->stride[2] == 1 &&
+                    p->pad_begin[1] == 0 && p->pad_begin[2] == 0 && p->out_size[2] == iw &&
+                    p->out_size[1] == ih;
     FxrtQGemm g = {.n = m, .k = k, .a_type = q->x_type, .y_type = q->y_type,
                    .y_zp = q->y_zp, .y_min = q->y_min, .y_max = q->y_max};
     for (int64_t n = 0; n < p->batch; n++) {
-        const uint8_t *xn = x + n * c * ih * iw;
+        const uint8_t *xn = x + n * c * in_plane;
         uint8_t *yn = y + n * m * plane * size;
-        for (int64_t px0 = 0; px0 < plane; px0 += PIXELS) {
-            int64_t count = plane - px0 < PIXELS ? plane - px0 : PIXELS;
+        int oy = 0, ox = 0; /* of pixel px0 + r */
+        for (int px0 = 0; px0 < plane; px0 += PIXELS) {
+            int count = plane - px0 < PIXELS ? plane - px0 : PIXELS;
             /* Row r, column kh * k_row + kw * C + ch: the packed B's k
-             * order; padding reads as the input zero point. */
-            for (int64_t r = 0; r < count; r++) {
-                int64_t oy = (px0 + r) / ow, ox = (px0 + r) % ow;
+             * order; padding reads as the input zero point.  A pointwise
+             * layer's four pixels are a run of each channel plane: a
+             * channel at a time, unrolled over the PIXELS (4) pixels. */
+            if (pointwise && count == PIXELS) {
+                const uint8_t *from = xn + px0;
+                for (int ch = 0; ch < c; ch++, from += in_plane) {
+                    rows[ch] = from[0];
+                    rows[k + ch] = from[1];
+                    rows[2 * k + ch] = from[2];
+                    rows[3 * k + ch] = from[3];
+                }
+            }
+            for (int r = 0; r < count && !(pointwise && count == PIXELS); r++) {
                 uint8_t *row = rows + r * k;
-                if (row_k != p->kernel[2] * c) /* the kernel rows' ends */
+                if (row_k != (int64_t)kw_count * c) /* the kernel rows' ends */
                     memset(row, 0, (size_t)k);
-                for (int64_t t = 0; t < taps; t++) {
-                    int64_t iy = oy * p->stride[1] - p->pad_begin[1] +
-                                 t / p->kernel[2] * p->dilation[1];
-                    int64_t ix = ox * p->stride[2] - p->pad_begin[2] +
-                                 t % p->kernel[2] * p->dilation[2];
-                    int inside = iy >= 0 && iy < ih && ix >= 0 && ix < iw;
-                    uint8_t *at = row + t / p->kernel[2] * row_k + t % p->kernel[2] * c;
-                    for (int64_t ch = 0; ch < c; ch++)
-                        at[ch] = inside ? xn[(ch * ih + iy) * iw + ix] : (uint8_t)q->x_zp;
+                for (int kh = 0; kh < kh_count; kh++) {
+                    int iy = oy * (int)p->stride[1] - (int)p->pad_begin[1] + kh * (int)p->dilation[1];
+                    for (int kw = 0; kw < kw_count; kw++) {
+                        int ix = ox * (int)p->stride[2] - (int)p->pad_begin[2] +
+                                 kw * (int)p->dilation[2];
+                        uint8_t *at = row + kh * row_k + kw * c;
+                        if (iy >= 0 && iy < ih && ix >= 0 && ix < iw) {
+                            const uint8_t *from = xn + iy * iw + ix;
+                            for (int ch = 0; ch < c; ch++)
+                                at[ch] = from[ch * in_plane];
+                        } else {
+                            memset(at, (uint8_t)q->x_zp, (size_t)c);
+                        }
+                    }
+                }
+                if (++ox == ow) {
+                    ox = 0;
+                    oy++;
+                }
+            }
+            if (pointwise && count == PIXELS) { /* the rows' (oy, ox) stepped too */
+                ox += PIXELS;
+                while (ox >= ow) {
+                    ox -= ow;
+                    oy++;
                 }
             }
             fxrt_qgemm(&g, count, rows, k, packed, out, m);
-            for (int64_t r = 0; r < count; r++)
-                for (int64_t o = 0; o < m; o++)
-                    memcpy(yn + (o * plane + px0 + r) * size, out + (r * m + o) * size,
-                           (size_t)size);
+            if (size == 1 && count == PIXELS) {
+                uint8_t *to = yn + px0;
+                for (int64_t o = 0; o < m; o++, to += plane) {
+                    to[0] = out[o];
+                    to[1] = out[m + o];
+                    to[2] = out[2 * m + o];
+                    to[3] = out[3 * m + o];
+                }
+            } else if (size == 1) {
+                for (int r = 0; r < count; r++) {
+                    uint8_t *to = yn + px0 + r;
+                    const uint8_t *from = out + r * m, *end = from + m;
+                    for (; from < end; from++, to += plane)
+                        *to = *from;
+                }
+            } else {
+                for (int r = 0; r < count; r++)
+                    for (int64_t o = 0; o < m; o++)
+                        memcpy(yn + (o * plane + px0 + r) * size, out + (r * m + o) * size,
+                               (size_t)size);
+            }
         }
     }
 }
@@ -641,8 +701,8 @@ static void dw_phase_planes(const FxrtConvParams *p, const Phases *f, const uint
         for (int64_t pw = 0; pw < sw; pw++) {
             uint8_t *plane = planes + (ph * sw + pw) * f->plane_bytes;
             /* Columns j with 0 <= j * sw + pw - left < w read the row. */
-            int64_t first = left > pw ? (left - pw + sw - 1) / sw : 0;
-            int64_t end = (w + left - pw + sw - 1) / sw;
+            int64_t first = left > pw ? (int)(left - pw + sw - 1) / (int)sw : 0;
+            int64_t end = (int)(w + left - pw + sw - 1) / (int)sw;
             first = first > f->wq ? f->wq : first;
             end = end > f->wq ? f->wq : end < first ? first : end;
             for (int64_t i = 0; i < f->hq; i++) {
@@ -668,10 +728,11 @@ enum { DW_MAX_TAPS = 64 };
 static void dw_tap(const FxrtConvParams *p, const Phases *f, int64_t t, int64_t *plane,
                    int64_t *offset)
 {
-    int64_t kh = t / p->kernel[2], kw = t % p->kernel[2];
-    int64_t dy = kh * p->dilation[1], dx = kw * p->dilation[2];
-    *plane = (dy % p->stride[1]) * p->stride[2] + dx % p->stride[2];
-    *offset = (dy / p->stride[1]) * f->wq + dx / p->stride[2];
+    int kernel_w = (int)p->kernel[2], sh = (int)p->stride[1], sw = (int)p->stride[2];
+    int kh = (int)t / kernel_w, kw = (int)t % kernel_w;
+    int dy = kh * (int)p->dilation[1], dx = kw * (int)p->dilation[2];
+    *plane = (dy % sh) * sw + dx % sw;
+    *offset = (dy / sh) * f->wq + dx / sw;
 }
 
 /* What one channel's kernel needs. */
@@ -682,6 +743,7 @@ typedef struct DwChannel {
     const uint8_t *planes;
     const int8_t *taps;
     int32_t seed, mult, shift;
+    FxrtRescale32 rescale; /* of mult, shift */
     int64_t count; /* flat outputs: out rows x wq */
     uint8_t *stage;
     /* Where each tap reads from planes (its phase plane's start plus its
@@ -697,7 +759,7 @@ static void dw_store_scalar(const DwChannel *d, int64_t i, uint32_t acc)
         memcpy(d->stage + i * 4, &v, sizeof v);
         return;
     }
-    int64_t v = fxrt_quant_rescale((int32_t)acc, d->mult, d->shift) + q->y_zp;
+    int32_t v = fxrt_rescale32_apply((int32_t)acc, &d->rescale) + q->y_zp;
     v = v < q->y_min ? q->y_min : v > q->y_max ? q->y_max : v;
     d->stage[i] = (uint8_t)v; /* modulo 256: an int8's two's complement byte */
 }
@@ -754,6 +816,92 @@ static void dw_channel_portable(const DwChannel *d)
         DW_TAPS_LOOP(DW_AS_UINT8)
     }
 }
+
+#if FXRT_ARM_DSP
+/* Undilated 3x3 kernels at stride 1 on the DSP extension (the small path): two
+ * neighbouring outputs of a row per step.  Kernel row r reads the word of
+ * bytes x0..x3 under them; UXTB16 (SXTB16 for int8) splits it into the
+ * halfword pairs (x0, x2) and (x1, x3), and with the row's taps as the
+ * pairs (w0, w2) and (w1, w1), SMLAD, SMLABB and SMLATB give both
+ * w0 x0 + w1 x1 + w2 x2 and w0 x1 + w1 x2 + w2 x3: 7 instructions for 6
+ * products, 6 weight registers for the kernel.  Two passes a channel, so
+ * that neither spills on the Cortex-M4's 13 registers: the sums into int32
+ * scratch (dw_dsp_sums_bytes), then their requantization, its constants in
+ * registers, stored straight into the output plane (the input's
+ * channel plane is in the phase planes by then, so in place works).  Only
+ * the image's columns are computed (the flat loop computes Wq - OW more a
+ * row); an odd row's last pair computes one sum past the row. */
+static int dw_dsp_applies(const FxrtConvParams *p, const FxrtQConv *q)
+{
+    return FXRT_SMALL_KERNELS && p->kernel[1] == 3 && p->kernel[2] == 3 && p->stride[1] == 1 &&
+           p->stride[2] == 1 && p->dilation[1] == 1 && p->dilation[2] == 1 &&
+           q->y_type != FXRT_DTYPE_INT32;
+}
+
+static inline uint32_t dw_word(const uint8_t *at)
+{
+    uint32_t word;
+    memcpy(&word, at, sizeof word);
+    return word;
+}
+
+/* Two int16 lanes: lo in the low halfword. */
+static inline int16x2_t dw_pair(int32_t lo, int32_t hi)
+{
+    return (int16x2_t)(((uint32_t)lo & 0xFFFFu) | (uint32_t)hi << 16);
+}
+
+#define SXTB16(v) __sxtb16(v)
+#define SXTB16_ror8(v) fxrt_sxtb16_ror8(v)
+#define UXTB16(v) __uxtb16(v)
+#define UXTB16_ror8(v) fxrt_uxtb16_ror8(v)
+
+#define DW_DSP_ROW(src, k_outer, k_mid, extend)                                   \
+    do {                                                                          \
+        uint32_t word = dw_word(src);                                             \
+        int16x2_t even = extend(word), odd = extend##_ror8(word);                 \
+        acc_a = __smlabb(odd, k_mid, __smlad(even, k_outer, acc_a));              \
+        acc_b = __smlatb(even, k_mid, __smlad(odd, k_outer, acc_b));              \
+    } while (0)
+#define DW_DSP_LOOP(extend)                                                       \
+    for (int oy = 0; oy < oh; oy++) {                                             \
+        const uint8_t *src = row0 + oy * wq;                                      \
+        for (int ox = 0; ox < ow; ox += 2, sums += 2) {                           \
+            int32_t acc_a = seed, acc_b = seed;                                   \
+            DW_DSP_ROW(src + ox, k0, k0_mid, extend);                             \
+            DW_DSP_ROW(src + ox + wq, k1, k1_mid, extend);                        \
+            DW_DSP_ROW(src + ox + 2 * wq, k2, k2_mid, extend);                    \
+            sums[0] = acc_a;                                                      \
+            sums[1] = acc_b;                                                      \
+        }                                                                         \
+    }
+
+static void dw_channel_dsp(const DwChannel *d, int32_t *sums, uint8_t *y)
+{
+    int oh = (int)d->p->out_size[1], ow = (int)d->p->out_size[2], wq = (int)d->f->wq;
+    const uint8_t *row0 = d->planes + d->tap_at[0];
+    const int8_t *w = d->taps;
+    int16x2_t k0 = dw_pair(w[0], w[2]), k1 = dw_pair(w[3], w[5]), k2 = dw_pair(w[6], w[8]);
+    int16x2_t k0_mid = dw_pair(w[1], w[1]), k1_mid = dw_pair(w[4], w[4]);
+    int16x2_t k2_mid = dw_pair(w[7], w[7]);
+    int32_t seed = d->seed, *first = sums;
+    if (d->q->x_type == FXRT_DTYPE_INT8) {
+        DW_DSP_LOOP(SXTB16)
+    } else {
+        DW_DSP_LOOP(UXTB16)
+    }
+    FxrtRescale32 rescale = d->rescale;
+    int32_t y_zp = d->q->y_zp, y_min = d->q->y_min, y_max = d->q->y_max;
+    int pairs = (ow + 1) / 2 * 2;
+    for (int oy = 0; oy < oh; oy++, y += ow) {
+        const int32_t *from = first + oy * pairs;
+        for (int ox = 0; ox < ow; ox++) {
+            int32_t v = fxrt_rescale32_apply(from[ox], &rescale) + y_zp;
+            y[ox] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
+        }
+    }
+}
+#endif
 
 #ifdef FXRT_QCONV_X86
 #define DW_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
@@ -866,6 +1014,9 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
 #ifdef FXRT_QCONV_X86
     int isa = dw_isa(p);
 #endif
+#if FXRT_ARM_DSP
+    int dsp = dw_dsp_applies(p, q);
+#endif
     int64_t tap_at[DW_MAX_TAPS];
     for (int64_t t = 0; t < taps && t < DW_MAX_TAPS; t++) {
         int64_t phase, offset;
@@ -874,13 +1025,20 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
     }
     d.tap_at = tap_at;
     dw_fill_planes(p, &f, (uint8_t)q->x_zp, planes);
-    for (int64_t plane = 0; plane < p->batch * c; plane++) {
-        int64_t ch = plane % c;
+    for (int64_t plane = 0, ch = 0; plane < p->batch * c; plane++, ch = ch + 1 < c ? ch + 1 : 0) {
         dw_phase_planes(p, &f, x + plane * in_plane, planes);
         d.taps = dw_taps(p, packed) + ch * taps;
         d.seed = columns[ch];
         d.mult = columns[c + ch];
         d.shift = columns[2 * c + ch];
+        d.rescale = fxrt_rescale32_make(d.mult, (int)d.shift);
+        uint8_t *dst = y + plane * oh * ow * size;
+#if FXRT_ARM_DSP
+        if (dsp) {
+            dw_channel_dsp(&d, (int32_t *)(void *)(d.stage + f.stage_bytes), dst);
+            continue;
+        }
+#endif
 #ifdef FXRT_QCONV_X86
         if (isa == 2)
             dw_channel_avx512(&d);
@@ -889,7 +1047,6 @@ static void qconv_depthwise(const FxrtConvParams *p, const FxrtQConv *q, const u
         else
 #endif
             dw_channel_portable(&d);
-        uint8_t *dst = y + plane * oh * ow * size;
         for (int64_t oy = 0; oy < oh; oy++)
             copy_bytes(dst + oy * ow * size, d.stage + oy * f.wq * size, ow * size);
     }

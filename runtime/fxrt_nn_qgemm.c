@@ -172,87 +172,125 @@ static void load_group(const QGemm *g, int64_t row, int64_t group, uint8_t bytes
         bytes[i] = i < left ? (uint8_t)(a[i] ^ g->flip) : 0;
 }
 
-/* Rescales, offsets, clamps and stores the rows x cols block of finished
- * accumulators acc (row stride ld) at output (row0, col0). */
-static void store_tile(const QGemm *g, int64_t row0, int64_t col0, int rows, int cols,
-                       const int32_t *acc, int ld)
-{
-    const FxrtQGemm *q = g->q;
-    for (int r = 0; r < rows; r++) {
-        const int32_t *v = acc + r * ld;
-        int64_t at = (row0 + r) * g->ldy + col0;
-        if (q->y_type == FXRT_DTYPE_INT32) {
-            memcpy(g->y + at * (int64_t)sizeof(int32_t), v, (size_t)cols * sizeof(int32_t));
-            continue;
-        }
-        for (int j = 0; j < cols; j++) {
-            int64_t y = fxrt_quant_rescale(v[j], g->col_mult[col0 + j], g->col_shift[col0 + j]) +
-                        q->y_zp;
-            y = y < q->y_min ? q->y_min : y > q->y_max ? q->y_max : y;
-            if (q->y_type == FXRT_DTYPE_UINT8)
-                g->y[at + j] = (uint8_t)y;
-            else
-                ((int8_t *)g->y)[at + j] = (int8_t)y;
-        }
-    }
-}
-
 /* A tile kernel: rows <= its row count of A from row0, cols <= its column
  * count from col0 (a multiple of 16). */
 typedef void (*TileFn)(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols);
 
 enum { MR_PORTABLE = 4 };
 
-#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP
+#if FXRT_ARM_DSP
 /* Cortex-M4, M7, M33, M55 (the DSP extension): SMLAD forms two 16 x 16
  * products and adds both to an accumulator in one instruction.  A k-group's
  * four bytes, a0..a3 of a row of A (unsigned, an int8 one flipped) and
  * c0..c3 of a column, are split by UXTB16 and SXTB16 into the halfword
  * pairs (a0, a2), (a1, a3) and (c0, c2), (c1, c3) (the second pair after a
- * rotate by 8 bits), and two SMLADs add a0 c0 + a2 c2 and a1 c1 + a3 c3.
- * Every product fits in int16 x int16 and the sum wraps modulo 2^32 as the
- * portable tile's does, so the bytes are the same.  A column's pairs are
- * unpacked once for the tile's rows. */
-#include <arm_acle.h>
+ * rotate by 8 bits, in the extension's operand), and two SMLADs add
+ * a0 c0 + a2 c2 and a1 c1 + a3 c3.  Every product fits in int16 x int16 and
+ * the sum wraps modulo 2^32 as the portable tile's does, so the bytes are
+ * the same.  The tile is register-blocked 2 rows x 2 columns (4
+ * accumulators, 2 A words and 2 weight words per k-group: 8 SMLADs for 4
+ * loads and 8 extensions; 2 x 4 spilled on the Cortex-M4's 13 registers),
+ * walked over the panel's columns and the call's rows; an odd last row or
+ * column is computed on a duplicate and not stored.  The rescale is
+ * fxrt_rescale32_apply, 32-bit words only. */
+/* Four bytes as a word, any alignment (LDR on the Cortex-M4). */
+static inline uint32_t load_word(const uint8_t *at)
+{
+    uint32_t word;
+    memcpy(&word, at, sizeof word);
+    return word;
+}
 
-static uint32_t rotate8(uint32_t v) { return v >> 8 | v << 24; }
+/* Four products of a k-group: rows x0, x1 (A words) by columns c0, c1
+ * (weight words) into the 2 x 2 accumulators. */
+#define DSP_2X2(x0, x1, c0, c1)                                                  \
+    do {                                                                         \
+        int16x2_t x0e = __uxtb16(x0), x0o = fxrt_uxtb16_ror8(x0);              \
+        int16x2_t x1e = __uxtb16(x1), x1o = fxrt_uxtb16_ror8(x1);              \
+        int16x2_t c0e = __sxtb16(c0), c0o = fxrt_sxtb16_ror8(c0);              \
+        int16x2_t c1e = __sxtb16(c1), c1o = fxrt_sxtb16_ror8(c1);              \
+        acc00 = __smlad(x0e, c0e, __smlad(x0o, c0o, acc00));                     \
+        acc01 = __smlad(x0e, c1e, __smlad(x0o, c1o, acc01));                     \
+        acc10 = __smlad(x1e, c0e, __smlad(x1o, c0o, acc10));                     \
+        acc11 = __smlad(x1e, c1e, __smlad(x1o, c1o, acc11));                     \
+    } while (0)
 
 static void tile_dsp(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
-    int32_t acc[MR_PORTABLE][PANEL];
     const int8_t *panel = g->w + col0 * g->k_groups * KGROUP;
     uint32_t flip = g->flip * 0x01010101u;
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < PANEL; j++)
-            acc[r][j] = g->col_bias[col0 + j];
-    for (int64_t p = 0; p < g->k_groups; p++) {
-        const int8_t *w = panel + p * PANEL * KGROUP;
-        int16x2_t a02[MR_PORTABLE], a13[MR_PORTABLE];
-        for (int r = 0; r < rows; r++) {
-            uint32_t word;
-            if ((p + 1) * KGROUP <= g->q->k) {
-                memcpy(&word, g->a + (row0 + r) * g->lda + p * KGROUP, sizeof word);
-                word ^= flip;
-            } else {
-                uint8_t v[KGROUP];
-                load_group(g, row0 + r, p, v);
-                memcpy(&word, v, sizeof word);
-            }
-            a02[r] = __uxtb16(word);
-            a13[r] = __uxtb16(rotate8(word));
+    int whole = (int)(g->q->k / KGROUP);
+    int32_t acc[MR_PORTABLE + 1][PANEL]; /* + 1: an odd last row's duplicate */
+    for (int r = 0; r < rows; r += 2) {
+        const uint8_t *a0 = g->a + (row0 + r) * g->lda;
+        const uint8_t *a1 = r + 1 < rows ? a0 + g->lda : a0;
+        uint32_t tail0 = 0, tail1 = 0; /* a last partial k-group, zeros past k */
+        if (whole < g->k_groups) {
+            uint8_t v[KGROUP];
+            load_group(g, row0 + r, whole, v);
+            memcpy(&tail0, v, sizeof tail0);
+            if (r + 1 < rows)
+                load_group(g, row0 + r + 1, whole, v);
+            memcpy(&tail1, v, sizeof tail1);
         }
-        for (int j = 0; j < PANEL; j++) {
-            uint32_t c;
-            memcpy(&c, w + j * KGROUP, sizeof c);
-            int16x2_t c02 = __sxtb16(c), c13 = __sxtb16(rotate8(c));
-            for (int r = 0; r < rows; r++)
-                acc[r][j] = __smlad(a02[r], c02, __smlad(a13[r], c13, acc[r][j]));
+        for (int j = 0; j < cols; j += 2) {
+            const uint8_t *w = (const uint8_t *)(panel + j * KGROUP);
+            int32_t acc00 = g->col_bias[col0 + j], acc01 = g->col_bias[col0 + j + 1];
+            int32_t acc10 = acc00, acc11 = acc01;
+            const uint8_t *x0 = a0, *x1 = a1, *end = a0 + whole * KGROUP;
+            if (flip)
+                for (; x0 < end; x0 += KGROUP, x1 += KGROUP, w += PANEL * KGROUP)
+                    DSP_2X2(load_word(x0) ^ flip, load_word(x1) ^ flip, load_word(w),
+                            load_word(w + KGROUP));
+            else
+                for (; x0 < end; x0 += KGROUP, x1 += KGROUP, w += PANEL * KGROUP)
+                    DSP_2X2(load_word(x0), load_word(x1), load_word(w), load_word(w + KGROUP));
+            if (whole < g->k_groups)
+                DSP_2X2(tail0, tail1, load_word(w), load_word(w + KGROUP));
+            /* the panel has 16 columns: j + 1 is one even past cols */
+            acc[r][j] = acc00;
+            acc[r][j + 1] = acc01;
+            acc[r + 1][j] = acc10;
+            acc[r + 1][j + 1] = acc11;
         }
     }
-    store_tile(g, row0, col0, rows, cols, &acc[0][0], PANEL);
+    /* Requantized a column at a time after the products, so that neither
+     * loop spills on the Cortex-M4's 13 registers: the column's rescale
+     * constants, zero point and bounds stay in registers (a byte store
+     * may alias the structs, so they are locals). */
+    ptrdiff_t ldy = (ptrdiff_t)g->ldy;
+    if (g->q->y_type == FXRT_DTYPE_INT32) {
+        for (int r = 0; r < rows; r++)
+            memcpy(g->y + ((row0 + r) * ldy + col0) * (int64_t)sizeof(int32_t), acc[r],
+                   (size_t)cols * sizeof(int32_t));
+        return;
+    }
+    int32_t y_zp = g->q->y_zp, y_min = g->q->y_min, y_max = g->q->y_max;
+    uint8_t *y = g->y + row0 * ldy + col0;
+    for (int j = 0; j < cols; j++) {
+        FxrtRescale32 rescale = fxrt_rescale32_make(g->col_mult[col0 + j], g->col_shift[col0 + j]);
+        for (int r = 0; r < rows; r++) {
+            int32_t v = fxrt_rescale32_apply(acc[r][j], &rescale) + y_zp;
+            y[r * ldy + j] = (uint8_t)(v < y_min ? y_min : v > y_max ? y_max : v);
+        }
+    }
 }
 #define TILE_PLAIN tile_dsp
 #else
+/* One finished accumulator: rescaled, offset, clamped, stored at output
+ * index `at`. */
+static inline void store_one(const QGemm *g, int64_t at, int32_t acc, const FxrtRescale32 *rescale)
+{
+    const FxrtQGemm *q = g->q;
+    if (q->y_type == FXRT_DTYPE_INT32) {
+        memcpy(g->y + at * (int64_t)sizeof(int32_t), &acc, sizeof acc);
+        return;
+    }
+    int32_t y = fxrt_rescale32_apply(acc, rescale) + q->y_zp;
+    y = y < q->y_min ? q->y_min : y > q->y_max ? q->y_max : y;
+    g->y[at] = (uint8_t)y; /* modulo 256: an int8's two's complement byte */
+}
+
 static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, int cols)
 {
     uint32_t acc[MR_PORTABLE][PANEL];
@@ -272,11 +310,11 @@ static void tile_portable(const QGemm *g, int64_t row0, int rows, int64_t col0, 
             }
         }
     }
-    int32_t out[MR_PORTABLE][PANEL];
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < PANEL; j++)
-            out[r][j] = (int32_t)acc[r][j];
-    store_tile(g, row0, col0, rows, cols, &out[0][0], PANEL);
+    for (int j = 0; j < cols; j++) {
+        FxrtRescale32 rescale = fxrt_rescale32_make(g->col_mult[col0 + j], g->col_shift[col0 + j]);
+        for (int r = 0; r < rows; r++)
+            store_one(g, (row0 + r) * g->ldy + col0 + j, (int32_t)acc[r][j], &rescale);
+    }
 }
 #define TILE_PLAIN tile_portable
 #endif

@@ -141,6 +141,56 @@ START_TEST(test_rescale_exact)
 }
 END_TEST
 
+/* fxrt_quant_rescale32 (the 32-bit cores' words) against the 64-bit
+ * fxrt_quant_rescale: equal for every pair fxrt_quant_multiplier makes,
+ * over the whole int32 range and every shift (30 after rounding up to a
+ * power of two, 31 and 32 where the half and the tie straddle the two
+ * words), and on values aimed at exact ties (v x mult a multiple of
+ * 2^(shift - 1)) and one either side of them, where half to even decides. */
+START_TEST(test_rescale32)
+{
+    rng_state = 14;
+    int shifts_seen[63] = {0};
+    for (int t = 0; t < 2000000; t++) {
+        double s = t % 1000 == 0 ? nextafter(1.0, 0.0)
+                                 : ldexp(0.5 + 0.5 * rnd_unit(), -rnd_range(0, 31));
+        int32_t mult;
+        int shift;
+        ck_assert_int_eq(fxrt_quant_multiplier(s, &mult, &shift), 0);
+        shifts_seen[shift] = 1;
+        int32_t v = (int32_t)(rnd_u32() << 8 ^ rnd_u32());
+        if (t % 4 == 1)
+            v >>= rnd_range(0, 31); /* small magnitudes too */
+        ck_assert_int_eq(fxrt_quant_rescale32(v, mult, shift), fxrt_quant_rescale(v, mult, shift));
+    }
+    for (int shift = 30; shift <= 62; shift++)
+        ck_assert_msg(shifts_seen[shift], "shift %d not drawn", shift);
+    /* Ties: mult = 2^30 and v = (2j + 1) x 2^(shift - 31) put v x mult
+     * exactly on a half; v - 1 and v + 1 lie either side. */
+    for (int shift = 31; shift <= 61; shift++)
+        for (int j = -40; j <= 40; j++) {
+            int64_t base = (int64_t)(2 * j + 1) << (shift - 31);
+            for (int64_t d = -1; d <= 1; d++) {
+                int64_t v = base + d;
+                if (v < INT32_MIN || v > INT32_MAX)
+                    continue;
+                ck_assert_int_eq(fxrt_quant_rescale32((int32_t)v, 1 << 30, shift),
+                                 fxrt_quant_rescale((int32_t)v, 1 << 30, shift));
+            }
+        }
+    /* The range's ends with the largest multiplier (shift 30 comes only
+     * with 2^30, a scale rounded up to 1). */
+    const int32_t edges[] = {INT32_MIN, INT32_MIN + 1, -1, 0, 1, INT32_MAX};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        ck_assert_int_eq(fxrt_quant_rescale32(edges[i], 1 << 30, 30),
+                         fxrt_quant_rescale(edges[i], 1 << 30, 30));
+        for (int shift = 31; shift <= 62; shift++)
+            ck_assert_int_eq(fxrt_quant_rescale32(edges[i], 0x7FFFFFFF, shift),
+                             fxrt_quant_rescale(edges[i], 0x7FFFFFFF, shift));
+    }
+}
+END_TEST
+
 /* Over the whole int32 range and with double scales (not representable by
  * the pair), fxrt_quant_rescale may differ from rint(v x s) by one, but
  * only near a tie: within 1e-9 relative (the pair's own error is below
@@ -657,6 +707,7 @@ static Suite *qgemm_suite(void)
     tcase_add_test(rescale, test_multiplier_range);
     tcase_add_test(rescale, test_rescale_exact);
     tcase_add_test(rescale, test_rescale_ties);
+    tcase_add_test(rescale, test_rescale32);
     tcase_add_test(rescale, test_pack_refuses_scale);
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
     tcase_add_test(rescale, test_requantize_scaled_lanes);
