@@ -191,93 +191,131 @@ static __attribute__((noinline)) void run_tiles(const McuReduce *r, int count, i
             tile(r, 0, 0, x + j * x_pixel, w, f, y + j * BLOCK);
 }
 
-void fxrt_conv_nchwc_mcu_f32(const FxrtConvParams *p, int x_blocked, const float *x,
-                             const float *packed_w, const FxrtEpilogue *ep, float *y,
-                             int64_t y_ob)
-{
-    int in_h = (int)p->in_size[1], in_w = (int)p->in_size[2];
-    int out_h = (int)p->out_size[1], out_w = (int)p->out_size[2];
-    const int stride_h = (int)p->stride[1], stride_w = (int)p->stride[2];
-    const int dil_h = (int)p->dilation[1], dil_w = (int)p->dilation[2];
-    const int pad_h = (int)p->pad_begin[1], pad_w = (int)p->pad_begin[2];
-    const int kernel_h = (int)p->kernel[1], kernel_w = (int)p->kernel[2];
-    const int lanes = x_blocked ? BLOCK : (int)p->in_channels;
-    const int in_blocks = x_blocked ? (int)fxrt_nchwc_blocks(p->in_channels) : 1;
-    const int out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
-    const int x_image = in_blocks * in_h * in_w * (x_blocked ? BLOCK : lanes);
-    const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
-    /* A 1x1 stride-1 layer without padding is one row of all the pixels. */
-    if (kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 &&
-        pad_w == 0 && out_h == in_h && out_w == in_w) {
-        out_w = in_w = out_h * out_w;
-        out_h = in_h = 1;
-    }
-    const int x_col = x_blocked ? BLOCK : 1, x_pixel = stride_w * x_col;
+/* A layer's geometry in ints (a 32-bit core's arithmetic), and the walk of
+ * its reduction; a 1x1 stride-1 layer without padding is one row of all its
+ * pixels. */
+typedef struct McuConv {
+    int in_h, in_w, out_h, out_w, stride_h, stride_w, dil_h, dil_w, pad_h, pad_w;
+    int kernel_h, kernel_w, lanes, x_blocked, in_blocks, out_blocks, batch;
+    int x_col, x_image, y_block, y_image;
     McuReduce r;
-    r.blocks = in_blocks;
-    r.x_block = in_h * in_w * BLOCK;
-    r.x_row = dil_h * in_w * x_col;
-    r.w_block = kernel_h * kernel_w * lanes * PAIR;
-    r.w_row = kernel_w * lanes * PAIR;
-    /* blocked: runs along the lanes (of all kernel columns when they are
-     * contiguous); plain: along the kernel columns, a run per lane */
-    const int merged = x_blocked && dil_w == 1;
-    r.x_col = x_blocked ? dil_w * BLOCK : in_h * in_w;
-    r.w_col = x_blocked ? BLOCK * PAIR : PAIR;
-    r.x_step = x_blocked ? 1 : dil_w;
-    r.w_step = x_blocked ? PAIR : lanes * PAIR;
-    int64_t lo64, hi64;
-    fxrt_window_inner(in_w, out_w, kernel_w, stride_w, dil_w, pad_w, &lo64, &hi64);
-    const int col_lo = (int)lo64, col_hi = (int)hi64;
-    McuFinish f = finish_of(ep, y);
-    /* Output columns [c_lo, c_hi) read kernel columns [k0, k1): the
-     * interior as one run, each border column alone. */
-    for (int c_lo = 0, c_hi; c_lo < out_w; c_lo = c_hi) {
-        int64_t k0 = 0, k1 = kernel_w;
-        c_hi = c_lo + 1;
-        if (c_lo == col_lo && col_hi > col_lo)
-            c_hi = col_hi;
-        else
-            fxrt_window_range(c_lo, stride_w, pad_w, dil_w, in_w, kernel_w, &k0, &k1);
-        const int taps = (int)(k1 - k0);
-        r.cols = merged ? 1 : x_blocked ? taps : lanes;
-        r.steps = merged ? taps * BLOCK : x_blocked ? BLOCK : taps;
-        const float *xc = x + (c_lo * stride_w - pad_w + (int)k0 * dil_w) * x_col;
-        const float *wc = packed_w + (int)k0 * r.w_col * (x_blocked ? 1 : lanes);
-        for (int n = 0; n < (int)p->batch; n++)
-            for (int ob = 0; ob < out_blocks; ob++) {
-                McuFinish fb = f;
-                if (f.bias)
-                    fb.bias = f.bias + ob * BLOCK;
-                for (int oh = 0; oh < out_h; oh++) {
-                    int64_t r0, r1;
-                    fxrt_window_range(oh, stride_h, pad_h, dil_h, in_h, kernel_h, &r0, &r1);
-                    r.rows = (int)(r1 - r0);
-                    run_tiles(&r, c_hi - c_lo, x_pixel,
-                              xc + n * x_image +
-                                  (oh * stride_h - pad_h + (int)r0 * dil_h) * in_w * x_col,
-                              wc + ob / 2 * in_blocks * r.w_block + ob % 2 * BLOCK +
-                                  (int)r0 * r.w_row,
-                              &fb, y + n * y_image + ob * y_block + (oh * out_w + c_lo) * BLOCK);
-                }
-            }
+} McuConv;
+
+/* Output columns [c_lo, c_hi) of every row, which read kernel columns
+ * [k0, k1). */
+static __attribute__((noinline)) void conv_columns(const McuConv *cv, int c_lo, int c_hi,
+                                                   int k0, int k1, const float *x,
+                                                   const float *packed_w, const McuFinish *f,
+                                                   float *y)
+{
+    McuReduce r = cv->r;
+    const int taps = k1 - k0;
+    if (!cv->x_blocked) {
+        r.cols = cv->lanes;
+        r.steps = taps;
+    } else if (cv->dil_w == 1) {
+        r.cols = 1;
+        r.steps = taps * BLOCK;
+    } else {
+        r.cols = taps;
+        r.steps = BLOCK;
     }
-    if (f.fused || !fxrt_epilogue_active(ep))
-        return;
-    /* Other epilogues on each finished row (a plane for a 1x1 stride-1
-     * layer), Y's blocks being 8 columns of the epilogue's matrix. */
-    for (int n = 0; n < (int)p->batch; n++)
-        for (int ob = 0; ob < out_blocks; ob++)
-            for (int oh = 0; oh < out_h; oh++) {
-                float *yr = y + n * y_image + ob * y_block + oh * out_w * BLOCK;
+    const float *xc = x + (c_lo * cv->stride_w - cv->pad_w + k0 * cv->dil_w) * cv->x_col;
+    const float *wc = packed_w + k0 * (cv->x_blocked ? BLOCK : cv->lanes) * PAIR;
+    for (int n = 0; n < cv->batch; n++)
+        for (int ob = 0; ob < cv->out_blocks; ob++) {
+            McuFinish fb = *f;
+            if (f->bias)
+                fb.bias = f->bias + ob * BLOCK;
+            for (int oh = 0; oh < cv->out_h; oh++) {
+                int64_t r0, r1;
+                fxrt_window_range(oh, cv->stride_h, cv->pad_h, cv->dil_h, cv->in_h,
+                                  cv->kernel_h, &r0, &r1);
+                r.rows = (int)(r1 - r0);
+                run_tiles(&r, c_hi - c_lo, cv->stride_w * cv->x_col,
+                          xc + n * cv->x_image +
+                              (oh * cv->stride_h - cv->pad_h + (int)r0 * cv->dil_h) * cv->in_w *
+                                  cv->x_col,
+                          wc + ob / 2 * cv->in_blocks * r.w_block + ob % 2 * BLOCK +
+                              (int)r0 * r.w_row,
+                          &fb,
+                          y + n * cv->y_image + ob * cv->y_block + (oh * cv->out_w + c_lo) * BLOCK);
+            }
+        }
+}
+
+/* Epilogues other than bias and clamp, on each finished row, Y's blocks
+ * being 8 columns of the epilogue's matrix. */
+static __attribute__((noinline)) void conv_epilogue(const McuConv *cv, const FxrtEpilogue *ep,
+                                                    int from_y, float *y)
+{
+    for (int n = 0; n < cv->batch; n++)
+        for (int ob = 0; ob < cv->out_blocks; ob++)
+            for (int oh = 0; oh < cv->out_h; oh++) {
+                float *yr = y + n * cv->y_image + ob * cv->y_block + oh * cv->out_w * BLOCK;
                 FxrtEpilogue e = *ep;
                 e.bias = ep->bias ? ep->bias + ob * BLOCK : NULL;
                 e.bias_row_stride = 0;
                 e.bias_col_stride = 1;
-                e.residual = ep->residual && !f.from_y ? ep->residual + (yr - y) : NULL;
+                e.residual = ep->residual && !from_y ? ep->residual + (yr - y) : NULL;
                 e.residual_ld = BLOCK;
-                fxrt_epilogue_apply_f32(&e, 0, 0, out_w, BLOCK, yr, BLOCK);
+                fxrt_epilogue_apply_f32(&e, 0, 0, cv->out_w, BLOCK, yr, BLOCK);
             }
+}
+
+void fxrt_conv_nchwc_mcu_f32(const FxrtConvParams *p, int x_blocked, const float *x,
+                             const float *packed_w, const FxrtEpilogue *ep, float *y,
+                             int64_t y_ob)
+{
+    McuConv cv;
+    cv.in_h = (int)p->in_size[1], cv.in_w = (int)p->in_size[2];
+    cv.out_h = (int)p->out_size[1], cv.out_w = (int)p->out_size[2];
+    cv.stride_h = (int)p->stride[1], cv.stride_w = (int)p->stride[2];
+    cv.dil_h = (int)p->dilation[1], cv.dil_w = (int)p->dilation[2];
+    cv.pad_h = (int)p->pad_begin[1], cv.pad_w = (int)p->pad_begin[2];
+    cv.kernel_h = (int)p->kernel[1], cv.kernel_w = (int)p->kernel[2];
+    cv.batch = (int)p->batch;
+    cv.x_blocked = x_blocked;
+    cv.lanes = x_blocked ? BLOCK : (int)p->in_channels;
+    cv.in_blocks = x_blocked ? (int)fxrt_nchwc_blocks(p->in_channels) : 1;
+    cv.out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
+    cv.x_image = cv.in_blocks * cv.in_h * cv.in_w * (x_blocked ? BLOCK : cv.lanes);
+    cv.y_block = y_ob ? (int)y_ob : cv.out_h * cv.out_w * BLOCK;
+    cv.y_image = cv.out_blocks * cv.y_block;
+    if (cv.kernel_h == 1 && cv.kernel_w == 1 && cv.stride_h == 1 && cv.stride_w == 1 &&
+        cv.pad_h == 0 && cv.pad_w == 0 && cv.out_h == cv.in_h && cv.out_w == cv.in_w) {
+        cv.out_w = cv.in_w = cv.out_h * cv.out_w;
+        cv.out_h = cv.in_h = 1;
+    }
+    cv.x_col = x_blocked ? BLOCK : 1;
+    McuReduce *r = &cv.r;
+    r->blocks = cv.in_blocks;
+    r->x_block = cv.in_h * cv.in_w * BLOCK;
+    r->x_row = cv.dil_h * cv.in_w * cv.x_col;
+    r->w_block = cv.kernel_h * cv.kernel_w * cv.lanes * PAIR;
+    r->w_row = cv.kernel_w * cv.lanes * PAIR;
+    /* blocked: runs along the lanes (of all kernel columns when they are
+     * contiguous); plain: along the kernel columns, a run per lane */
+    r->x_col = x_blocked ? cv.dil_w * BLOCK : cv.in_h * cv.in_w;
+    r->w_col = x_blocked ? BLOCK * PAIR : PAIR;
+    r->x_step = x_blocked ? 1 : cv.dil_w;
+    r->w_step = x_blocked ? PAIR : cv.lanes * PAIR;
+    int64_t lo, hi;
+    fxrt_window_inner(cv.in_w, cv.out_w, cv.kernel_w, cv.stride_w, cv.dil_w, cv.pad_w, &lo, &hi);
+    McuFinish f = finish_of(ep, y);
+    /* The interior columns as one run, each border column alone. */
+    for (int c_lo = 0, c_hi; c_lo < cv.out_w; c_lo = c_hi) {
+        int64_t k0 = 0, k1 = cv.kernel_w;
+        c_hi = c_lo + 1;
+        if (c_lo == (int)lo && hi > lo)
+            c_hi = (int)hi;
+        else
+            fxrt_window_range(c_lo, cv.stride_w, cv.pad_w, cv.dil_w, cv.in_w, cv.kernel_w, &k0,
+                              &k1);
+        conv_columns(&cv, c_lo, c_hi, (int)k0, (int)k1, x, packed_w, &f, y);
+    }
+    if (!f.fused && fxrt_epilogue_active(ep))
+        conv_epilogue(&cv, ep, f.from_y, y);
 }
 
 #endif /* FXRT_SMALL_KERNELS */
