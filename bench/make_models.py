@@ -8,6 +8,14 @@
     mobilenetv2  MobileNet-v2, width 1.0                          [1, 3, 224, 224]
     transformer  one encoder layer: seq 128, d_model 256, 4 heads,
                  FFN 1024, exact Gelu written with Erf            [1, 128, 256]
+    vww          MLPerf Tiny visual wake words: MobileNet-v1,
+                 alpha 0.25, 2 classes                            [1, 3, 96, 96]
+    ad_autoencoder  MLPerf Tiny anomaly detection: the fully
+                 connected autoencoder 640-128x4-8-128x4-640      [1, 640]
+
+The four MLPerf Tiny models (resnet8, dscnn_kws, vww, ad_autoencoder) have the
+reference networks' layers and shapes (TensorFlow's "same" padding written as
+explicit pads), with seeded random weights, not the trained ones.
 
 Each model is built with onnx.helper (IR version 8, opset 17, which is what
 fxcc's loader accepts), passed through onnx.checker and run once in ONNX
@@ -266,6 +274,54 @@ def transformer(seed, seq=128, d=256, heads=4, ffn=1024):
     return b.finish(x, [1, seq, d], y, [1, seq, d]), [1, seq, d]
 
 
+def vww(seed):
+    """MLPerf Tiny visual wake words: MobileNet-v1 with width multiplier 0.25
+    on 96x96x3, 2 classes (person / no person)."""
+    b = Builder("vww", seed)
+    x = "input"
+
+    def same_pads(size, k, stride):
+        # TensorFlow's "same": the odd padding row or column at the end.
+        out = -(-size // stride)
+        total = max((out - 1) * stride + k - size, 0)
+        return total // 2, total - total // 2, out
+
+    def conv_bn_relu(h, cin, cout, k, stride, size, group, base):
+        lo, hi, out = same_pads(size, k, stride)
+        h = b.conv(h, cin, cout, k, stride, pads=[lo, lo, hi, hi], group=group, base=base)
+        return b.relu(b.bn(h, cout, base + "_bn")), out
+
+    size = 96
+    h, size = conv_bn_relu(x, 3, 8, 3, 2, size, 1, "conv1")
+    cin = 8
+    # (pointwise filters, depthwise stride) of the 13 separable layers.
+    for i, (cout, stride) in enumerate([(16, 1), (32, 2), (32, 1), (64, 2), (64, 1), (128, 2),
+                                        (128, 1), (128, 1), (128, 1), (128, 1), (128, 1),
+                                        (256, 2), (256, 1)], start=1):
+        h, size = conv_bn_relu(h, cin, cin, 3, stride, size, cin, f"sep{i}.dw")
+        h, size = conv_bn_relu(h, cin, cout, 1, 1, size, 1, f"sep{i}.pw")
+        cin = cout
+    h = b.op("AveragePool", [h], "avgpool", kernel_shape=[size, size], strides=[size, size])
+    h = b.op("Flatten", [h], "flatten", axis=1)
+    h = b.gemm(h, cin, 2, "fc")
+    y = b.op("Softmax", [h], "softmax", axis=1)
+    return b.finish(x, [1, 3, 96, 96], y, [1, 2]), [1, 3, 96, 96]
+
+
+def ad_autoencoder(seed):
+    """MLPerf Tiny anomaly detection: a dense autoencoder on 640 features (5
+    frames of 128 log-mel bins), Dense + BatchNormalization + ReLU layers of
+    128 x4, 8, 128 x4, then a linear Dense back to 640."""
+    b = Builder("ad_autoencoder", seed)
+    x = "input"
+    h, fin = x, 640
+    for i, fout in enumerate([128, 128, 128, 128, 8, 128, 128, 128, 128], start=1):
+        h = b.relu(b.bn(b.gemm(h, fin, fout, f"dense{i}"), fout, f"dense{i}_bn"))
+        fin = fout
+    y = b.gemm(h, fin, 640, "dense10")
+    return b.finish(x, [1, 640], y, [1, 640]), [1, 640]
+
+
 MODELS = {
     "mlp": mlp,
     "lenet": lenet,
@@ -273,6 +329,8 @@ MODELS = {
     "dscnn_kws": dscnn_kws,
     "mobilenetv2": mobilenetv2,
     "transformer": transformer,
+    "vww": vww,
+    "ad_autoencoder": ad_autoencoder,
 }
 
 

@@ -29,6 +29,17 @@
 #define FXRT_NO_TRAPPING_MATH
 #endif
 
+/* acc += a * b as one fused multiply-add where the FPU has a
+ * single-precision one and the code runs on it (a Cortex-M4F's VFMA): the
+ * firmware builds in ISO C (-std=c99), where GCC does not contract a * b + c
+ * into it.  Elsewhere (x86 without -mfma: fmaf would be a library call)
+ * the plain expression. */
+#if defined(__GNUC__) && defined(__ARM_FEATURE_FMA) && defined(__ARM_FP) && (__ARM_FP & 4)
+#define FXRT_MAC(acc, a, b) ((acc) = __builtin_fmaf((a), (b), (acc)))
+#else
+#define FXRT_MAC(acc, a, b) ((acc) += (a) * (b))
+#endif
+
 /* exp(x) for x <= 0 (or NaN), within 2 ulp of expf: x = n ln 2 + r with
  * |r| <= ln 2 / 2 (n rounded by adding 1.5 * 2^23, ln 2 split in two so
  * that n * LN2_HI is exact), Cephes's degree-7 polynomial for exp(r), and

@@ -411,6 +411,14 @@ void fxrt_conv_nchwc_depthwise_inplace_f32(const FxrtConvParams *p, float *xy,
                                            const float *packed_w, const FxrtEpilogue *ep,
                                            float *scratch);
 
+/* The small build's group-1 kernel for a microcontroller's scalar FPU
+ * (fxrt_nn_conv_mcu.c), which the functions above run with
+ * FXRT_SMALL_KERNELS; Y's output blocks are y_ob floats apart (0: a
+ * plane). */
+void fxrt_conv_nchwc_mcu_f32(const FxrtConvParams *p, int x_blocked, const float *x,
+                             const float *packed_w, const FxrtEpilogue *ep, float *y,
+                             int64_t y_ob);
+
 /* Squeeze-and-excite on NCHWc x [batch, CB, spatial, 8]
  * (fxrt_nn_squeeze_excite.c): y = x * gate, per channel, where
  *

@@ -67,6 +67,8 @@
 #define BLOCK FXRT_NCHWC_BLOCK
 #define PAIR FXRT_NCHWC_PAIR
 
+#if !FXRT_SMALL_KERNELS
+
 /* Whether ep's residual is Y itself (the compiler's plan gives a residual
  * that dies here Y's buffer) and is added before the activation: the sums
  * then start from Y and the epilogue adds no residual. */
@@ -74,8 +76,6 @@ static int residual_is_y(const FxrtEpilogue *ep, const float *y)
 {
     return ep && ep->residual == y && !ep->residual_after;
 }
-
-#if !FXRT_SMALL_KERNELS
 
 /* Output channel blocks per tile, one pair of the packing (fxrt_nn.h) or
  * the lone last block, and the pixels per tile for each count: twelve
@@ -964,70 +964,12 @@ static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
 void fxrt_nchwc_conv_limit_isa(int level) { (void)level; }
 int fxrt_nchwc_conv_isa(void) { return 0; }
 
-/* The small kernel: one output row of one output block at a time, each
- * pixel's eight sums in registers over the clipped taps, the epilogue
- * applied to the finished row.  Indices are int (a microcontroller's
- * image has far fewer than 2^31 floats): 64-bit arithmetic costs a core
- * without it several instructions and library calls per operation. */
+/* The small build's kernel is fxrt_nn_conv_mcu.c's, register-tiled for a
+ * microcontroller's scalar FPU. */
 static void conv_nchwc(const FxrtConvParams *p, int x_blocked, const float *x,
                        const float *packed_w, const FxrtEpilogue *ep, float *y, int64_t y_ob)
 {
-    const int in_h = (int)p->in_size[1], in_w = (int)p->in_size[2];
-    const int out_h = (int)p->out_size[1], out_w = (int)p->out_size[2];
-    const int stride_h = (int)p->stride[1], stride_w = (int)p->stride[2];
-    const int dil_h = (int)p->dilation[1], dil_w = (int)p->dilation[2];
-    const int pad_h = (int)p->pad_begin[1], pad_w = (int)p->pad_begin[2];
-    const int kernel_h = (int)p->kernel[1], kernel_w = (int)p->kernel[2];
-    /* Blocked X: ICB blocks of eight lanes, a pixel 8 floats; plain X: one
-     * "block" whose lanes are the input channels, a plane apart. */
-    const int lanes = x_blocked ? BLOCK : (int)p->in_channels;
-    const int in_blocks = x_blocked ? (int)fxrt_nchwc_blocks(p->in_channels) : 1;
-    const int x_lane = x_blocked ? 1 : in_h * in_w, x_col = x_blocked ? BLOCK : 1;
-    const int x_block = in_h * in_w * BLOCK, x_image = in_blocks * in_h * in_w * (x_blocked ? BLOCK : lanes);
-    /* w_block: one input block's weights of a pair of output blocks. */
-    const int w_block = kernel_h * kernel_w * lanes * PAIR, out_blocks = (int)fxrt_nchwc_blocks(p->out_channels);
-    const int y_block = y_ob ? (int)y_ob : out_h * out_w * BLOCK, y_image = out_blocks * y_block;
-    int active = fxrt_epilogue_active(ep);
-    int residual_in_y = active && residual_is_y(ep, y);
-    for (int n = 0; n < (int)p->batch; n++)
-        for (int ob = 0; ob < out_blocks; ob++)
-            for (int oh = 0; oh < out_h; oh++) {
-                int64_t r0, r1;
-                fxrt_window_range(oh, stride_h, pad_h, dil_h, in_h, kernel_h, &r0, &r1);
-                float *yr = y + n * y_image + ob * y_block + oh * out_w * BLOCK;
-                for (int ow = 0; ow < out_w; ow++) {
-                    int64_t c0, c1;
-                    fxrt_window_range(ow, stride_w, pad_w, dil_w, in_w, kernel_w, &c0, &c1);
-                    float acc[BLOCK] = {0};
-                    if (residual_in_y)
-                        memcpy(acc, yr + ow * BLOCK, sizeof acc);
-                    const float *xp = x + n * x_image + (oh * stride_h - pad_h) * in_w * x_col +
-                                      (ow * stride_w - pad_w) * x_col;
-                    for (int b = 0; b < in_blocks; b++)
-                        for (int r = (int)r0; r < (int)r1; r++)
-                            for (int c = (int)c0; c < (int)c1; c++) {
-                                const float *xs = xp + b * x_block + r * dil_h * in_w * x_col +
-                                                  c * dil_w * x_col;
-                                const float *ws = packed_w + (ob / 2 * in_blocks + b) * w_block +
-                                                  ob % 2 * BLOCK + (r * kernel_w + c) * lanes * PAIR;
-                                for (int l = 0; l < lanes; l++) {
-                                    float v = xs[l * x_lane];
-                                    for (int o = 0; o < BLOCK; o++)
-                                        acc[o] += v * ws[l * PAIR + o];
-                                }
-                            }
-                    memcpy(yr + ow * BLOCK, acc, sizeof acc);
-                }
-                if (active) {
-                    FxrtEpilogue e = *ep;
-                    e.bias = ep->bias ? ep->bias + ob * BLOCK : NULL;
-                    e.bias_row_stride = 0;
-                    e.bias_col_stride = 1;
-                    e.residual = ep->residual && !residual_in_y ? ep->residual + (yr - y) : NULL;
-                    e.residual_ld = BLOCK;
-                    fxrt_epilogue_apply_f32(&e, 0, 0, out_w, BLOCK, yr, BLOCK);
-                }
-            }
+    fxrt_conv_nchwc_mcu_f32(p, x_blocked, x, packed_w, ep, y, y_ob);
 }
 
 #endif /* FXRT_SMALL_KERNELS */

@@ -14,7 +14,7 @@
  * runs on each finished row while it is in L1.
  *
  * The portable path takes one pixel at a time with its eight sums in
- * registers.  On x86-64 host builds (FXRT_USE_CBLAS, GCC or Clang) an
+ * registers (fused multiply-adds where the FPU has them: FXRT_MAC).  On x86-64 host builds (FXRT_USE_CBLAS, GCC or Clang) an
  * AVX2/FMA path is chosen at run time, when the CPU has it and the cap of
  * the convolution tiles (fxrt_nchwc_conv_isa, fxrt_isa.h) allows: one __m256 per
  * pixel, the interior in runs of up to 8 pixels (accumulators) that share
@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "fxrt.h"
+#include "fxrt_math.h"
 
 #if defined(FXRT_USE_CBLAS) && defined(__x86_64__) && defined(__GNUC__)
 #define FXRT_DW_AVX2 1
@@ -112,14 +113,14 @@ static void dw_pixel_portable(const float *x0, const float *wp, DwIndex h0, DwIn
         const float *xr = x0 + (kh - h0) * row_step, *wr = wp + kh * kw * BLOCK;
         for (DwIndex k = k0; k < k1; k++) {
             const float *xv = xr + (k - k0) * dw * BLOCK, *wv = wr + k * BLOCK;
-            s0 += wv[0] * xv[0];
-            s1 += wv[1] * xv[1];
-            s2 += wv[2] * xv[2];
-            s3 += wv[3] * xv[3];
-            s4 += wv[4] * xv[4];
-            s5 += wv[5] * xv[5];
-            s6 += wv[6] * xv[6];
-            s7 += wv[7] * xv[7];
+            FXRT_MAC(s0, wv[0], xv[0]);
+            FXRT_MAC(s1, wv[1], xv[1]);
+            FXRT_MAC(s2, wv[2], xv[2]);
+            FXRT_MAC(s3, wv[3], xv[3]);
+            FXRT_MAC(s4, wv[4], xv[4]);
+            FXRT_MAC(s5, wv[5], xv[5]);
+            FXRT_MAC(s6, wv[6], xv[6]);
+            FXRT_MAC(s7, wv[7], xv[7]);
         }
     }
     out[0] = s0;

