@@ -1169,7 +1169,7 @@ static int print_version(void)
     printf("fxcc %s\n"
            "reads ONNX IR 3 to %d, default-domain opsets %d to %d\n"
            "targets: host (OpenBLAS), portable (C99), cortex-m\n",
-           FXCC_VERSION, FX_MAX_IR_VERSION, FX_MIN_OPSET, onnx_max_opset());
+           FXCC_VERSION, FX_MAX_IR_VERSION, FX_MIN_OPSET, FX_MAX_OPSET);
     return 0;
 }
 
