@@ -37,6 +37,8 @@
 
 typedef struct Group {
     int *group_of;  /* by node id: group number + 1, 0 = none */
+    int num_ids;    /* its length: nodes made during the pass (fused
+                     * calls) have larger ids and belong to no group */
     Node **members; /* graph order once sorted */
     int count, cap;
     Node **inputs;  /* external values, first use order */
@@ -68,7 +70,7 @@ static bool broadcasts_to(const TensorType *t, const TensorType *out)
 
 static bool in_group(const Group *gr, const Node *n, int tag)
 {
-    return n->id >= 0 && gr->group_of[n->id] == tag;
+    return n->id >= 0 && n->id < gr->num_ids && gr->group_of[n->id] == tag;
 }
 
 static bool push_member(Group *gr, Node *n, int tag)
@@ -95,7 +97,8 @@ static bool grow(Group *gr, int tag)
             Node *n = gr->members[m];
             for (int i = 0; i < n->num_args; i++) {
                 Node *a = n->args[i];
-                if (!a || gr->group_of[a->id] != 0 || !fused_elementwise_supports(a))
+                if (!a || a->id >= gr->num_ids || gr->group_of[a->id] != 0 ||
+                    !fused_elementwise_supports(a))
                     continue;
                 bool inside = true;
                 for (int u = 0; u < a->num_users && inside; u++)
@@ -284,6 +287,7 @@ static FxStatus fuse_reductions(Graph *g, int *changes, Diag *d)
     Group gr = {0};
     int ids = g->next_id, tag = 0;
     gr.group_of = fx_alloc_array((size_t)ids + 1, sizeof *gr.group_of);
+    gr.num_ids = ids;
     if (!gr.group_of)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     intptr_t pos = 0;
@@ -349,6 +353,7 @@ FxStatus pass_elementwise_fusion(Graph *g, PassResult *r, Diag *d)
     Group gr = {0};
     int ids = g->next_id;
     gr.group_of = fx_alloc_array((size_t)ids + 1, sizeof *gr.group_of);
+    gr.num_ids = ids;
     if (!gr.group_of)
         return diag_error(d, FX_ERR_NOMEM, "out of memory");
     /* positions for sorting members into graph order */
