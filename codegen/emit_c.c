@@ -1373,6 +1373,30 @@ static FxStatus staging_publish(Staging *s, const char *dir, Diag *d)
     return FX_OK;
 }
 
+/* After a file-by-file publish: the runtime files of an earlier compile that
+ * this one did not write (another model's kernels, or all of them under
+ * --runtime shared), which the folder's build would otherwise still compile.
+ * By name from the embedded list: no directory read. */
+static void remove_stale_runtime(const Staging *s, const char *dir)
+{
+    for (int i = 0; i < fxcc_embedded_count; i++) {
+        const char *file = fxcc_embedded_names[i];
+        if (strncmp(file, "fxrt", 4) != 0)
+            continue;
+        char staged[300], path[4600];
+        snprintf(staged, sizeof staged, "fxrt/%s", file);
+        bool written = false;
+        for (int k = 0; k < s->count && !written; k++)
+            written = !strcmp(s->files[k], staged);
+        snprintf(path, sizeof path, "%s/%s", dir, staged);
+        if (!written)
+            unlink(path);
+    }
+    char rt[4300];
+    snprintf(rt, sizeof rt, "%s/fxrt", dir);
+    rmdir(rt); /* only when nothing is left in it */
+}
+
 /* Removes what is left of the staging folder (nothing once published). */
 static void staging_close(Staging *s)
 {
@@ -1633,8 +1657,10 @@ FxStatus cg_compile(const Graph *g, const CgOptions *o, const char *dir, CgPlan 
             st = write_profile_tables(&gen, &tmp);
         if (st == FX_OK)
             st = staging_publish(&tmp, dir, d);
-        if (st == FX_OK)
+        if (st == FX_OK && !tmp.published_whole) {
             remove_stale_weights(&gen, dir);
+            remove_stale_runtime(&tmp, dir);
+        }
     }
     staging_close(&tmp);
     free(needed);
