@@ -169,7 +169,7 @@ START_TEST(test_rescale32)
      * exactly on a half; v - 1 and v + 1 lie either side. */
     for (int shift = 31; shift <= 61; shift++)
         for (int j = -40; j <= 40; j++) {
-            int64_t base = (int64_t)(2 * j + 1) << (shift - 31);
+            int64_t base = (int64_t)(2 * j + 1) * ((int64_t)1 << (shift - 31));
             for (int64_t d = -1; d <= 1; d++) {
                 int64_t v = base + d;
                 if (v < INT32_MIN || v > INT32_MAX)
